@@ -1,0 +1,511 @@
+//! Reservations, dispatch, settlement and uncertainty: every provider call starts here with a
+//! reservation (B1, B2, B5 through the ledger), is settled here (B3), and is marked uncertain
+//! or reconciled here (D2). Authorization is checked again before dispatch (T3).
+
+use super::{
+    Audience, CallBrief, CallRequest, CallResult, Charge, Ctx, Effect, InputError, Reconciliation,
+    TaskBrief, TaskProgress,
+};
+use crate::ids::{EventId, ObjectiveId, OperationId, PrincipalId};
+use crate::ledger::LedgerError;
+use crate::money::UsdMicros;
+use crate::objective::{ObjectiveStatus, ObservedRevisions};
+use crate::plan::{Task, TaskState};
+use crate::policy::ReviewSource;
+use crate::room::Role;
+use crate::rules::Rule;
+use crate::state::{CallRole, Operation, OperationState, Purpose};
+
+/// Where an interpretation lives: an owner message without objective yet, or an objective.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Target {
+    Intake(EventId),
+    Objective(usize),
+}
+
+impl Ctx<'_, '_> {
+    /// Reserves a call and emits it (B1). A refused reservation (B2, B5) is logged, the
+    /// operators are told, and `None` is returned: no reservation, no call.
+    pub(super) fn reserve_call(
+        &mut self,
+        role: CallRole,
+        principal: Option<PrincipalId>,
+        objective: Option<ObjectiveId>,
+        observed: ObservedRevisions,
+        purpose: Purpose,
+        brief: CallBrief,
+    ) -> Option<OperationId> {
+        let op = OperationId::from_uuid(self.env.ids.next_uuid());
+        let amount = self.state.quotes.for_role(role);
+        if let Err(err) = self.state.ledger.reserve(op, amount) {
+            let rule = match err {
+                LedgerError::AdmissionsStopped(_) => Rule::B5,
+                _ => Rule::B2,
+            };
+            let message = format!("{} call not admitted: {err}", role.as_str());
+            self.reject(objective, rule, message.clone());
+            self.notify(Audience::Operators, objective, message);
+            return None;
+        }
+        self.state.operations.insert(
+            op,
+            Operation {
+                id: op,
+                role,
+                principal: principal.clone(),
+                objective,
+                purpose,
+                observed,
+                reservation: amount,
+                charged: None,
+                state: OperationState::InFlight,
+            },
+        );
+        self.accept(
+            objective,
+            Some(Rule::B1),
+            format!("reserved {amount} for {} call {op}", role.as_str()),
+        );
+        self.effects.push(Effect::ReserveAndCall(CallRequest {
+            op,
+            role,
+            principal,
+            objective,
+            observed,
+            reservation: amount,
+            brief,
+        }));
+        Some(op)
+    }
+
+    /// Looks up an operation that still holds its reservation.
+    pub(super) fn open_operation(&self, op: OperationId) -> Result<Operation, InputError> {
+        let operation = self
+            .state
+            .operations
+            .get(&op)
+            .ok_or(InputError::UnknownOperation(op))?;
+        if !operation.state.is_open() {
+            return Err(InputError::OperationClosed(op));
+        }
+        Ok(operation.clone())
+    }
+
+    /// Settles `op` (B3): the actual usage is charged and the rest released; a response
+    /// without usage is charged its whole reservation, never zero.
+    fn settle(&mut self, op: &Operation, charge: Charge) {
+        let amount = match charge {
+            Charge::Actual(actual) if !actual.is_negative() => actual,
+            Charge::Actual(actual) => {
+                self.reject(
+                    op.objective,
+                    Rule::B3,
+                    format!(
+                        "negative usage {actual} of {}: charged the whole reservation",
+                        op.id
+                    ),
+                );
+                op.reservation
+            }
+            Charge::NoUsage => op.reservation,
+        };
+        match self.state.ledger.settle(op.id, amount) {
+            Ok(released) => {
+                self.accept(
+                    op.objective,
+                    Some(Rule::B3),
+                    format!("{} charged {amount}, released {released}", op.id),
+                );
+            }
+            Err(err) => {
+                self.reject(op.objective, Rule::B3, format!("settling {}: {err}", op.id));
+                return;
+            }
+        }
+        if let Some(stored) = self.state.operations.get_mut(&op.id) {
+            stored.state = OperationState::Settled;
+            stored.charged = Some(amount);
+        }
+        if let Some(overrun) = self.state.ledger.overrun()
+            && (amount > op.reservation
+                || self.state.ledger.balances().spent > self.state.ledger.balances().limit)
+        {
+            let message = format!("admissions stopped: {overrun}");
+            self.reject(op.objective, Rule::B5, message.clone());
+            self.notify(Audience::Operators, op.objective, message);
+        }
+    }
+
+    /// A call returned a result: settle it, then hand the result to its port's handler.
+    pub(super) fn call_returned(
+        &mut self,
+        op: OperationId,
+        charge: Charge,
+        result: CallResult,
+    ) -> Result<(), InputError> {
+        let operation = self.open_operation(op)?;
+        if operation.role != result.role() {
+            return Err(InputError::WrongPort {
+                op,
+                expected: operation.role.as_str(),
+                got: result.role().as_str(),
+            });
+        }
+        self.settle(&operation, charge);
+        self.route_result(&operation, result);
+        Ok(())
+    }
+
+    fn route_result(&mut self, operation: &Operation, result: CallResult) {
+        match result {
+            CallResult::Reasoner(result) => self.reasoner_returned(operation, result),
+            CallResult::Specialist(result) => self.specialist_returned(operation, result),
+            CallResult::Reviewer(result) => self.reviewer_returned(operation, result),
+        }
+    }
+
+    /// A call ended without a result: charged, and its purpose is left open again (after an
+    /// abort) or treated as failed.
+    pub(super) fn call_settled(
+        &mut self,
+        op: OperationId,
+        charge: Charge,
+    ) -> Result<(), InputError> {
+        let operation = self.open_operation(op)?;
+        self.settle(&operation, charge);
+        self.call_ended_without_result(&operation);
+        Ok(())
+    }
+
+    fn call_ended_without_result(&mut self, operation: &Operation) {
+        let aborted = operation.state == OperationState::CancelRequested;
+        match &operation.purpose {
+            Purpose::Execute { task } => {
+                let failure = (!aborted).then(|| "the call ended without a result".to_owned());
+                self.release_task(operation, task.clone(), failure);
+            }
+            Purpose::Interpret { .. } => {
+                if aborted {
+                    self.interpretation_aborted(operation);
+                } else {
+                    self.interpretation_failed_for(
+                        operation,
+                        Rule::O11,
+                        "the reasoner call ended without a result".to_owned(),
+                    );
+                }
+            }
+            Purpose::Review { .. } => {
+                if aborted {
+                    self.review_aborted(operation);
+                } else {
+                    self.review_failed_for(operation, "the review call ended without a result");
+                }
+            }
+        }
+    }
+
+    /// Puts a task whose call ended without a usable result back to pending, or marks it
+    /// failed and asks for repair.
+    fn release_task(
+        &mut self,
+        operation: &Operation,
+        task: crate::ids::TaskIdentity,
+        failure: Option<String>,
+    ) {
+        let Some(idx) = operation
+            .objective
+            .and_then(|id| self.objective_index(id).ok())
+        else {
+            return;
+        };
+        let Some(state) = self.current_task_mut(idx, &task).map(|t| &mut t.state) else {
+            return;
+        };
+        if !matches!(state, TaskState::Dispatched { op } | TaskState::WaitingOutside { op, .. } | TaskState::Uncertain { op } if *op == operation.id)
+        {
+            return;
+        }
+        match failure {
+            None => {
+                *state = TaskState::Pending;
+                self.advance(idx);
+            }
+            Some(reason) => self.task_failed(idx, task, reason),
+        }
+    }
+
+    /// D2: no receipt — the outcome is unknown, the whole reservation stays held, and the
+    /// call is never replayed.
+    pub(super) fn call_uncertain(&mut self, op: OperationId) -> Result<(), InputError> {
+        let operation = self.open_operation(op)?;
+        if operation.state == OperationState::Uncertain {
+            return Err(InputError::OperationClosed(op));
+        }
+        if let Err(err) = self.state.ledger.mark_uncertain(op) {
+            self.reject(operation.objective, Rule::D2, format!("{op}: {err}"));
+            return Ok(());
+        }
+        if let Some(stored) = self.state.operations.get_mut(&op) {
+            stored.state = OperationState::Uncertain;
+        }
+        if let Purpose::Execute { task } = &operation.purpose
+            && let Some(idx) = operation
+                .objective
+                .and_then(|id| self.objective_index(id).ok())
+            && let Some(t) = self.current_task_mut(idx, task)
+            && t.running_op() == Some(op)
+        {
+            t.state = TaskState::Uncertain { op };
+        }
+        let message = format!(
+            "{} call {op} is uncertain: reservation of {} held, never replayed",
+            operation.role.as_str(),
+            operation.reservation
+        );
+        self.accept(operation.objective, Some(Rule::D2), message.clone());
+        self.notify(Audience::Operators, operation.objective, message);
+        Ok(())
+    }
+
+    /// D2: a reconciler confirmed an uncertain call's outcome from durable evidence; only now
+    /// is it charged or released.
+    pub(super) fn reconciled(
+        &mut self,
+        op: OperationId,
+        outcome: Reconciliation,
+    ) -> Result<(), InputError> {
+        let operation = self.open_operation(op)?;
+        if operation.state != OperationState::Uncertain {
+            self.reject(
+                operation.objective,
+                Rule::D2,
+                format!("{op} is not uncertain; only uncertain calls are reconciled"),
+            );
+            return Ok(());
+        }
+        match outcome {
+            Reconciliation::NotExecuted => {
+                match self.state.ledger.release(op) {
+                    Ok(amount) => self.accept(
+                        operation.objective,
+                        Some(Rule::D2),
+                        format!("{op} confirmed never executed: released {amount}"),
+                    ),
+                    Err(err) => {
+                        self.reject(operation.objective, Rule::D2, format!("{op}: {err}"));
+                        return Ok(());
+                    }
+                }
+                if let Some(stored) = self.state.operations.get_mut(&op) {
+                    stored.state = OperationState::Released;
+                    stored.charged = Some(UsdMicros::ZERO);
+                }
+                // Known never to have run: the work is open again, like an abort.
+                let mut as_aborted = operation.clone();
+                as_aborted.state = OperationState::CancelRequested;
+                self.call_ended_without_result(&as_aborted);
+            }
+            Reconciliation::Executed { charge, result } => {
+                if operation.role != result.role() {
+                    return Err(InputError::WrongPort {
+                        op,
+                        expected: operation.role.as_str(),
+                        got: result.role().as_str(),
+                    });
+                }
+                self.accept(
+                    operation.objective,
+                    Some(Rule::D2),
+                    format!("{op} confirmed executed by the reconciler"),
+                );
+                self.settle(&operation, charge);
+                self.route_result(&operation, result);
+            }
+            Reconciliation::ExecutedWithoutResult { charge } => {
+                self.accept(
+                    operation.objective,
+                    Some(Rule::D2),
+                    format!("{op} confirmed executed, result lost"),
+                );
+                self.settle(&operation, charge);
+                let mut as_failed = operation.clone();
+                as_failed.state = OperationState::InFlight;
+                self.call_ended_without_result(&as_failed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks every in-flight call of objective `idx` to abort (D3).
+    pub(super) fn cancel_calls(&mut self, idx: usize) {
+        let id = self.objective(idx).id;
+        let ops: Vec<OperationId> = self
+            .state
+            .operations
+            .values()
+            .filter(|o| o.objective == Some(id) && o.state == OperationState::InFlight)
+            .map(|o| o.id)
+            .collect();
+        for op in ops {
+            self.cancel_call(op);
+        }
+    }
+
+    /// Asks one in-flight call to abort (D3).
+    pub(super) fn cancel_call(&mut self, op: OperationId) {
+        if let Some(stored) = self.state.operations.get_mut(&op)
+            && stored.state == OperationState::InFlight
+        {
+            stored.state = OperationState::CancelRequested;
+            self.effects.push(Effect::CancelCall { op });
+        }
+    }
+
+    /// Moves objective `idx` forward as far as its status allows: interpretations without a
+    /// call, ready tasks, and a review without a call.
+    pub(super) fn advance(&mut self, idx: usize) {
+        match self.objective(idx).status {
+            ObjectiveStatus::Planning
+                if self
+                    .objective(idx)
+                    .interpretation
+                    .as_ref()
+                    .is_some_and(|i| i.op.is_none()) =>
+            {
+                self.issue_interpretation(Target::Objective(idx));
+            }
+            ObjectiveStatus::Running => {
+                self.dispatch_ready(idx);
+                let review_without_call = self
+                    .objective(idx)
+                    .awaiting_review
+                    .as_ref()
+                    .is_some_and(|r| r.op.is_none());
+                if review_without_call && self.state.policy.review_source() == ReviewSource::Model {
+                    self.request_model_review(idx);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Moves everything in the Room forward: after the budget changed.
+    pub(super) fn advance_all(&mut self) {
+        let waiting: Vec<EventId> = self
+            .state
+            .intake
+            .iter()
+            .filter(|(_, i)| i.op.is_none())
+            .map(|(e, _)| *e)
+            .collect();
+        for event in waiting {
+            self.issue_interpretation(Target::Intake(event));
+        }
+        for idx in 0..self.state.objectives.len() {
+            self.advance(idx);
+        }
+    }
+
+    /// Dispatches every ready task of a running objective, in plan order; stops at the first
+    /// reservation the budget refuses.
+    fn dispatch_ready(&mut self, idx: usize) {
+        let Some(plan) = self.objective(idx).current_plan() else {
+            return;
+        };
+        let ready: Vec<Task> = plan
+            .tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Pending && plan.deps_completed(t))
+            .cloned()
+            .collect();
+        for task in ready {
+            if !self.may_dispatch_to(idx, &task) {
+                continue;
+            }
+            let objective = self.objective(idx);
+            let brief = CallBrief::Execute(TaskBrief {
+                identity: task.identity.clone(),
+                key: task.key.clone(),
+                title: task.spec.title.clone(),
+                capability: task.capability.clone(),
+                inputs: task.inputs.clone(),
+                kind: task.kind,
+                dep_contributions: objective
+                    .current_plan()
+                    .map(|p| {
+                        task.spec
+                            .deps
+                            .iter()
+                            .filter_map(|d| match p.task_by_key(d).map(|t| &t.state) {
+                                Some(TaskState::Completed { contribution }) => Some(*contribution),
+                                _ => None,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            });
+            let (id, observed) = (objective.id, objective.observed());
+            let Some(op) = self.reserve_call(
+                CallRole::Specialist,
+                Some(task.assignee.clone()),
+                Some(id),
+                observed,
+                Purpose::Execute {
+                    task: task.identity.clone(),
+                },
+                brief,
+            ) else {
+                return;
+            };
+            if let Some(t) = self.current_task_mut(idx, &task.identity) {
+                t.state = TaskState::Dispatched { op };
+            }
+        }
+    }
+
+    /// T3 before a call is dispatched: the assignee must still be a specialist of the Room.
+    fn may_dispatch_to(&mut self, idx: usize, task: &Task) -> bool {
+        if self.state.members.has(&task.assignee, Role::Specialist) {
+            return true;
+        }
+        let id = self.objective(idx).id;
+        let message = format!(
+            "task {} not dispatched: {} is no longer a specialist of this room",
+            task.identity, task.assignee
+        );
+        self.reject(Some(id), Rule::T3, message.clone());
+        self.notify(Audience::Operators, Some(id), message);
+        false
+    }
+
+    /// The task of `identity` in objective `idx`'s current plan.
+    pub(super) fn current_task_mut(
+        &mut self,
+        idx: usize,
+        identity: &crate::ids::TaskIdentity,
+    ) -> Option<&mut Task> {
+        self.objective_mut(idx)
+            .plans
+            .last_mut()?
+            .tasks
+            .iter_mut()
+            .find(|t| &t.identity == identity)
+    }
+
+    /// Engine-owned progress of objective `idx`'s current plan, as the reasoner sees it.
+    pub(super) fn progress(&self, idx: usize) -> Vec<TaskProgress> {
+        let Some(plan) = self.objective(idx).current_plan() else {
+            return Vec::new();
+        };
+        plan.tasks
+            .iter()
+            .map(|t| TaskProgress {
+                key: t.key.clone(),
+                identity: t.identity.clone(),
+                title: t.spec.title.clone(),
+                column: plan.column_of(t),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,160 @@
+//! Control and budget: D3 (pause and cancel bump the control revision and abort running
+//! calls), B4 (a limit raise adds balance), B5 (acknowledging an overrun), memberships.
+
+use super::{ControlAction, Ctx, InputError, MembershipChange};
+use crate::ids::{ObjectiveId, PrincipalId};
+use crate::money::UsdMicros;
+use crate::objective::ObjectiveStatus;
+use crate::room::{Permission, Role};
+use crate::rules::Rule;
+
+impl Ctx<'_, '_> {
+    /// D3: pause, resume or cancel an objective (owners and operators).
+    pub(super) fn control(
+        &mut self,
+        by: &PrincipalId,
+        objective: ObjectiveId,
+        action: ControlAction,
+    ) -> Result<(), InputError> {
+        let idx = self.objective_index(objective)?;
+        if !self.authorized(by, Permission::ObjectiveControl, Some(objective)) {
+            return Ok(());
+        }
+        let status = self.objective(idx).status;
+        if status.is_terminal() {
+            self.reject(
+                Some(objective),
+                Rule::D3,
+                format!("the objective is already {status}"),
+            );
+            return Ok(());
+        }
+        match action {
+            ControlAction::Pause if status == ObjectiveStatus::Paused => {
+                self.reject(
+                    Some(objective),
+                    Rule::D3,
+                    "the objective is already paused".to_owned(),
+                );
+            }
+            ControlAction::Pause => {
+                let o = self.objective_mut(idx);
+                o.control_revision += 1;
+                o.resume_to = Some(status);
+                o.status = ObjectiveStatus::Paused;
+                let revision = o.control_revision;
+                self.cancel_calls(idx);
+                self.accept(
+                    Some(objective),
+                    Some(Rule::D3),
+                    format!("{by} paused the objective (control revision {revision}); running calls abort"),
+                );
+            }
+            ControlAction::Resume if status != ObjectiveStatus::Paused => {
+                self.reject(
+                    Some(objective),
+                    Rule::D3,
+                    format!("the objective is {status}, not paused"),
+                );
+            }
+            ControlAction::Resume => {
+                let o = self.objective_mut(idx);
+                o.control_revision += 1;
+                o.status = o.resume_to.take().unwrap_or(ObjectiveStatus::Running);
+                let revision = o.control_revision;
+                self.accept(
+                    Some(objective),
+                    Some(Rule::D3),
+                    format!("{by} resumed the objective (control revision {revision})"),
+                );
+                self.advance(idx);
+            }
+            ControlAction::Cancel => {
+                let o = self.objective_mut(idx);
+                o.control_revision += 1;
+                o.status = ObjectiveStatus::Canceled;
+                o.resume_to = None;
+                o.interpretation = None;
+                o.awaiting_review = None;
+                self.cancel_calls(idx);
+                self.accept(
+                    Some(objective),
+                    Some(Rule::D3),
+                    format!("{by} canceled the objective; running calls abort"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// B4: an operator raises the limit; spent is untouched and waiting work may go ahead.
+    pub(super) fn raise_limit(&mut self, by: &PrincipalId, amount: UsdMicros) {
+        if !self.authorized(by, Permission::BudgetRaise, None) {
+            return;
+        }
+        match self.state.ledger.raise_limit(amount) {
+            Ok(()) => {
+                let b = self.state.ledger.balances();
+                self.accept(
+                    None,
+                    Some(Rule::B4),
+                    format!(
+                        "{by} raised the limit by {amount} to {}; spent stays {}",
+                        b.limit, b.spent
+                    ),
+                );
+                self.advance_all();
+            }
+            Err(err) => self.reject(None, Rule::B4, format!("limit not raised: {err}")),
+        }
+    }
+
+    /// B5: an operator acknowledges an overrun; admissions resume within the balance.
+    pub(super) fn acknowledge_overrun(&mut self, by: &PrincipalId) {
+        if !self.authorized(by, Permission::BudgetAcknowledge, None) {
+            return;
+        }
+        match self.state.ledger.acknowledge_overrun() {
+            Ok(()) => {
+                self.accept(
+                    None,
+                    Some(Rule::B5),
+                    format!("{by} acknowledged the overrun"),
+                );
+                self.advance_all();
+            }
+            Err(err) => self.reject(None, Rule::B5, format!("{err}")),
+        }
+    }
+
+    /// Grants or revokes a role (owners). The Room always keeps an owner.
+    pub(super) fn change_membership(
+        &mut self,
+        by: &PrincipalId,
+        principal: PrincipalId,
+        role: Role,
+        change: MembershipChange,
+    ) {
+        if !self.authorized(by, Permission::MembershipManage, None) {
+            return;
+        }
+        match change {
+            MembershipChange::Grant => {
+                self.state.members.grant(principal.clone(), role);
+                self.accept(None, None, format!("{by} granted {role} to {principal}"));
+            }
+            MembershipChange::Revoke => {
+                let last_owner = role == Role::Owner
+                    && self.state.members.holders(Role::Owner).count() == 1
+                    && self.state.members.has(&principal, Role::Owner);
+                if last_owner {
+                    self.reject(None, Rule::T3, "the room must keep an owner".to_owned());
+                } else if self.state.members.revoke(&principal, role) {
+                    self.accept(None, Some(Rule::T3), format!("{by} revoked {role} from {principal}; it is checked again at every effect sink"));
+                } else {
+                    self.reject(None, Rule::T3, format!("{principal} does not hold {role}"));
+                }
+            }
+        }
+    }
+}

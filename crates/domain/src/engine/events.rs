@@ -1,0 +1,309 @@
+//! Accepting persisted events: T1 (resolved by id, authored by a current member), O6
+//! (explicit references need no reasoner), O9 (only the owner's messages create objectives),
+//! O12 (a wait acknowledgement stalls only its own task), O13 (receipts for terminal
+//! objectives are consumed without inference), O14 and R6 (owner corrections).
+
+use super::admission::check_first_criteria;
+use super::calls::Target;
+use super::{Audience, Ctx, InputError};
+use crate::event::{Event, EventBody};
+use crate::ids::{EventId, ObjectiveId, PrincipalId, TaskIdentity};
+use crate::objective::{Criterion, ObjectiveStatus};
+use crate::plan::{PlanTrigger, TaskState};
+use crate::room::{Permission, Role};
+use crate::rules::Rule;
+
+impl Ctx<'_, '_> {
+    /// T1: accepts a persisted event by id. Its author is the authenticated principal.
+    pub(super) fn accept_event(&mut self, event: Event) -> Result<(), InputError> {
+        if event.room != self.state.room {
+            return Err(InputError::WrongRoom {
+                event: event.id,
+                event_room: event.room,
+                room: self.state.room.clone(),
+            });
+        }
+        if !self.state.consumed.insert(event.id) {
+            return Err(InputError::AlreadyAccepted(event.id));
+        }
+        if !self.state.members.is_member(&event.author) {
+            self.reject(
+                None,
+                Rule::T1,
+                format!(
+                    "{}: {} is not a member of this room",
+                    event.id, event.author
+                ),
+            );
+            return Ok(());
+        }
+        if !self.authorized(&event.author, Permission::EventPost, None) {
+            return Ok(());
+        }
+        let author = event.author;
+        match event.body {
+            EventBody::OwnerMessage { text } => self.owner_message(event.id, &author, text),
+            EventBody::OwnerCorrection {
+                objective,
+                text,
+                criteria,
+            } => self.owner_correction(event.id, &author, objective, text, criteria),
+            EventBody::ExplicitReference { objective, task } => {
+                self.explicit_reference(event.id, &author, objective, task)
+            }
+            EventBody::InternalReceipt { objective, note } => {
+                self.internal_receipt(event.id, objective, note)
+            }
+            EventBody::WaitAck {
+                objective,
+                task,
+                reason,
+            } => self.wait_ack(&author, objective, &task, reason),
+        }
+        Ok(())
+    }
+
+    /// O9: only a message authored by the owner can create an objective; the reasoner decides
+    /// whether it is an ordinary answer (O6) or a plan.
+    fn owner_message(&mut self, event: EventId, author: &PrincipalId, text: String) {
+        if !self.state.members.has(author, Role::Owner) {
+            self.reject(
+                None,
+                Rule::O9,
+                format!("{event}: only the owner's messages can create objectives; {author} is not the owner"),
+            );
+            return;
+        }
+        self.accept(
+            None,
+            None,
+            format!("{event}: owner message accepted; asking the reasoner"),
+        );
+        self.start_interpretation(
+            Target::Intake(event),
+            PlanTrigger::OwnerMessage { event },
+            text,
+        );
+    }
+
+    /// O14 and R6: an owner correction enters the history, resets the repair cycle, fences
+    /// the review in flight, and asks for a new plan.
+    fn owner_correction(
+        &mut self,
+        event: EventId,
+        author: &PrincipalId,
+        objective: ObjectiveId,
+        text: String,
+        criteria: Option<Vec<Criterion>>,
+    ) {
+        let Some(idx) = self.objective_index(objective).ok() else {
+            self.reject(
+                None,
+                Rule::O14,
+                format!("{event}: no objective {objective} to correct"),
+            );
+            return;
+        };
+        if !self.state.members.has(author, Role::Owner) {
+            self.reject(
+                Some(objective),
+                Rule::O14,
+                format!("{event}: only the owner's corrections enter the correction history"),
+            );
+            return;
+        }
+        let status = self.objective(idx).status;
+        if status.is_terminal() {
+            self.reject(
+                Some(objective),
+                Rule::O14,
+                format!("{event}: the objective is {status}; start a new objective instead"),
+            );
+            return;
+        }
+        let criteria = match criteria.map(|c| check_first_criteria(&c)) {
+            Some(Err(refused)) => {
+                self.reject(Some(objective), refused.rule, refused.message);
+                return;
+            }
+            Some(Ok(c)) => Some(c),
+            None => None,
+        };
+        if let Some(op) = self
+            .objective(idx)
+            .awaiting_review
+            .as_ref()
+            .and_then(|r| r.op)
+        {
+            self.cancel_call(op);
+            self.accept(
+                Some(objective),
+                Some(Rule::R6),
+                format!("review {op} fenced by the correction"),
+            );
+        }
+        let o = self.objective_mut(idx);
+        o.corrections.push(event);
+        o.revision += 1;
+        if let Some(c) = criteria {
+            o.criteria = c;
+        }
+        o.counters.replans_without_progress = 0;
+        o.counters.failed_report_versions = 0;
+        o.counters.failed_reviews = 0;
+        o.awaiting_review = None;
+        self.accept(
+            Some(objective),
+            Some(Rule::R6),
+            format!("{event}: owner correction recorded; repair cycle reset"),
+        );
+        if status == ObjectiveStatus::Paused {
+            let o = self.objective_mut(idx);
+            o.resume_to = Some(ObjectiveStatus::Planning);
+            o.interpretation = Some(crate::objective::Interpretation {
+                trigger: PlanTrigger::OwnerCorrection { event },
+                text,
+                attempts: 0,
+                op: None,
+                feedback: Vec::new(),
+            });
+            return;
+        }
+        self.set_status(idx, ObjectiveStatus::Planning);
+        self.start_interpretation(
+            Target::Objective(idx),
+            PlanTrigger::OwnerCorrection { event },
+            text,
+        );
+    }
+
+    /// O6: an explicit reference is answered from the engine's state, without a reasoner call.
+    fn explicit_reference(
+        &mut self,
+        event: EventId,
+        author: &PrincipalId,
+        objective: ObjectiveId,
+        task: Option<TaskIdentity>,
+    ) {
+        let Some(idx) = self.objective_index(objective).ok() else {
+            self.reject(None, Rule::O6, format!("{event}: no objective {objective}"));
+            return;
+        };
+        let o = self.objective(idx);
+        let text = match &task {
+            None => format!(
+                "objective {objective} is {} at revision {}, plan v{}",
+                o.status,
+                o.revision,
+                o.current_plan().map_or(0, |p| p.number)
+            ),
+            Some(identity) => {
+                let Some((plan, t)) = o
+                    .current_plan()
+                    .and_then(|p| p.task(identity).map(|t| (p, t)))
+                else {
+                    self.reject(
+                        Some(objective),
+                        Rule::O6,
+                        format!("{event}: no task {identity} in the current plan"),
+                    );
+                    return;
+                };
+                format!(
+                    "task {identity} ({}) is {}",
+                    t.spec.title,
+                    plan.column_of(t).as_str()
+                )
+            }
+        };
+        self.accept(
+            Some(objective),
+            Some(Rule::O6),
+            format!("{event}: explicit reference answered without a reasoner call"),
+        );
+        self.notify(Audience::Principal(author.clone()), Some(objective), text);
+    }
+
+    /// O9 and O13: an internal receipt never creates an objective; for a terminal objective it
+    /// is consumed without inference; otherwise the reasoner may take it into account.
+    fn internal_receipt(&mut self, event: EventId, objective: Option<ObjectiveId>, note: String) {
+        let Some(idx) = objective.and_then(|id| self.objective_index(id).ok()) else {
+            self.reject(
+                objective,
+                Rule::O9,
+                format!("{event}: internal events cannot create objectives"),
+            );
+            return;
+        };
+        let o = self.objective_mut(idx);
+        o.receipts.push(event);
+        let (id, status) = (o.id, o.status);
+        if status.is_terminal() {
+            self.accept(
+                Some(id),
+                Some(Rule::O13),
+                format!(
+                    "{event}: receipt for a {status} objective consumed without a reasoner call"
+                ),
+            );
+            return;
+        }
+        if status == ObjectiveStatus::Running && self.objective(idx).interpretation.is_none() {
+            self.accept(
+                Some(id),
+                None,
+                format!("{event}: receipt recorded; asking the reasoner"),
+            );
+            self.start_interpretation(
+                Target::Objective(idx),
+                PlanTrigger::InternalReceipt { event },
+                note,
+            );
+        } else {
+            self.accept(Some(id), None, format!("{event}: receipt recorded"));
+        }
+    }
+
+    /// O12: the task waits on something outside; other ready work and a ready review still
+    /// go ahead. Only the task's specialist or an agent host may say so.
+    fn wait_ack(
+        &mut self,
+        author: &PrincipalId,
+        objective: ObjectiveId,
+        task: &TaskIdentity,
+        reason: String,
+    ) {
+        let Some(idx) = self.objective_index(objective).ok() else {
+            self.reject(None, Rule::O12, format!("no objective {objective}"));
+            return;
+        };
+        let is_host = self.state.members.has(author, Role::AgentHost);
+        let Some(t) = self.current_task_mut(idx, task) else {
+            self.reject(
+                Some(objective),
+                Rule::O12,
+                format!("{task} is not a task of the current plan"),
+            );
+            return;
+        };
+        if &t.assignee != author && !is_host {
+            self.reject(
+                Some(objective),
+                Rule::T3,
+                format!("{author} may not acknowledge a wait for {task}"),
+            );
+            return;
+        }
+        let Some(op) = t.running_op() else {
+            self.reject(Some(objective), Rule::O12, format!("{task} is not running"));
+            return;
+        };
+        t.state = TaskState::WaitingOutside { op, reason };
+        self.accept(
+            Some(objective),
+            Some(Rule::O12),
+            format!("{task} waits outside; other ready work continues"),
+        );
+        self.advance(idx);
+    }
+}

@@ -1,0 +1,698 @@
+//! `decide`: the whole input catalogue, the effects it emits and the decision log.
+//!
+//! Each rule is decided in exactly one place; the submodules group them:
+//! - [`events`]: accepting events (T1, O6, O9, O12, O13, O14);
+//! - [`admission`]: reasoner outcomes and whole-plan admission (O2–O5, O7, O8, O10, O11, T4);
+//! - [`calls`]: reservations, dispatch, settlement, uncertainty (B2, B3, B5, D2, T3);
+//! - [`results`]: specialist outcomes and late results (T2, D4, O5);
+//! - [`reviews`]: review requests and outcomes (R1–R6);
+//! - [`control`]: pause, resume, cancel, budget and memberships (D3, B4, B5).
+
+mod admission;
+mod calls;
+mod control;
+mod events;
+mod results;
+mod reviews;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::catalog::CapabilityCatalog;
+use crate::event::Event;
+use crate::ids::{
+    ContributionId, CriterionId, EventId, IdSource, NotificationId, ObjectiveId, OperationId,
+    PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
+};
+use crate::money::UsdMicros;
+use crate::objective::{Criterion, Objective, ObservedRevisions};
+use crate::plan::{Column, TaskKind};
+use crate::review::{ContributionDraft, ReportRef, ReviewSubmission};
+use crate::room::{Permission, Role};
+use crate::rules::Rule;
+use crate::state::{CallRole, RoomState};
+
+/// What the engine needs from outside: the time, fresh ids and the capability catalog.
+pub struct Env<'a> {
+    /// Now, as the host's clock says.
+    pub now: Timestamp,
+    /// Fresh ids; derived from the persisted input in production.
+    pub ids: &'a mut dyn IdSource,
+    /// The capability catalog (implemented by `crates/capabilities`).
+    pub catalog: &'a dyn CapabilityCatalog,
+}
+
+/// What a call cost, as the provider reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "charge", content = "micros")]
+pub enum Charge {
+    /// The actual cost from the response's usage.
+    Actual(UsdMicros),
+    /// The response had no usage: the whole reservation is charged (B3).
+    NoUsage,
+}
+
+/// A task as the reasoner proposes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProposedTask {
+    /// Its stable key.
+    pub key: TaskKey,
+    /// Its title.
+    pub title: String,
+    /// The capability it requires.
+    pub capability: String,
+    /// Its inputs.
+    #[serde(default)]
+    pub inputs: Map<String, Value>,
+    /// Keys it depends on.
+    #[serde(default)]
+    pub deps: Vec<TaskKey>,
+    /// Production or report.
+    pub kind: TaskKind,
+    /// A claim to reuse a completed, unchanged task's identity (O3).
+    #[serde(default)]
+    pub reuse: Option<TaskIdentity>,
+}
+
+/// A whole plan as the reasoner proposes it (O7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanProposal {
+    /// Criteria: required with the first plan; afterwards they must equal the frozen ones.
+    #[serde(default)]
+    pub criteria: Vec<Criterion>,
+    /// The tasks.
+    pub tasks: Vec<ProposedTask>,
+    /// Why this plan.
+    #[serde(default)]
+    pub explanation: String,
+}
+
+/// What the reasoner proposes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ProposalKind {
+    /// An ordinary answer: no plan (O6).
+    Answer {
+        /// The answer.
+        text: String,
+    },
+    /// A plan.
+    Plan(PlanProposal),
+    /// A question back to the owner.
+    Challenge {
+        /// The question.
+        question: String,
+    },
+}
+
+/// A reasoner proposal, bound to the revisions it observed (O10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    /// The revisions the reasoner observed.
+    pub observed: ObservedRevisions,
+    /// What it proposes.
+    pub kind: ProposalKind,
+}
+
+/// A reasoner call's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum ReasonerResult {
+    /// A well-formed proposal.
+    Proposal(Proposal),
+    /// Output that could not be read as a proposal (O11).
+    FormatError {
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// A specialist call's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum SpecialistResult {
+    /// A persisted contribution (T2).
+    Contribution(ContributionDraft),
+    /// The specialist could not do the task.
+    Failure {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A model reviewer call's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum ReviewerResult {
+    /// A review.
+    Review(ReviewSubmission),
+    /// Output that could not be read as a review.
+    FormatError {
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// A call's result, of the port the operation called.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "role", content = "value")]
+pub enum CallResult {
+    /// From the reasoner.
+    Reasoner(ReasonerResult),
+    /// From a specialist.
+    Specialist(SpecialistResult),
+    /// From a model reviewer.
+    Reviewer(ReviewerResult),
+}
+
+impl CallResult {
+    fn role(&self) -> CallRole {
+        match self {
+            CallResult::Reasoner(_) => CallRole::Reasoner,
+            CallResult::Specialist(_) => CallRole::Specialist,
+            CallResult::Reviewer(_) => CallRole::Reviewer,
+        }
+    }
+}
+
+/// What a reconciler confirmed about an uncertain call (D2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "confirmed")]
+pub enum Reconciliation {
+    /// The call never ran: the reservation is released.
+    NotExecuted,
+    /// The call ran, with this charge and result.
+    Executed {
+        /// What it cost.
+        charge: Charge,
+        /// What it returned.
+        result: CallResult,
+    },
+    /// The call ran and its result is lost: it is charged and treated as failed.
+    ExecutedWithoutResult {
+        /// What it cost.
+        charge: Charge,
+    },
+}
+
+/// A control action on an objective (D3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlAction {
+    /// Stop dispatching and abort running calls.
+    Pause,
+    /// Continue where it was.
+    Resume,
+    /// End it.
+    Cancel,
+}
+
+/// What to do with a result held for readmission (D4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LateDecision {
+    /// Use it: the task completes with it.
+    Readmit,
+    /// Drop it: the task stays open.
+    Discard,
+}
+
+/// A membership change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MembershipChange {
+    /// Grant the role.
+    Grant,
+    /// Revoke the role.
+    Revoke,
+}
+
+/// Everything the engine decides on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "input")]
+pub enum Input {
+    /// A persisted event, resolved by its id (T1).
+    EventAccepted(Event),
+    /// A call returned a result with its usage.
+    CallReturned {
+        /// The operation.
+        op: OperationId,
+        /// What it cost.
+        charge: Charge,
+        /// What it returned.
+        result: CallResult,
+    },
+    /// A call ended without a result (aborted after a control change, or failed after its
+    /// request was known to be sent and answered): settled with its charge.
+    CallSettled {
+        /// The operation.
+        op: OperationId,
+        /// What it cost.
+        charge: Charge,
+    },
+    /// A call's outcome is unknown: no receipt (D2).
+    CallUncertain {
+        /// The operation.
+        op: OperationId,
+    },
+    /// A reconciler confirmed an uncertain call's outcome (D2).
+    Reconciled {
+        /// The operation.
+        op: OperationId,
+        /// What was confirmed.
+        outcome: Reconciliation,
+    },
+    /// Pause, resume or cancel an objective.
+    Control {
+        /// Who asks.
+        by: PrincipalId,
+        /// The objective.
+        objective: ObjectiveId,
+        /// What to do.
+        action: ControlAction,
+    },
+    /// Readmit or discard a late result.
+    DecideLateResult {
+        /// Who decides.
+        by: PrincipalId,
+        /// The operation whose result is held.
+        op: OperationId,
+        /// The decision.
+        decision: LateDecision,
+    },
+    /// Raise the budget limit (B4).
+    RaiseLimit {
+        /// Who raises.
+        by: PrincipalId,
+        /// By how much.
+        amount: UsdMicros,
+    },
+    /// Acknowledge an overrun (B5).
+    AcknowledgeOverrun {
+        /// Who acknowledges.
+        by: PrincipalId,
+    },
+    /// A human reviewer records a review.
+    RecordReview {
+        /// The reviewer, from the session.
+        by: PrincipalId,
+        /// The objective.
+        objective: ObjectiveId,
+        /// The review.
+        review: ReviewSubmission,
+    },
+    /// An agent updates a task through the planning messages.
+    UpdateTask {
+        /// The agent, from the session.
+        by: PrincipalId,
+        /// The objective (the planning plan id).
+        objective: ObjectiveId,
+        /// The task.
+        task: TaskIdentity,
+        /// The column it asks for.
+        status: Column,
+        /// The contribution it claims completes the task, if any (T2).
+        contribution: Option<ContributionId>,
+    },
+    /// Grant or revoke a role.
+    ChangeMembership {
+        /// Who changes it.
+        by: PrincipalId,
+        /// Whose membership.
+        principal: PrincipalId,
+        /// Which role.
+        role: Role,
+        /// Grant or revoke.
+        change: MembershipChange,
+    },
+}
+
+/// Who a notification is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "audience", content = "principal")]
+pub enum Audience {
+    /// The Room's owners.
+    Owners,
+    /// The Room's operators.
+    Operators,
+    /// The Room's reviewers.
+    Reviewers,
+    /// One principal.
+    Principal(PrincipalId),
+}
+
+/// A notification with a stable id (T5); delivered through the outbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notification {
+    /// Stable id: receivers deduplicate on it.
+    pub id: NotificationId,
+    /// Who it is for; authorization is checked again at delivery (T3).
+    pub audience: Audience,
+    /// The objective it concerns.
+    pub objective: Option<ObjectiveId>,
+    /// What it says.
+    pub text: String,
+}
+
+/// A task as a specialist call sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskBrief {
+    /// The identity.
+    pub identity: TaskIdentity,
+    /// The key.
+    pub key: TaskKey,
+    /// The title.
+    pub title: String,
+    /// The capability, after replacements.
+    pub capability: String,
+    /// The inputs, defaults applied.
+    pub inputs: Map<String, Value>,
+    /// Production or report.
+    pub kind: TaskKind,
+    /// Contributions of its completed deps, which it may cite.
+    pub dep_contributions: Vec<ContributionId>,
+}
+
+/// A task's progress as the reasoner sees it (engine-owned).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskProgress {
+    /// The key.
+    pub key: TaskKey,
+    /// The identity.
+    pub identity: TaskIdentity,
+    /// The title.
+    pub title: String,
+    /// The column it is in.
+    pub column: Column,
+}
+
+/// What one call may see: only what the engine decided it may.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "brief")]
+pub enum CallBrief {
+    /// For the reasoner.
+    Interpret {
+        /// What to interpret.
+        text: String,
+        /// The objective's title, when there is one.
+        objective: Option<String>,
+        /// The frozen criteria.
+        criteria: Vec<Criterion>,
+        /// Engine-owned progress of the current plan.
+        progress: Vec<TaskProgress>,
+        /// Evidence of unmet criteria to correct (R3).
+        unmet: Vec<(CriterionId, String)>,
+        /// Feedback from refused attempts (O7, O11).
+        feedback: Vec<String>,
+        /// Which attempt this is (O11).
+        attempt: u32,
+    },
+    /// For a specialist.
+    Execute(TaskBrief),
+    /// For a model reviewer.
+    Review {
+        /// The report to review.
+        report: ReportRef,
+        /// Every criterion, each to get exactly one verdict.
+        criteria: Vec<Criterion>,
+    },
+}
+
+/// A reserved call to dispatch (B1: the operation and reservation are committed first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRequest {
+    /// The deterministic operation id.
+    pub op: OperationId,
+    /// Which port.
+    pub role: CallRole,
+    /// The specialist or reviewer it goes to.
+    pub principal: Option<PrincipalId>,
+    /// The objective it serves.
+    pub objective: Option<ObjectiveId>,
+    /// The revisions it observed.
+    pub observed: ObservedRevisions,
+    /// Its reservation.
+    pub reservation: UsdMicros,
+    /// What it may see.
+    pub brief: CallBrief,
+}
+
+/// What the IO crates execute after committing a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "effect")]
+pub enum Effect {
+    /// Persist the operation with its reservation, then call (B1).
+    ReserveAndCall(CallRequest),
+    /// Ask a running call to abort cooperatively (D3).
+    CancelCall {
+        /// The operation.
+        op: OperationId,
+    },
+    /// Deliver a notification through the outbox (T5).
+    Notify(Notification),
+    /// An objective stopped for attention.
+    StopForAttention {
+        /// The objective.
+        objective: ObjectiveId,
+        /// The rule that stopped it.
+        rule: Rule,
+    },
+}
+
+/// Whether a log entry records something accepted or refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Accepted and applied.
+    Accepted,
+    /// Refused by the named rule.
+    Rejected,
+}
+
+/// One decision-log line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// When.
+    pub at: Timestamp,
+    /// The objective it concerns.
+    pub objective: Option<ObjectiveId>,
+    /// Accepted or rejected.
+    pub verdict: Verdict,
+    /// The rule that decided, when one did.
+    pub rule: Option<Rule>,
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// The result of deciding one input: the new state, its effects and its log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The state to commit with compare-and-swap (D1).
+    pub state: RoomState,
+    /// What to execute after the commit.
+    pub effects: Vec<Effect>,
+    /// Why.
+    pub log: Vec<LogEntry>,
+}
+
+impl Decision {
+    /// The rules that rejected something in this decision.
+    pub fn rejections(&self) -> impl Iterator<Item = Rule> + '_ {
+        self.log
+            .iter()
+            .filter(|l| l.verdict == Verdict::Rejected)
+            .filter_map(|l| l.rule)
+    }
+
+    /// Whether `rule` rejected something in this decision.
+    pub fn rejected_by(&self, rule: Rule) -> bool {
+        self.rejections().any(|r| r == rule)
+    }
+}
+
+/// Input that cannot concern this Room at all; nothing changes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// The event belongs to another Room.
+    #[error("event {event} belongs to room {event_room}, not {room}")]
+    WrongRoom {
+        /// The event.
+        event: EventId,
+        /// Its Room.
+        event_room: RoomId,
+        /// This Room.
+        room: RoomId,
+    },
+    /// The event was already accepted.
+    #[error("event {0} was already accepted")]
+    AlreadyAccepted(EventId),
+    /// No such objective in this Room.
+    #[error("no objective {0} in this room")]
+    UnknownObjective(ObjectiveId),
+    /// No such operation in this Room.
+    #[error("no operation {0} in this room")]
+    UnknownOperation(OperationId),
+    /// The operation already has its outcome.
+    #[error("operation {0} is already settled")]
+    OperationClosed(OperationId),
+    /// The result is not of the port the operation called.
+    #[error("operation {op} called the {expected} but the result came from the {got}")]
+    WrongPort {
+        /// The operation.
+        op: OperationId,
+        /// The port it called.
+        expected: &'static str,
+        /// The port the result claims.
+        got: &'static str,
+    },
+    /// No result is held for this operation.
+    #[error("no result of operation {0} is held for readmission")]
+    NothingHeld(OperationId),
+}
+
+/// Decides one input against the Room's state. Rejections by a rule are decisions too: they
+/// are logged with the rule and may change counters, so they are committed like any other.
+pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Decision, InputError> {
+    let mut ctx = Ctx {
+        state: state.clone(),
+        env,
+        effects: Vec::new(),
+        log: Vec::new(),
+    };
+    match input {
+        Input::EventAccepted(event) => ctx.accept_event(event)?,
+        Input::CallReturned { op, charge, result } => ctx.call_returned(op, charge, result)?,
+        Input::CallSettled { op, charge } => ctx.call_settled(op, charge)?,
+        Input::CallUncertain { op } => ctx.call_uncertain(op)?,
+        Input::Reconciled { op, outcome } => ctx.reconciled(op, outcome)?,
+        Input::Control {
+            by,
+            objective,
+            action,
+        } => ctx.control(&by, objective, action)?,
+        Input::DecideLateResult { by, op, decision } => ctx.decide_late(&by, op, decision)?,
+        Input::RaiseLimit { by, amount } => ctx.raise_limit(&by, amount),
+        Input::AcknowledgeOverrun { by } => ctx.acknowledge_overrun(&by),
+        Input::RecordReview {
+            by,
+            objective,
+            review,
+        } => ctx.record_human_review(&by, objective, review)?,
+        Input::UpdateTask {
+            by,
+            objective,
+            task,
+            status,
+            contribution,
+        } => ctx.update_task(&by, objective, &task, status, contribution)?,
+        Input::ChangeMembership {
+            by,
+            principal,
+            role,
+            change,
+        } => ctx.change_membership(&by, principal, role, change),
+    }
+    Ok(Decision {
+        state: ctx.state,
+        effects: ctx.effects,
+        log: ctx.log,
+    })
+}
+
+/// Why something was refused: the rule and the feedback, for the log and the next attempt.
+pub(super) struct Refused {
+    rule: Rule,
+    message: String,
+}
+
+fn refused(rule: Rule, message: impl Into<String>) -> Refused {
+    Refused {
+        rule,
+        message: message.into(),
+    }
+}
+
+/// The working context of one decision.
+struct Ctx<'e, 'a> {
+    state: RoomState,
+    env: &'e mut Env<'a>,
+    effects: Vec<Effect>,
+    log: Vec<LogEntry>,
+}
+
+impl Ctx<'_, '_> {
+    fn accept(&mut self, objective: Option<ObjectiveId>, rule: Option<Rule>, message: String) {
+        self.log.push(LogEntry {
+            at: self.env.now,
+            objective,
+            verdict: Verdict::Accepted,
+            rule,
+            message,
+        });
+    }
+
+    fn reject(&mut self, objective: Option<ObjectiveId>, rule: Rule, message: String) {
+        self.log.push(LogEntry {
+            at: self.env.now,
+            objective,
+            verdict: Verdict::Rejected,
+            rule: Some(rule),
+            message,
+        });
+    }
+
+    fn notify(&mut self, audience: Audience, objective: Option<ObjectiveId>, text: String) {
+        let id = NotificationId::from_uuid(self.env.ids.next_uuid());
+        self.effects.push(Effect::Notify(Notification {
+            id,
+            audience,
+            objective,
+            text,
+        }));
+    }
+
+    fn objective_index(&self, id: ObjectiveId) -> Result<usize, InputError> {
+        self.state
+            .objectives
+            .iter()
+            .position(|o| o.id == id)
+            .ok_or(InputError::UnknownObjective(id))
+    }
+
+    fn objective(&self, idx: usize) -> &Objective {
+        &self.state.objectives[idx]
+    }
+
+    fn objective_mut(&mut self, idx: usize) -> &mut Objective {
+        &mut self.state.objectives[idx]
+    }
+
+    /// T3: whether `principal` currently holds a role that grants `permission`; logs the
+    /// refusal otherwise.
+    fn authorized(
+        &mut self,
+        principal: &PrincipalId,
+        permission: Permission,
+        objective: Option<ObjectiveId>,
+    ) -> bool {
+        let state = &self.state;
+        let allowed = state
+            .members
+            .roles_of(principal)
+            .any(|role| state.access.allows(role, permission));
+        if !allowed {
+            self.reject(
+                objective,
+                Rule::T3,
+                format!("{principal} lacks the permission {permission}"),
+            );
+        }
+        allowed
+    }
+
+    /// Records a new status, logging the transition.
+    fn set_status(&mut self, idx: usize, status: crate::objective::ObjectiveStatus) {
+        let objective = self.objective_mut(idx);
+        objective.status = status;
+    }
+}

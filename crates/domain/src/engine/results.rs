@@ -1,0 +1,422 @@
+//! Specialist outcomes and late results: T2 (a result needs a persisted contribution and the
+//! specialist's current membership), D4 (a result after a control change is charged and held
+//! for readmission), O5 (results of superseded tasks stay evidence only), and the planning
+//! updates agents may make to their own tasks.
+
+use super::calls::Target;
+use super::{Audience, Ctx, InputError, LateDecision, SpecialistResult};
+use crate::ids::{ContributionId, ObjectiveId, OperationId, PrincipalId, TaskIdentity};
+use crate::objective::ObjectiveStatus;
+use crate::plan::{Column, PlanTrigger, TaskKind, TaskState};
+use crate::review::{Contribution, ContributionDraft, Source};
+use crate::room::{Permission, Role};
+use crate::rules::Rule;
+use crate::state::{HeldResult, Operation, Purpose};
+
+impl Ctx<'_, '_> {
+    /// A specialist returned.
+    pub(super) fn specialist_returned(&mut self, operation: &Operation, result: SpecialistResult) {
+        let (Some(objective), Purpose::Execute { task }) =
+            (operation.objective, &operation.purpose)
+        else {
+            return;
+        };
+        let Ok(idx) = self.objective_index(objective) else {
+            return;
+        };
+        let author = operation.principal.clone();
+        // T2: only a current specialist's result is applied; its usage is charged regardless.
+        let Some(author) = author.filter(|a| self.state.members.has(a, Role::Specialist)) else {
+            self.reject(
+                Some(objective),
+                Rule::T2,
+                format!(
+                    "{}: the author is no longer a specialist of this room: charged, not applied",
+                    operation.id
+                ),
+            );
+            self.reopen_task(idx, task, operation.id);
+            return;
+        };
+        let draft = match result {
+            SpecialistResult::Failure { reason } => {
+                self.task_call_failed(idx, task, operation, reason);
+                return;
+            }
+            SpecialistResult::Contribution(draft) => draft,
+        };
+        if draft.artifacts.is_empty() {
+            self.reject(
+                Some(objective),
+                Rule::T2,
+                format!(
+                    "{}: a contribution without artifacts completes nothing",
+                    operation.id
+                ),
+            );
+            self.task_call_failed(idx, task, operation, "empty contribution".to_owned());
+            return;
+        }
+        let contribution = self.record_contribution(objective, task, operation.id, author, draft);
+        // D4: a result that completes after a control change is charged but held.
+        if operation.observed.control != self.objective(idx).control_revision {
+            self.hold_late_result(idx, task, operation.id, contribution);
+            return;
+        }
+        self.complete_if_current(idx, task, operation.id, contribution);
+    }
+
+    fn record_contribution(
+        &mut self,
+        objective: ObjectiveId,
+        task: &TaskIdentity,
+        op: OperationId,
+        author: PrincipalId,
+        draft: ContributionDraft,
+    ) -> ContributionId {
+        let id = draft.id;
+        self.state.contributions.insert(
+            id,
+            Contribution {
+                id,
+                objective,
+                task: task.clone(),
+                op,
+                author,
+                artifacts: draft.artifacts,
+                sources: draft.sources,
+            },
+        );
+        if let Ok(idx) = self.objective_index(objective) {
+            self.objective_mut(idx).contributions.push(id);
+        }
+        id
+    }
+
+    fn hold_late_result(
+        &mut self,
+        idx: usize,
+        task: &TaskIdentity,
+        op: OperationId,
+        contribution: ContributionId,
+    ) {
+        let id = self.objective(idx).id;
+        self.state.held.insert(
+            op,
+            HeldResult {
+                op,
+                objective: id,
+                task: task.clone(),
+                contribution,
+            },
+        );
+        if let Some(t) = self.current_task_mut(idx, task)
+            && t.running_op() == Some(op)
+        {
+            t.state = TaskState::HeldForReadmission { op };
+        }
+        let message = format!(
+            "the result of {op} for {task} landed after a control change: charged, held until an owner or operator readmits or discards it"
+        );
+        self.accept(Some(id), Some(Rule::D4), message.clone());
+        self.notify(Audience::Owners, Some(id), message.clone());
+        self.notify(Audience::Operators, Some(id), message);
+    }
+
+    /// O5: only a task of the current plan that this very call was running completes.
+    fn complete_if_current(
+        &mut self,
+        idx: usize,
+        task: &TaskIdentity,
+        op: OperationId,
+        contribution: ContributionId,
+    ) {
+        let running = self
+            .current_task_mut(idx, task)
+            .is_some_and(|t| t.running_op() == Some(op));
+        if !running {
+            let id = self.objective(idx).id;
+            self.reject(
+                Some(id),
+                Rule::O5,
+                format!(
+                    "{contribution} is for {task}, which the current plan superseded: kept as evidence, completes nothing"
+                ),
+            );
+            return;
+        }
+        self.complete_task(idx, task, contribution);
+    }
+
+    /// Completes a task of the current plan with a contribution (T2), counts the progress
+    /// (O8), and moves on: a report goes to review, other work unblocks its dependents.
+    fn complete_task(&mut self, idx: usize, task: &TaskIdentity, contribution: ContributionId) {
+        let id = self.objective(idx).id;
+        let kind = self.current_task_mut(idx, task).map(|t| t.kind);
+        if kind == Some(TaskKind::Report)
+            && let Some(unknown) = self.unknown_citation(idx, contribution)
+        {
+            self.reject(
+                Some(id),
+                Rule::R2,
+                format!("the report cites {unknown}, which is no contribution of this objective"),
+            );
+            self.task_failed(
+                idx,
+                task.clone(),
+                "the report cites unknown sources".to_owned(),
+            );
+            return;
+        }
+        let Some(t) = self.current_task_mut(idx, task) else {
+            return;
+        };
+        t.state = TaskState::Completed { contribution };
+        let objective = self.objective_mut(idx);
+        objective.counters.replans_without_progress = 0;
+        objective.progress_since_admission = true;
+        self.accept(
+            Some(id),
+            Some(Rule::T2),
+            format!("{task} completed by contribution {contribution}"),
+        );
+        if kind == Some(TaskKind::Report) {
+            self.report_completed(idx, task, contribution);
+        } else {
+            self.advance(idx);
+        }
+    }
+
+    /// The first cited contribution that is not a contribution of objective `idx`.
+    fn unknown_citation(&self, idx: usize, report: ContributionId) -> Option<ContributionId> {
+        let objective = self.objective(idx);
+        let sources = self.state.contributions.get(&report)?.sources.clone();
+        sources.into_iter().find_map(|s| match s {
+            Source::Contribution { id }
+                if !objective.contributions.contains(&id) || id == report =>
+            {
+                Some(id)
+            }
+            _ => None,
+        })
+    }
+
+    /// A task's call failed: when it is still current, mark it failed and ask for repair.
+    fn task_call_failed(
+        &mut self,
+        idx: usize,
+        task: &TaskIdentity,
+        operation: &Operation,
+        reason: String,
+    ) {
+        let running = self
+            .current_task_mut(idx, task)
+            .is_some_and(|t| t.running_op() == Some(operation.id));
+        if !running {
+            let id = self.objective(idx).id;
+            self.accept(
+                Some(id),
+                Some(Rule::O5),
+                format!("{task} (superseded) failed: {reason}"),
+            );
+            return;
+        }
+        if operation.observed.control != self.objective(idx).control_revision {
+            // Aborted by a control change: the task is simply open again.
+            self.reopen_task(idx, task, operation.id);
+            return;
+        }
+        self.task_failed(idx, task.clone(), reason);
+    }
+
+    /// Marks a current task failed and asks the reasoner for a repair plan.
+    pub(super) fn task_failed(&mut self, idx: usize, task: TaskIdentity, reason: String) {
+        let id = self.objective(idx).id;
+        if let Some(t) = self.current_task_mut(idx, &task) {
+            t.state = TaskState::Failed {
+                reason: reason.clone(),
+            };
+        }
+        self.reject(
+            Some(id),
+            Rule::O7,
+            format!("{task} failed: {reason}; asking for a repair plan"),
+        );
+        match self.objective(idx).status {
+            ObjectiveStatus::Running | ObjectiveStatus::Planning => {
+                self.set_status(idx, ObjectiveStatus::Planning);
+                self.start_interpretation(
+                    Target::Objective(idx),
+                    PlanTrigger::Repair { task: task.clone() },
+                    format!("task {task} failed: {reason}"),
+                );
+            }
+            ObjectiveStatus::Paused => {
+                self.objective_mut(idx).resume_to = Some(ObjectiveStatus::Planning);
+                self.objective_mut(idx).interpretation = Some(crate::objective::Interpretation {
+                    trigger: PlanTrigger::Repair { task: task.clone() },
+                    text: format!("task {task} failed: {reason}"),
+                    attempts: 0,
+                    op: None,
+                    feedback: Vec::new(),
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// Puts a current task that `op` was running back to pending.
+    fn reopen_task(&mut self, idx: usize, task: &TaskIdentity, op: OperationId) {
+        if let Some(t) = self.current_task_mut(idx, task)
+            && t.running_op() == Some(op)
+        {
+            t.state = TaskState::Pending;
+        }
+        self.advance(idx);
+    }
+
+    /// D4: an owner or operator readmits or discards a held result.
+    pub(super) fn decide_late(
+        &mut self,
+        by: &PrincipalId,
+        op: OperationId,
+        decision: LateDecision,
+    ) -> Result<(), InputError> {
+        let held = self
+            .state
+            .held
+            .get(&op)
+            .cloned()
+            .ok_or(InputError::NothingHeld(op))?;
+        let idx = self.objective_index(held.objective)?;
+        if !self.authorized(by, Permission::LateResultDecide, Some(held.objective)) {
+            return Ok(());
+        }
+        if self.objective(idx).status.is_terminal() {
+            self.reject(
+                Some(held.objective),
+                Rule::D4,
+                format!(
+                    "the objective is {}: the held result stays evidence",
+                    self.objective(idx).status
+                ),
+            );
+            return Ok(());
+        }
+        self.state.held.remove(&op);
+        let is_held_here = self
+            .current_task_mut(idx, &held.task)
+            .is_some_and(|t| t.state == TaskState::HeldForReadmission { op });
+        match decision {
+            LateDecision::Readmit if is_held_here => {
+                self.accept(
+                    Some(held.objective),
+                    Some(Rule::D4),
+                    format!("{by} readmitted the result of {op}"),
+                );
+                self.complete_task(idx, &held.task, held.contribution);
+            }
+            LateDecision::Readmit => {
+                self.reject(
+                    Some(held.objective),
+                    Rule::O5,
+                    format!(
+                        "{} belongs to a superseded plan: kept as evidence, not readmitted",
+                        held.task
+                    ),
+                );
+            }
+            LateDecision::Discard => {
+                self.accept(
+                    Some(held.objective),
+                    Some(Rule::D4),
+                    format!("{by} discarded the result of {op}; the task stays open"),
+                );
+                if is_held_here && let Some(t) = self.current_task_mut(idx, &held.task) {
+                    t.state = TaskState::Pending;
+                }
+                self.advance(idx);
+            }
+        }
+        Ok(())
+    }
+
+    /// An agent updates its own task through the planning messages. Only the engine moves
+    /// work (O7); an agent may acknowledge a running task, and may mark it done only with
+    /// the contribution that completed it (T2).
+    pub(super) fn update_task(
+        &mut self,
+        by: &PrincipalId,
+        objective: ObjectiveId,
+        task: &TaskIdentity,
+        status: Column,
+        contribution: Option<ContributionId>,
+    ) -> Result<(), InputError> {
+        let idx = self.objective_index(objective)?;
+        if !self.authorized(by, Permission::TaskUpdateOwn, Some(objective)) {
+            return Ok(());
+        }
+        let Some(current) = self.current_task_mut(idx, task).map(|t| t.clone()) else {
+            self.reject(
+                Some(objective),
+                Rule::O5,
+                format!("{task} is not a task of the current plan"),
+            );
+            return Ok(());
+        };
+        if &current.assignee != by {
+            self.reject(
+                Some(objective),
+                Rule::T3,
+                format!(
+                    "{by} may update only its own tasks; {task} is assigned to {}",
+                    current.assignee
+                ),
+            );
+            return Ok(());
+        }
+        match status {
+            Column::Done => {
+                let proven = contribution.is_some_and(|c| {
+                    current.state == TaskState::Completed { contribution: c }
+                        && self
+                            .state
+                            .contributions
+                            .get(&c)
+                            .is_some_and(|k| &k.author == by)
+                });
+                if proven {
+                    self.accept(
+                        Some(objective),
+                        Some(Rule::T2),
+                        format!("{by} confirmed {task} done"),
+                    );
+                } else {
+                    self.reject(
+                        Some(objective),
+                        Rule::T2,
+                        format!("{task} cannot be marked done without the persisted contribution that completed it"),
+                    );
+                }
+            }
+            Column::InProgress if current.running_op().is_some() => {
+                self.accept(
+                    Some(objective),
+                    None,
+                    format!("{by} acknowledged {task} in progress"),
+                );
+            }
+            other => {
+                self.reject(
+                    Some(objective),
+                    Rule::O7,
+                    format!(
+                        "{task} cannot be moved to {} by an agent: only the engine moves work",
+                        other.as_str()
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,244 @@
+//! Objectives: revisions, status, frozen criteria, plan history, counters, reports, reviews.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{ContributionId, CriterionId, EventId, ObjectiveId, OperationId, PrincipalId};
+use crate::plan::{PlanTrigger, PlanVersion};
+use crate::review::{ReportRef, Review};
+
+/// The revisions a proposal, call or review observed (O10, R6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ObservedRevisions {
+    /// The objective revision: bumps on plan admission, owner correction, criteria change.
+    pub objective: u64,
+    /// The control revision: bumps on pause, resume, cancel.
+    pub control: u64,
+}
+
+/// A criterion the report must meet. Frozen at the first plan's admission; only an owner
+/// correction changes the set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Criterion {
+    /// Its key.
+    pub id: CriterionId,
+    /// What must hold.
+    pub text: String,
+}
+
+/// An objective's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectiveStatus {
+    /// A new plan is being interpreted; nothing new is dispatched.
+    Planning,
+    /// Tasks are dispatched as they become ready.
+    Running,
+    /// The owner must answer (a challenge, an unknown verdict, exhausted interpretations).
+    WaitingForOwner,
+    /// Paused by the owner or an operator.
+    Paused,
+    /// A bound was reached; a person must look (O8, R4).
+    StoppedForAttention,
+    /// Reviewed: every criterion met.
+    Completed,
+    /// Canceled.
+    Canceled,
+}
+
+impl ObjectiveStatus {
+    /// Whether nothing more happens to the objective.
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, ObjectiveStatus::Completed | ObjectiveStatus::Canceled)
+    }
+
+    /// The status's wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ObjectiveStatus::Planning => "planning",
+            ObjectiveStatus::Running => "running",
+            ObjectiveStatus::WaitingForOwner => "waiting_for_owner",
+            ObjectiveStatus::Paused => "paused",
+            ObjectiveStatus::StoppedForAttention => "stopped_for_attention",
+            ObjectiveStatus::Completed => "completed",
+            ObjectiveStatus::Canceled => "canceled",
+        }
+    }
+}
+
+impl fmt::Display for ObjectiveStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The bounded counters of an objective (O8, R4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Counters {
+    /// Replans since the last newly completed work (O8).
+    pub replans_without_progress: u32,
+    /// Report versions that a review found unmet since the last owner correction (R4).
+    pub failed_report_versions: u32,
+    /// Review attempts of the current report version that were refused (R2).
+    pub failed_reviews: u32,
+}
+
+/// A reasoner interpretation in progress: of an owner message before it has an objective,
+/// or of a trigger for an existing objective. Up to the bound of separately reserved
+/// attempts interpret the same trigger (O11).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interpretation {
+    pub(crate) trigger: PlanTrigger,
+    pub(crate) text: String,
+    pub(crate) attempts: u32,
+    pub(crate) op: Option<OperationId>,
+    pub(crate) feedback: Vec<String>,
+}
+
+impl Interpretation {
+    /// What asked for it.
+    pub fn trigger(&self) -> &PlanTrigger {
+        &self.trigger
+    }
+    /// What the reasoner is asked to interpret.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+    /// Calls reserved so far (O11).
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+    /// The call in flight, if any.
+    pub fn op(&self) -> Option<OperationId> {
+        self.op
+    }
+    /// Repair feedback from refused attempts (O7).
+    pub fn feedback(&self) -> &[String] {
+        &self.feedback
+    }
+}
+
+/// The review the objective waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewRequest {
+    pub(crate) report: ReportRef,
+    pub(crate) op: Option<OperationId>,
+}
+
+impl ReviewRequest {
+    /// The report to review.
+    pub fn report(&self) -> &ReportRef {
+        &self.report
+    }
+    /// The model review call in flight, if any.
+    pub fn op(&self) -> Option<OperationId> {
+        self.op
+    }
+}
+
+/// An objective of the Room (O1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Objective {
+    pub(crate) id: ObjectiveId,
+    pub(crate) title: String,
+    pub(crate) owner: PrincipalId,
+    pub(crate) origin: EventId,
+    pub(crate) revision: u64,
+    pub(crate) control_revision: u64,
+    pub(crate) status: ObjectiveStatus,
+    pub(crate) resume_to: Option<ObjectiveStatus>,
+    pub(crate) criteria: Vec<Criterion>,
+    pub(crate) plans: Vec<PlanVersion>,
+    pub(crate) counters: Counters,
+    pub(crate) progress_since_admission: bool,
+    pub(crate) interpretation: Option<Interpretation>,
+    pub(crate) corrections: Vec<EventId>,
+    pub(crate) receipts: Vec<EventId>,
+    pub(crate) contributions: Vec<ContributionId>,
+    pub(crate) reports: Vec<ReportRef>,
+    pub(crate) reviews: Vec<Review>,
+    pub(crate) awaiting_review: Option<ReviewRequest>,
+}
+
+impl Objective {
+    /// Its id.
+    pub fn id(&self) -> ObjectiveId {
+        self.id
+    }
+    /// The owner message it was created from.
+    pub fn title(&self) -> &str {
+        &self.title
+    }
+    /// The owner who created it.
+    pub fn owner(&self) -> &PrincipalId {
+        &self.owner
+    }
+    /// The event it was created from.
+    pub fn origin(&self) -> EventId {
+        self.origin
+    }
+    /// The objective revision (O10).
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+    /// The control revision (D3).
+    pub fn control_revision(&self) -> u64 {
+        self.control_revision
+    }
+    /// Both revisions, as a proposal must observe them.
+    pub fn observed(&self) -> ObservedRevisions {
+        ObservedRevisions {
+            objective: self.revision,
+            control: self.control_revision,
+        }
+    }
+    /// Its status.
+    pub fn status(&self) -> ObjectiveStatus {
+        self.status
+    }
+    /// The frozen criteria.
+    pub fn criteria(&self) -> &[Criterion] {
+        &self.criteria
+    }
+    /// Every plan version, oldest first (O2).
+    pub fn plans(&self) -> &[PlanVersion] {
+        &self.plans
+    }
+    /// The current plan version (O2: exactly one).
+    pub fn current_plan(&self) -> Option<&PlanVersion> {
+        self.plans.last()
+    }
+    /// The bounded counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+    /// The interpretation in progress.
+    pub fn interpretation(&self) -> Option<&Interpretation> {
+        self.interpretation.as_ref()
+    }
+    /// Owner corrections, in order (O14).
+    pub fn corrections(&self) -> &[EventId] {
+        &self.corrections
+    }
+    /// Internal receipts recorded against it (O13).
+    pub fn receipts(&self) -> &[EventId] {
+        &self.receipts
+    }
+    /// Every contribution of the objective, superseded ones included (O5: evidence).
+    pub fn contributions(&self) -> &[ContributionId] {
+        &self.contributions
+    }
+    /// Every report version, oldest first.
+    pub fn reports(&self) -> &[ReportRef] {
+        &self.reports
+    }
+    /// Every accepted review, oldest first.
+    pub fn reviews(&self) -> &[Review] {
+        &self.reviews
+    }
+    /// The review it waits for.
+    pub fn awaiting_review(&self) -> Option<&ReviewRequest> {
+        self.awaiting_review.as_ref()
+    }
+}

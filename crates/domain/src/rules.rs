@@ -1,0 +1,55 @@
+//! Rule ids (DESIGN.md "Rules"), named by every decision-log entry that a rule decided.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A rule of DESIGN.md.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum Rule {
+    O1,
+    O2,
+    O3,
+    O4,
+    O5,
+    O6,
+    O7,
+    O8,
+    O9,
+    O10,
+    O11,
+    O12,
+    O13,
+    O14,
+    B1,
+    B2,
+    B3,
+    B4,
+    B5,
+    B6,
+    B7,
+    D1,
+    D2,
+    D3,
+    D4,
+    D5,
+    D6,
+    T1,
+    T2,
+    T3,
+    T4,
+    T5,
+    R1,
+    R2,
+    R3,
+    R4,
+    R5,
+    R6,
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}

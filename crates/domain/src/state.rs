@@ -1,0 +1,327 @@
+//! `RoomState`: everything one Room knows, as the engine reads and returns it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{
+    ContributionId, EventId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity,
+};
+use crate::ledger::{BudgetLedger, LedgerError};
+use crate::money::UsdMicros;
+use crate::objective::{Interpretation, Objective, ObservedRevisions};
+use crate::policy::{AccessPolicy, RoomPolicy};
+use crate::review::{Contribution, ReportRef};
+use crate::room::{Members, Role};
+
+/// The reservation per call of each role, computed by the host at start from `prices.toml`
+/// and the configured token bounds (B6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quotes {
+    /// One reasoner call.
+    pub reasoner: UsdMicros,
+    /// One specialist call.
+    pub specialist: UsdMicros,
+    /// One model review call.
+    pub reviewer: UsdMicros,
+}
+
+impl Quotes {
+    /// The quote for a call of `role`.
+    pub fn for_role(&self, role: CallRole) -> UsdMicros {
+        match role {
+            CallRole::Reasoner => self.reasoner,
+            CallRole::Specialist => self.specialist,
+            CallRole::Reviewer => self.reviewer,
+        }
+    }
+}
+
+/// Which port a call goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallRole {
+    /// The reasoner: interprets events and proposes plans.
+    Reasoner,
+    /// A specialist: executes a task.
+    Specialist,
+    /// A model reviewer: reviews a report.
+    Reviewer,
+}
+
+impl CallRole {
+    /// The role's wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CallRole::Reasoner => "reasoner",
+            CallRole::Specialist => "specialist",
+            CallRole::Reviewer => "reviewer",
+        }
+    }
+}
+
+/// What an operation is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "purpose")]
+pub enum Purpose {
+    /// Interpret an owner message (no objective yet) or a trigger of an objective.
+    Interpret {
+        /// The owner message, when it has no objective yet.
+        intake: Option<EventId>,
+    },
+    /// Execute a task.
+    Execute {
+        /// The task identity.
+        task: TaskIdentity,
+    },
+    /// Review a report.
+    Review {
+        /// The report.
+        report: ReportRef,
+    },
+}
+
+/// Where an operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationState {
+    /// Reserved and dispatched.
+    InFlight,
+    /// A control change asked it to abort (D3); its result, if any, is late (D4).
+    CancelRequested,
+    /// No receipt: the outcome is unknown and the reservation held (D2).
+    Uncertain,
+    /// Settled: charged, the rest released (B3).
+    Settled,
+    /// Released without charge: known never to have run.
+    Released,
+}
+
+impl OperationState {
+    /// Whether the operation still holds its reservation.
+    pub const fn is_open(self) -> bool {
+        matches!(
+            self,
+            OperationState::InFlight | OperationState::CancelRequested | OperationState::Uncertain
+        )
+    }
+}
+
+/// A reserved provider call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    pub(crate) id: OperationId,
+    pub(crate) role: CallRole,
+    pub(crate) principal: Option<PrincipalId>,
+    pub(crate) objective: Option<ObjectiveId>,
+    pub(crate) purpose: Purpose,
+    pub(crate) observed: ObservedRevisions,
+    pub(crate) reservation: UsdMicros,
+    pub(crate) charged: Option<UsdMicros>,
+    pub(crate) state: OperationState,
+}
+
+impl Operation {
+    /// Its id.
+    pub fn id(&self) -> OperationId {
+        self.id
+    }
+    /// Which port it calls.
+    pub fn role(&self) -> CallRole {
+        self.role
+    }
+    /// The specialist or reviewer it was dispatched to.
+    pub fn principal(&self) -> Option<&PrincipalId> {
+        self.principal.as_ref()
+    }
+    /// The objective it serves.
+    pub fn objective(&self) -> Option<ObjectiveId> {
+        self.objective
+    }
+    /// What it is for.
+    pub fn purpose(&self) -> &Purpose {
+        &self.purpose
+    }
+    /// The revisions it observed when dispatched.
+    pub fn observed(&self) -> ObservedRevisions {
+        self.observed
+    }
+    /// Its reservation.
+    pub fn reservation(&self) -> UsdMicros {
+        self.reservation
+    }
+    /// What it was charged, once settled.
+    pub fn charged(&self) -> Option<UsdMicros> {
+        self.charged
+    }
+    /// Where it is.
+    pub fn state(&self) -> OperationState {
+        self.state
+    }
+}
+
+/// A specialist result that landed after a control change and waits for readmission (D4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldResult {
+    pub(crate) op: OperationId,
+    pub(crate) objective: ObjectiveId,
+    pub(crate) task: TaskIdentity,
+    pub(crate) contribution: ContributionId,
+}
+
+impl HeldResult {
+    /// The operation that produced it.
+    pub fn op(&self) -> OperationId {
+        self.op
+    }
+    /// The objective.
+    pub fn objective(&self) -> ObjectiveId {
+        self.objective
+    }
+    /// The task it was produced for.
+    pub fn task(&self) -> &TaskIdentity {
+        &self.task
+    }
+    /// The contribution held.
+    pub fn contribution(&self) -> ContributionId {
+        self.contribution
+    }
+}
+
+/// What a new Room starts with.
+#[derive(Debug, Clone)]
+pub struct RoomSetup {
+    /// The Room's id.
+    pub room: RoomId,
+    /// Its first owner.
+    pub owner: PrincipalId,
+    /// The Room policy.
+    pub policy: RoomPolicy,
+    /// The access policy.
+    pub access: AccessPolicy,
+    /// Per-role reservations (B6).
+    pub quotes: Quotes,
+    /// The opening budget limit (B2).
+    pub limit: UsdMicros,
+}
+
+/// Why a Room cannot be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetupError {
+    /// The opening limit is refused by the ledger.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// A quote is zero or negative: every call needs a reservation (B1).
+    #[error("the {role} quote must be positive, got {amount}")]
+    QuoteNotPositive {
+        /// The role.
+        role: &'static str,
+        /// The quote.
+        amount: UsdMicros,
+    },
+}
+
+/// Everything one Room knows. Nothing crosses Rooms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoomState {
+    pub(crate) room: RoomId,
+    pub(crate) policy: RoomPolicy,
+    pub(crate) access: AccessPolicy,
+    pub(crate) quotes: Quotes,
+    pub(crate) members: Members,
+    pub(crate) ledger: BudgetLedger,
+    pub(crate) objectives: Vec<Objective>,
+    pub(crate) intake: BTreeMap<EventId, Interpretation>,
+    pub(crate) operations: BTreeMap<OperationId, Operation>,
+    pub(crate) contributions: BTreeMap<ContributionId, Contribution>,
+    pub(crate) consumed: BTreeSet<EventId>,
+    pub(crate) held: BTreeMap<OperationId, HeldResult>,
+}
+
+impl RoomState {
+    /// A new Room with its owner as the only member.
+    pub fn new(setup: RoomSetup) -> Result<Self, SetupError> {
+        for (role, amount) in [
+            ("reasoner", setup.quotes.reasoner),
+            ("specialist", setup.quotes.specialist),
+            ("reviewer", setup.quotes.reviewer),
+        ] {
+            if !amount.is_positive() {
+                return Err(SetupError::QuoteNotPositive { role, amount });
+            }
+        }
+        let mut members = Members::default();
+        members.grant(setup.owner, Role::Owner);
+        Ok(Self {
+            room: setup.room,
+            policy: setup.policy,
+            access: setup.access,
+            quotes: setup.quotes,
+            members,
+            ledger: BudgetLedger::open(setup.limit)?,
+            objectives: Vec::new(),
+            intake: BTreeMap::new(),
+            operations: BTreeMap::new(),
+            contributions: BTreeMap::new(),
+            consumed: BTreeSet::new(),
+            held: BTreeMap::new(),
+        })
+    }
+
+    /// The Room's id.
+    pub fn room(&self) -> &RoomId {
+        &self.room
+    }
+    /// The Room policy.
+    pub fn policy(&self) -> &RoomPolicy {
+        &self.policy
+    }
+    /// The access policy.
+    pub fn access(&self) -> &AccessPolicy {
+        &self.access
+    }
+    /// Per-role reservations.
+    pub fn quotes(&self) -> Quotes {
+        self.quotes
+    }
+    /// Current memberships.
+    pub fn members(&self) -> &Members {
+        &self.members
+    }
+    /// The budget ledger.
+    pub fn ledger(&self) -> &BudgetLedger {
+        &self.ledger
+    }
+    /// Objectives in creation order.
+    pub fn objectives(&self) -> &[Objective] {
+        &self.objectives
+    }
+    /// The objective of this id.
+    pub fn objective(&self, id: ObjectiveId) -> Option<&Objective> {
+        self.objectives.iter().find(|o| o.id == id)
+    }
+    /// Owner messages being interpreted that have no objective yet.
+    pub fn intake(&self) -> &BTreeMap<EventId, Interpretation> {
+        &self.intake
+    }
+    /// Every operation, open and closed.
+    pub fn operations(&self) -> &BTreeMap<OperationId, Operation> {
+        &self.operations
+    }
+    /// The operation of this id.
+    pub fn operation(&self, id: OperationId) -> Option<&Operation> {
+        self.operations.get(&id)
+    }
+    /// Every contribution, superseded ones included.
+    pub fn contributions(&self) -> &BTreeMap<ContributionId, Contribution> {
+        &self.contributions
+    }
+    /// Whether the event was already accepted.
+    pub fn has_consumed(&self, event: EventId) -> bool {
+        self.consumed.contains(&event)
+    }
+    /// Results held for readmission (D4).
+    pub fn held_results(&self) -> &BTreeMap<OperationId, HeldResult> {
+        &self.held
+    }
+}
