@@ -63,6 +63,16 @@ pub enum LedgerError {
     /// A replayed log does not start with the opening limit.
     #[error("a ledger log must start with its opening limit")]
     MissingOpening,
+    /// A replayed entry records an amount that disagrees with the reservation it closes.
+    #[error("the log records {recorded} for operation {op}, but its reservation holds {held}")]
+    LogMismatch {
+        /// The operation.
+        op: OperationId,
+        /// What the entry records.
+        recorded: UsdMicros,
+        /// What the reservation held.
+        held: UsdMicros,
+    },
 }
 
 impl From<MoneyError> for LedgerError {
@@ -212,7 +222,8 @@ impl BudgetLedger {
         })
     }
 
-    /// Rebuilds a ledger from its log, applying each entry through the same checks.
+    /// Rebuilds a ledger from its log, applying each entry through the same checks that
+    /// admitted it: a log the ledger would not have written is refused.
     pub fn replay(entries: &[LedgerEntry]) -> Result<Self, LedgerError> {
         let Some((LedgerEntry::Opened { limit }, rest)) = entries.split_first() else {
             return Err(LedgerError::MissingOpening);
@@ -227,12 +238,35 @@ impl BudgetLedger {
     fn apply(&mut self, entry: &LedgerEntry) -> Result<(), LedgerError> {
         match *entry {
             LedgerEntry::Opened { .. } => Err(LedgerError::MissingOpening),
-            LedgerEntry::Reserved { op, amount } => self.reserve_unchecked_admission(op, amount),
+            LedgerEntry::Reserved { op, amount } => self.reserve(op, amount),
             LedgerEntry::MarkedUncertain { op } => self.mark_uncertain(op),
-            LedgerEntry::Settled { op, charged, .. } => self.settle(op, charged).map(|_| ()),
-            LedgerEntry::Released { op, .. } => self.release(op).map(|_| ()),
+            LedgerEntry::Settled {
+                op,
+                reserved,
+                charged,
+            } => {
+                self.check_hold(op, reserved)?;
+                self.settle(op, charged).map(|_| ())
+            }
+            LedgerEntry::Released { op, amount } => {
+                self.check_hold(op, amount)?;
+                self.release(op).map(|_| ())
+            }
             LedgerEntry::LimitRaised { by } => self.raise_limit(by),
             LedgerEntry::OverrunAcknowledged => self.acknowledge_overrun(),
+        }
+    }
+
+    fn check_hold(&self, op: OperationId, recorded: UsdMicros) -> Result<(), LedgerError> {
+        let held = self
+            .holds
+            .get(&op)
+            .ok_or(LedgerError::UnknownReservation(op))?
+            .amount;
+        if held == recorded {
+            Ok(())
+        } else {
+            Err(LedgerError::LogMismatch { op, recorded, held })
         }
     }
 
@@ -292,15 +326,6 @@ impl BudgetLedger {
                 available,
             });
         }
-        self.reserve_unchecked_admission(op, amount)
-    }
-
-    /// Holds `amount` for `op` after admission was decided (directly or by the log).
-    fn reserve_unchecked_admission(
-        &mut self,
-        op: OperationId,
-        amount: UsdMicros,
-    ) -> Result<(), LedgerError> {
         if self.holds.contains_key(&op) {
             return Err(LedgerError::DuplicateReservation(op));
         }

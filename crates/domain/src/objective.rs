@@ -151,7 +151,6 @@ pub struct Objective {
     pub(crate) criteria: Vec<Criterion>,
     pub(crate) plans: Vec<PlanVersion>,
     pub(crate) counters: Counters,
-    pub(crate) progress_since_admission: bool,
     pub(crate) interpretation: Option<Interpretation>,
     pub(crate) corrections: Vec<EventId>,
     pub(crate) receipts: Vec<EventId>,

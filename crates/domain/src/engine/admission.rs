@@ -365,7 +365,6 @@ impl Ctx<'_, '_> {
                     criteria,
                     plans: Vec::new(),
                     counters: Counters::default(),
-                    progress_since_admission: false,
                     interpretation: None,
                     corrections: Vec::new(),
                     receipts: Vec::new(),
@@ -486,7 +485,6 @@ impl Ctx<'_, '_> {
         objective.status = ObjectiveStatus::Running;
         objective.interpretation = None;
         objective.awaiting_review = None;
-        objective.progress_since_admission = false;
         let id = objective.id;
         self.accept(
             Some(id),

@@ -129,34 +129,13 @@ impl Ctx<'_, '_> {
             Some(Ok(c)) => Some(c),
             None => None,
         };
-        if let Some(op) = self
-            .objective(idx)
-            .awaiting_review
-            .as_ref()
-            .and_then(|r| r.op)
-        {
-            self.cancel_call(op);
-            self.accept(
-                Some(objective),
-                Some(Rule::R6),
-                format!("review {op} fenced by the correction"),
-            );
-        }
         let o = self.objective_mut(idx);
         o.corrections.push(event);
         o.revision += 1;
         if let Some(c) = criteria {
             o.criteria = c;
         }
-        o.counters.replans_without_progress = 0;
-        o.counters.failed_report_versions = 0;
-        o.counters.failed_reviews = 0;
-        o.awaiting_review = None;
-        self.accept(
-            Some(objective),
-            Some(Rule::R6),
-            format!("{event}: owner correction recorded; repair cycle reset"),
-        );
+        self.reset_repair_cycle(idx, event);
         if status == ObjectiveStatus::Paused {
             let o = self.objective_mut(idx);
             o.resume_to = Some(ObjectiveStatus::Planning);

@@ -1,12 +1,18 @@
 //! `decide`: the whole input catalogue, the effects it emits and the decision log.
 //!
 //! Each rule is decided in exactly one place; the submodules group them:
-//! - [`events`]: accepting events (T1, O6, O9, O12, O13, O14);
-//! - [`admission`]: reasoner outcomes and whole-plan admission (O2–O5, O7, O8, O10, O11, T4);
-//! - [`calls`]: reservations, dispatch, settlement, uncertainty (B2, B3, B5, D2, T3);
-//! - [`results`]: specialist outcomes and late results (T2, D4, O5);
-//! - [`reviews`]: review requests and outcomes (R1–R6);
-//! - [`control`]: pause, resume, cancel, budget and memberships (D3, B4, B5).
+//! - `events`: accepting events (T1, O6, O9, O12, O13, O14);
+//! - `admission`: reasoner outcomes and whole-plan admission (O1, O2, O3, O4, O7, O8, O10,
+//!   O11, T4, and R3's "add production work");
+//! - `calls`: reservations, dispatch, settlement, uncertainty and reconciliation (B1's
+//!   reservation before every call, B3, D2; T3 at the dispatch sink);
+//! - `results`: specialist outcomes and late results (T2, D4, O5);
+//! - `reviews`: reports and reviews (R1, R2, R3, R4, R5, R6);
+//! - `control`: pause, resume, cancel, limit raises and memberships (D3, B4).
+//!
+//! The arithmetic of B2, B4 and B5 (available balance, no renewal, raises, overrun stops) is
+//! the ledger's ([`crate::ledger`]); permissions (T3) are checked by one function,
+//! `Ctx::authorized`, against the access policy.
 
 mod admission;
 mod calls;

@@ -174,7 +174,6 @@ impl Ctx<'_, '_> {
         t.state = TaskState::Completed { contribution };
         let objective = self.objective_mut(idx);
         objective.counters.replans_without_progress = 0;
-        objective.progress_since_admission = true;
         self.accept(
             Some(id),
             Some(Rule::T2),

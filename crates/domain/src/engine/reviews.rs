@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use super::calls::Target;
 use super::{Audience, CallBrief, Ctx, InputError, Refused, ReviewerResult, refused};
-use crate::ids::{ContributionId, ObjectiveId, PrincipalId, ReviewId, TaskIdentity};
+use crate::ids::{ContributionId, EventId, ObjectiveId, PrincipalId, ReviewId, TaskIdentity};
 use crate::objective::{ObjectiveStatus, ReviewRequest};
 use crate::plan::PlanTrigger;
 use crate::policy::ReviewSource;
@@ -385,6 +385,36 @@ impl Ctx<'_, '_> {
             ReviewOutcome::Unmet => self.report_failed(idx, Some(review)),
         }
         Ok(())
+    }
+
+    /// R6: an owner correction resets the repair cycle (the replan and failed-report bounds
+    /// count afresh) and fences the review in flight: its result cannot consume the
+    /// correction.
+    pub(super) fn reset_repair_cycle(&mut self, idx: usize, correction: EventId) {
+        let id = self.objective(idx).id;
+        if let Some(op) = self
+            .objective(idx)
+            .awaiting_review
+            .as_ref()
+            .and_then(|r| r.op)
+        {
+            self.cancel_call(op);
+            self.accept(
+                Some(id),
+                Some(Rule::R6),
+                format!("review {op} fenced by the correction"),
+            );
+        }
+        let o = self.objective_mut(idx);
+        o.counters.replans_without_progress = 0;
+        o.counters.failed_report_versions = 0;
+        o.counters.failed_reviews = 0;
+        o.awaiting_review = None;
+        self.accept(
+            Some(id),
+            Some(Rule::R6),
+            format!("{correction}: owner correction recorded; repair cycle reset"),
+        );
     }
 
     /// A report version failed (R3, R4): corrective planning within the bound.
