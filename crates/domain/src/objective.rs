@@ -97,6 +97,17 @@ pub struct Interpretation {
 }
 
 impl Interpretation {
+    /// A fresh interpretation of `trigger`, with its whole budget of attempts.
+    pub(crate) fn new(trigger: PlanTrigger, text: String) -> Self {
+        Self {
+            trigger,
+            text,
+            attempts: 0,
+            op: None,
+            feedback: Vec::new(),
+        }
+    }
+
     /// What asked for it.
     pub fn trigger(&self) -> &PlanTrigger {
         &self.trigger

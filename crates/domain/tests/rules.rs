@@ -1378,3 +1378,34 @@ fn unknown_operations_and_wrong_ports_change_nothing() {
     assert_eq!(err, InputError::OperationClosed(gather.op));
     let _ = TaskState::Pending;
 }
+
+#[test]
+fn d4_a_readmitted_report_is_reviewed_only_once_the_objective_resumes() {
+    let mut room = Room::new();
+    let d = room.start_objective();
+    let d = room.contribute(&specialist_call(&d), "papers");
+    let write = specialist_call(&d);
+    room.control("olive", ControlAction::Pause);
+    room.contribute(&write, "report");
+    let d = room.late("olive", &write, LateDecision::Readmit);
+    assert_eq!(column(&room, "write"), Column::Done);
+    assert!(calls(&d).is_empty(), "paused: no review is dispatched");
+    assert_eq!(room.objective().status(), ObjectiveStatus::Paused);
+    let d = room.control("olive", ControlAction::Resume);
+    room.review(&review_call(&d), &all_met());
+    assert_eq!(room.objective().status(), ObjectiveStatus::Completed);
+}
+
+#[test]
+fn d4_a_failure_while_paused_waits_for_resume_before_repair() {
+    let mut room = Room::new();
+    let d = room.start_objective();
+    let gather = specialist_call(&d);
+    room.control("olive", ControlAction::Pause);
+    // The call was fenced by the pause: its failure only reopens the task.
+    let d = room.fail(&gather);
+    assert!(calls(&d).is_empty());
+    let d = room.control("olive", ControlAction::Resume);
+    let again = specialist_call(&d);
+    assert_ne!(again.op, gather.op);
+}

@@ -21,37 +21,38 @@ use crate::rules::Rule;
 use crate::state::{CallRole, Operation, OperationState, Purpose};
 
 impl Ctx<'_, '_> {
-    /// Starts interpreting a trigger with a fresh budget of attempts (O11).
+    /// Starts interpreting a trigger with a fresh budget of attempts (O11); the call of an
+    /// interpretation it supersedes is asked to abort.
     pub(super) fn start_interpretation(
         &mut self,
         target: Target,
         trigger: PlanTrigger,
         text: String,
     ) {
-        let interpretation = Interpretation {
-            trigger,
-            text,
-            attempts: 0,
-            op: None,
-            feedback: Vec::new(),
-        };
+        let fresh = Interpretation::new(trigger, text);
         match target {
             Target::Intake(event) => {
-                self.state.intake.insert(event, interpretation);
+                self.state.intake.insert(event, fresh);
             }
             Target::Objective(idx) => {
-                if let Some(op) = self
-                    .objective(idx)
-                    .interpretation
-                    .as_ref()
-                    .and_then(|i| i.op)
-                {
+                let superseded = self.objective_mut(idx).interpretation.replace(fresh);
+                if let Some(op) = superseded.and_then(|i| i.op) {
                     self.cancel_call(op);
                 }
-                self.objective_mut(idx).interpretation = Some(interpretation);
             }
         }
         self.issue_interpretation(target);
+    }
+
+    /// Asks for a new plan of objective `idx`: now, or once it resumes if it is paused (an
+    /// owner's pause keeps its boundary).
+    pub(super) fn replan(&mut self, idx: usize, trigger: PlanTrigger, text: String) {
+        if self.objective(idx).status == ObjectiveStatus::Paused {
+            self.objective_mut(idx).resume_to = Some(ObjectiveStatus::Planning);
+        } else {
+            self.set_status(idx, ObjectiveStatus::Planning);
+        }
+        self.start_interpretation(Target::Objective(idx), trigger, text);
     }
 
     fn interpretation_mut(&mut self, target: Target) -> Option<&mut Interpretation> {
@@ -99,6 +100,11 @@ impl Ctx<'_, '_> {
                 )
             }
         };
+        if let Target::Objective(idx) = target
+            && self.objective(idx).status == ObjectiveStatus::Paused
+        {
+            return;
+        }
         let Some(interpretation) = self.interpretation_mut(target) else {
             return;
         };

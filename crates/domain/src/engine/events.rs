@@ -136,24 +136,7 @@ impl Ctx<'_, '_> {
             o.criteria = c;
         }
         self.reset_repair_cycle(idx, event);
-        if status == ObjectiveStatus::Paused {
-            let o = self.objective_mut(idx);
-            o.resume_to = Some(ObjectiveStatus::Planning);
-            o.interpretation = Some(crate::objective::Interpretation {
-                trigger: PlanTrigger::OwnerCorrection { event },
-                text,
-                attempts: 0,
-                op: None,
-                feedback: Vec::new(),
-            });
-            return;
-        }
-        self.set_status(idx, ObjectiveStatus::Planning);
-        self.start_interpretation(
-            Target::Objective(idx),
-            PlanTrigger::OwnerCorrection { event },
-            text,
-        );
+        self.replan(idx, PlanTrigger::OwnerCorrection { event }, text);
     }
 
     /// O6: an explicit reference is answered from the engine's state, without a reasoner call.

@@ -3,7 +3,6 @@
 //! for readmission), O5 (results of superseded tasks stay evidence only), and the planning
 //! updates agents may make to their own tasks.
 
-use super::calls::Target;
 use super::{Audience, Ctx, InputError, LateDecision, SpecialistResult};
 use crate::ids::{ContributionId, ObjectiveId, OperationId, PrincipalId, TaskIdentity};
 use crate::objective::ObjectiveStatus;
@@ -241,26 +240,12 @@ impl Ctx<'_, '_> {
             Rule::O7,
             format!("{task} failed: {reason}; asking for a repair plan"),
         );
-        match self.objective(idx).status {
-            ObjectiveStatus::Running | ObjectiveStatus::Planning => {
-                self.set_status(idx, ObjectiveStatus::Planning);
-                self.start_interpretation(
-                    Target::Objective(idx),
-                    PlanTrigger::Repair { task: task.clone() },
-                    format!("task {task} failed: {reason}"),
-                );
-            }
-            ObjectiveStatus::Paused => {
-                self.objective_mut(idx).resume_to = Some(ObjectiveStatus::Planning);
-                self.objective_mut(idx).interpretation = Some(crate::objective::Interpretation {
-                    trigger: PlanTrigger::Repair { task: task.clone() },
-                    text: format!("task {task} failed: {reason}"),
-                    attempts: 0,
-                    op: None,
-                    feedback: Vec::new(),
-                });
-            }
-            _ => {}
+        if matches!(
+            self.objective(idx).status,
+            ObjectiveStatus::Running | ObjectiveStatus::Planning | ObjectiveStatus::Paused
+        ) {
+            let text = format!("task {task} failed: {reason}");
+            self.replan(idx, PlanTrigger::Repair { task }, text);
         }
     }
 

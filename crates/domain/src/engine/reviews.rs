@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 
-use super::calls::Target;
 use super::{Audience, CallBrief, Ctx, InputError, Refused, ReviewerResult, refused};
 use crate::ids::{ContributionId, EventId, ObjectiveId, PrincipalId, ReviewId, TaskIdentity};
 use crate::objective::{ObjectiveStatus, ReviewRequest};
@@ -72,7 +71,8 @@ impl Ctx<'_, '_> {
             ),
         );
         match self.state.policy.review_source() {
-            ReviewSource::Model => self.request_model_review(idx),
+            // Dispatched when the objective runs: a pause keeps its boundary.
+            ReviewSource::Model => self.advance(idx),
             ReviewSource::Human => self.notify(
                 Audience::Reviewers,
                 Some(id),
@@ -445,9 +445,8 @@ impl Ctx<'_, '_> {
             Some(Rule::R3),
             format!("report version failed review ({failed} of {bound}): corrective planning"),
         );
-        self.set_status(idx, ObjectiveStatus::Planning);
-        self.start_interpretation(
-            Target::Objective(idx),
+        self.replan(
+            idx,
             PlanTrigger::UnmetReview { review },
             "a review found criteria unmet; propose a corrective plan that adds production work and a new report".to_owned(),
         );
