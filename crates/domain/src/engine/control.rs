@@ -5,6 +5,7 @@ use super::{ControlAction, Ctx, InputError, MembershipChange};
 use crate::ids::{ObjectiveId, PrincipalId};
 use crate::money::UsdMicros;
 use crate::objective::ObjectiveStatus;
+use crate::policy::ReviewSource;
 use crate::room::{Permission, Role};
 use crate::rules::Rule;
 
@@ -68,6 +69,9 @@ impl Ctx<'_, '_> {
                     format!("{by} resumed the objective (control revision {revision})"),
                 );
                 self.advance(idx);
+                if self.state.policy.review_source() == ReviewSource::Human {
+                    self.ask_human_review(idx);
+                }
             }
             ControlAction::Cancel => {
                 let o = self.objective_mut(idx);

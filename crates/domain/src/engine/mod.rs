@@ -31,7 +31,7 @@ use crate::ids::{
     PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
 };
 use crate::money::UsdMicros;
-use crate::objective::{Criterion, Objective, ObservedRevisions};
+use crate::objective::{Criterion, Objective, ObjectiveStatus, ObservedRevisions};
 use crate::plan::{Column, TaskKind};
 use crate::review::{ContributionDraft, ReportRef, ReviewSubmission};
 use crate::room::{Permission, Role};
@@ -696,9 +696,23 @@ impl Ctx<'_, '_> {
         allowed
     }
 
-    /// Records a new status, logging the transition.
-    fn set_status(&mut self, idx: usize, status: crate::objective::ObjectiveStatus) {
-        let objective = self.objective_mut(idx);
-        objective.status = status;
+    /// Records a new status. Nothing is planned for an objective that waits for a person or
+    /// has ended: an interpretation in progress is dropped and its call asked to abort.
+    fn set_status(&mut self, idx: usize, status: ObjectiveStatus) {
+        self.objective_mut(idx).status = status;
+        if matches!(
+            status,
+            ObjectiveStatus::WaitingForOwner
+                | ObjectiveStatus::StoppedForAttention
+                | ObjectiveStatus::Completed
+                | ObjectiveStatus::Canceled
+        ) && let Some(op) = self
+            .objective_mut(idx)
+            .interpretation
+            .take()
+            .and_then(|i| i.op)
+        {
+            self.cancel_call(op);
+        }
     }
 }

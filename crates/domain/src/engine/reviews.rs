@@ -73,12 +73,26 @@ impl Ctx<'_, '_> {
         match self.state.policy.review_source() {
             // Dispatched when the objective runs: a pause keeps its boundary.
             ReviewSource::Model => self.advance(idx),
-            ReviewSource::Human => self.notify(
-                Audience::Reviewers,
-                Some(id),
-                format!("report v{version} of objective {id} awaits your review"),
-            ),
+            ReviewSource::Human => self.ask_human_review(idx),
         }
+    }
+
+    /// Tells the reviewers a report awaits them, when the objective runs (a human review is
+    /// recorded only then).
+    pub(super) fn ask_human_review(&mut self, idx: usize) {
+        let objective = self.objective(idx);
+        let Some(version) = objective.awaiting_review.as_ref().map(|r| r.report.version) else {
+            return;
+        };
+        if objective.status != ObjectiveStatus::Running {
+            return;
+        }
+        let id = objective.id;
+        self.notify(
+            Audience::Reviewers,
+            Some(id),
+            format!("report v{version} of objective {id} awaits your review"),
+        );
     }
 
     /// Every author of the objective's production and report contributions (R1).
@@ -250,6 +264,16 @@ impl Ctx<'_, '_> {
                 Some(objective),
                 Rule::R2,
                 "no report of this objective awaits review".to_owned(),
+            );
+            return Ok(());
+        }
+        let status = self.objective(idx).status;
+        if status != ObjectiveStatus::Running {
+            // A correction being planned or a pause fences reviews (R6).
+            self.reject(
+                Some(objective),
+                Rule::R6,
+                format!("the objective is {status}: reviews wait until it runs again"),
             );
             return Ok(());
         }
