@@ -1,0 +1,419 @@
+//! The planning service: `supported_messages()` and `handle(request)`. It applies the rules
+//! that need no stored data (defaults, status aliasing, columns, nothing-to-update), shapes
+//! boards, and leaves atomic checks to the repository.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agentroom_domain::ids::{RoomId, Timestamp};
+
+use crate::model::{
+    Columns, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode, TaskChange, TaskRow,
+};
+use crate::repo::{PlanningRepository, RepoError};
+use crate::rules;
+use crate::wire::{
+    Board, BoardTask, Grouped, MessageKind, PlanBoard, PlanCreate, PlanItem, PlanningReply,
+    PlanningRequest, TaskAdd, TaskItem, TaskList, TaskUpdate,
+};
+
+/// Where the service gets fresh ids and the time: passed in, so tests are deterministic.
+pub trait Ambient: Send + Sync {
+    /// A fresh opaque id (plans, tasks, reply envelopes, sessions).
+    fn fresh_id(&self) -> String;
+    /// The current time.
+    fn now(&self) -> Timestamp;
+}
+
+/// Random 32-hex ids (128 bits from the operating system) and the system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemAmbient;
+
+impl Ambient for SystemAmbient {
+    fn fresh_id(&self) -> String {
+        let mut bytes = [0u8; 16];
+        if let Err(error) = getrandom::fill(&mut bytes) {
+            // The operating system's generator does not fail on the platforms we run on;
+            // if it ever does, a time-and-counter id is still unique within this process.
+            tracing::error!(%error, "no randomness from the operating system");
+            let fallback = u128::from(self.now().as_millis().unsigned_abs()) << 64
+                | u128::from(FALLBACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            bytes = fallback.to_be_bytes();
+        }
+        hex::encode(bytes)
+    }
+
+    fn now(&self) -> Timestamp {
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Timestamp::from_millis(millis)
+    }
+}
+
+static FALLBACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counting ids (`{prefix}1`, `{prefix}2`, …) and a fixed clock, for tests.
+#[derive(Debug)]
+pub struct CountingAmbient {
+    prefix: String,
+    next: std::sync::atomic::AtomicU64,
+    now: Timestamp,
+}
+
+impl CountingAmbient {
+    /// Ids `{prefix}1…` at time `now`.
+    pub fn new(prefix: &str, now: Timestamp) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+            next: std::sync::atomic::AtomicU64::new(1),
+            now,
+        }
+    }
+}
+
+impl Ambient for CountingAmbient {
+    fn fresh_id(&self) -> String {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{}{n}", self.prefix)
+    }
+
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+}
+
+/// Plans never change once created and are never deleted, so a plan read once stays true
+/// in every process: the service keeps the ones it has seen, up to this many.
+const PLAN_CACHE_CAPACITY: usize = 4096;
+
+/// The planning service over one repository.
+pub struct PlanningService {
+    repo: Arc<dyn PlanningRepository>,
+    ambient: Arc<dyn Ambient>,
+    plans: Mutex<HashMap<(RoomId, String), Arc<PlanRecord>>>,
+}
+
+impl std::fmt::Debug for PlanningService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanningService").finish_non_exhaustive()
+    }
+}
+
+impl PlanningService {
+    /// A service over `repo`.
+    pub fn new(repo: Arc<dyn PlanningRepository>, ambient: Arc<dyn Ambient>) -> Self {
+        Self {
+            repo,
+            ambient,
+            plans: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The six message types this service answers.
+    pub fn supported_messages() -> &'static [MessageKind] {
+        &MessageKind::ALL
+    }
+
+    /// The ids and clock it uses.
+    pub fn ambient(&self) -> &Arc<dyn Ambient> {
+        &self.ambient
+    }
+
+    /// The repository it uses.
+    pub fn repository(&self) -> &Arc<dyn PlanningRepository> {
+        &self.repo
+    }
+
+    /// Answers one request in `room`. A rule's refusal is a reply; only a storage failure is
+    /// an error.
+    #[tracing::instrument(level = "debug", skip_all, fields(room = %room, kind = ?request.kind()))]
+    pub async fn handle(
+        &self,
+        room: &RoomId,
+        request: PlanningRequest,
+    ) -> Result<PlanningReply, RepoError> {
+        let kind = request.kind();
+        let mut task_id = String::new();
+        let outcome = match request {
+            PlanningRequest::PlanCreate(create) => self.create_plan(room, create).await?,
+            PlanningRequest::PlanList => self.list_plans(room).await?,
+            PlanningRequest::TaskAdd(add) => self.add_task(room, add).await?,
+            PlanningRequest::TaskUpdate(update) => {
+                task_id.clone_from(&update.task_id);
+                self.update_task(room, update).await?
+            }
+            PlanningRequest::TaskList(list) => self.list_tasks(room, list).await?,
+            PlanningRequest::PlanBoard(board) => self.board(room, board).await?,
+        };
+        Ok(outcome.unwrap_or_else(|refusal| PlanningReply::Refused {
+            kind,
+            task_id,
+            refusal,
+        }))
+    }
+
+    async fn plan(&self, room: &RoomId, plan_id: &str) -> Result<Arc<PlanRecord>, Outcome> {
+        let key = (room.clone(), plan_id.to_owned());
+        if let Some(plan) = self.lock_plans().get(&key) {
+            return Ok(Arc::clone(plan));
+        }
+        match self.repo.plan(room, plan_id).await {
+            Ok(Some(plan)) => {
+                let plan = Arc::new(plan);
+                let mut cache = self.lock_plans();
+                if cache.len() >= PLAN_CACHE_CAPACITY {
+                    cache.clear();
+                }
+                cache.insert(key, Arc::clone(&plan));
+                Ok(plan)
+            }
+            Ok(None) => Err(Outcome::Refused(unknown_plan(plan_id))),
+            Err(error) => Err(Outcome::Failed(error)),
+        }
+    }
+
+    fn lock_plans(&self) -> std::sync::MutexGuard<'_, HashMap<(RoomId, String), Arc<PlanRecord>>> {
+        // A poisoned cache holds only immutable records; keep using it.
+        self.plans
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn create_plan(&self, room: &RoomId, create: PlanCreate) -> Answer {
+        let columns = match Columns::new(create.columns) {
+            Ok(columns) => columns,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let plan = NewPlan {
+            plan_id: self.ambient.fresh_id(),
+            name: create.name,
+            description: create.description,
+            columns,
+            created: self.ambient.now(),
+        };
+        let record = self.repo.create_plan(room, &plan).await?;
+        Ok(Ok(PlanningReply::PlanCreated {
+            plan_id: record.plan_id,
+            columns: record.columns.names().to_vec(),
+        }))
+    }
+
+    async fn list_plans(&self, room: &RoomId) -> Answer {
+        let plans = self.repo.plans(room).await?;
+        Ok(Ok(PlanningReply::Plans(
+            plans
+                .into_iter()
+                .map(|p| PlanItem {
+                    plan_id: p.plan_id,
+                    name: p.name,
+                    columns: p.columns.names().to_vec(),
+                })
+                .collect(),
+        )))
+    }
+
+    async fn add_task(&self, room: &RoomId, add: TaskAdd) -> Answer {
+        let plan = match self.plan(room, &add.plan_id).await {
+            Ok(plan) => plan,
+            Err(outcome) => return outcome.into_answer(),
+        };
+        if let PlanKind::Coordinator(objective) = plan.kind {
+            return Ok(Err(Refusal::new(
+                RefusalCode::CoordinatorPlan,
+                format!(
+                    "plan {} is the board of objective {objective}; its tasks are admitted \
+                     whole with the plan (O7)",
+                    plan.plan_id
+                ),
+            )));
+        }
+        if add.title.trim().is_empty() {
+            return Ok(Err(Refusal::new(
+                RefusalCode::InvalidTitle,
+                "a task needs a title that is not blank",
+            )));
+        }
+        let column = match plan.columns.resolve(&add.status) {
+            Ok(column) => column,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let task = NewTask {
+            plan: plan.key,
+            task_id: self.ambient.fresh_id(),
+            title: add.title,
+            column,
+            description: add.description,
+            assignee: add.assignee,
+            deps: rules::distinct(add.deps),
+            metadata: add.metadata,
+            created: self.ambient.now(),
+        };
+        if let Err(refusal) = self.repo.add_task(room, &task).await? {
+            return Ok(Err(refusal));
+        }
+        Ok(Ok(PlanningReply::TaskAdded {
+            task_id: task.task_id,
+            status: column_name(&plan, column),
+        }))
+    }
+
+    async fn update_task(&self, room: &RoomId, update: TaskUpdate) -> Answer {
+        let plan = match self.plan(room, &update.plan_id).await {
+            Ok(plan) => plan,
+            Err(outcome) => return outcome.into_answer(),
+        };
+        if update.status.is_none() && update.assignee.is_none() && update.deps.is_none() {
+            return Ok(Err(Refusal::new(
+                RefusalCode::NothingToUpdate,
+                "task/update needs a status, an assignee or deps to change",
+            )));
+        }
+        if let PlanKind::Coordinator(objective) = plan.kind {
+            return Ok(Err(Refusal::new(
+                RefusalCode::CoordinatorPlan,
+                format!(
+                    "plan {} is the board of objective {objective}; the coordinator moves its \
+                     tasks",
+                    plan.plan_id
+                ),
+            )));
+        }
+        let column = match update.status.as_deref().map(|s| plan.columns.resolve(s)) {
+            Some(Err(refusal)) => return Ok(Err(refusal)),
+            Some(Ok(column)) => Some(column),
+            None => None,
+        };
+        let change = TaskChange {
+            plan: plan.key,
+            task_id: update.task_id.clone(),
+            column,
+            assignee: update.assignee,
+            deps: update.deps.map(rules::distinct),
+            updated: self.ambient.now(),
+        };
+        if let Err(refusal) = self.repo.update_task(room, &change).await? {
+            return Ok(Err(refusal));
+        }
+        Ok(Ok(PlanningReply::TaskUpdated {
+            task_id: update.task_id,
+        }))
+    }
+
+    async fn list_tasks(&self, room: &RoomId, list: TaskList) -> Answer {
+        let plans: Vec<Arc<PlanRecord>> = match &list.plan_id {
+            Some(plan_id) => match self.plan(room, plan_id).await {
+                Ok(plan) => vec![plan],
+                Err(outcome) => return outcome.into_answer(),
+            },
+            None => self
+                .repo
+                .plans(room)
+                .await?
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
+        };
+        let mut items = Vec::new();
+        for plan in &plans {
+            let column = match &list.status {
+                None => None,
+                Some(status) => match plan.columns.position(status) {
+                    Some(column) => Some(column),
+                    // Across plans, a plan without that column simply has no such tasks;
+                    // for one named plan it is a mistake worth saying.
+                    None if list.plan_id.is_none() => continue,
+                    None => return Ok(Err(plan.columns.not_a_column(status))),
+                },
+            };
+            let rows = self.repo.tasks(room, plan.key, column).await?;
+            items.reserve(rows.len());
+            items.extend(rows.into_iter().map(|row| TaskItem {
+                status: column_name(plan, row.column),
+                task_id: row.task_id,
+                title: row.title,
+                assignee: row.assignee,
+                plan_id: plan.plan_id.clone(),
+            }));
+        }
+        Ok(Ok(PlanningReply::Tasks(items)))
+    }
+
+    async fn board(&self, room: &RoomId, board: PlanBoard) -> Answer {
+        let plans: Vec<Arc<PlanRecord>> = match &board.plan_id {
+            Some(plan_id) => match self.plan(room, plan_id).await {
+                Ok(plan) => vec![plan],
+                Err(outcome) => return outcome.into_answer(),
+            },
+            None => self
+                .repo
+                .plans(room)
+                .await?
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
+        };
+        let mut boards = Vec::with_capacity(plans.len());
+        for plan in plans {
+            let rows = self.repo.tasks(room, plan.key, None).await?;
+            boards.push(shape_board(&plan, rows)?);
+        }
+        Ok(Ok(PlanningReply::Boards(boards)))
+    }
+}
+
+type Answer = Result<Result<PlanningReply, Refusal>, RepoError>;
+
+enum Outcome {
+    Refused(Refusal),
+    Failed(RepoError),
+}
+
+impl Outcome {
+    fn into_answer(self) -> Answer {
+        match self {
+            Outcome::Refused(refusal) => Ok(Err(refusal)),
+            Outcome::Failed(error) => Err(error),
+        }
+    }
+}
+
+fn unknown_plan(plan_id: &str) -> Refusal {
+    Refusal::new(
+        RefusalCode::UnknownPlan,
+        format!("no plan `{plan_id}` in this room"),
+    )
+}
+
+fn column_name(plan: &PlanRecord, column: usize) -> String {
+    plan.columns.name(column).unwrap_or_default().to_owned()
+}
+
+/// Groups a plan's tasks (in creation order) by column, in the plan's column order.
+fn shape_board(plan: &PlanRecord, rows: Vec<TaskRow>) -> Result<Board, RepoError> {
+    let names = plan.columns.names();
+    let mut groups: Vec<(String, Vec<BoardTask>)> =
+        names.iter().map(|c| (c.clone(), Vec::new())).collect();
+    for row in rows {
+        let Some((name, tasks)) = groups.get_mut(row.column) else {
+            return Err(RepoError::Corrupt(format!(
+                "task {} of plan {} is in column {}, which the plan does not have",
+                row.task_id, plan.plan_id, row.column
+            )));
+        };
+        tasks.push(BoardTask {
+            task_id: row.task_id,
+            title: row.title,
+            status: name.clone(),
+            assignee: row.assignee,
+        });
+    }
+    Ok(Board {
+        plan_id: plan.plan_id.clone(),
+        name: plan.name.clone(),
+        columns: names.to_vec(),
+        tasks: Grouped(groups),
+    })
+}

@@ -1,0 +1,127 @@
+//! One A2E session over any transport: decode a message, answer the handshake and ping,
+//! hand planning requests to the service, encode the reply. Transports (stdio, HTTP) only
+//! move bytes.
+
+use std::sync::Arc;
+
+use agentroom_domain::ids::{RoomId, Timestamp};
+
+use crate::service::PlanningService;
+use crate::wire::{
+    self, Body, Envelope, HandshakeReply, Inbound, ProtocolError, Reply, SDK_CAPABILITIES,
+};
+
+/// What a session does with one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Send this line (compact JSON, no newline).
+    Reply(String),
+    /// Send nothing (the message was itself a reply).
+    Silent,
+    /// The client said `shutdown`: send nothing and end the session.
+    Close,
+}
+
+/// A session: its Room, its id and when it started.
+#[derive(Debug, Clone)]
+pub struct Session {
+    service: Arc<PlanningService>,
+    room: RoomId,
+    id: String,
+    started: Timestamp,
+}
+
+impl Session {
+    /// A session acting in `room`.
+    pub fn new(service: Arc<PlanningService>, room: RoomId) -> Self {
+        let id = service.ambient().fresh_id();
+        let started = service.ambient().now();
+        Self {
+            service,
+            room,
+            id,
+            started,
+        }
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The Room it acts in.
+    pub fn room(&self) -> &RoomId {
+        &self.room
+    }
+
+    /// Answers one message (a stdio line without its newline, or an HTTP body).
+    pub async fn step(&self, bytes: &[u8]) -> Step {
+        match wire::decode(bytes) {
+            Err(error) => Step::Reply(self.encode("", &Reply::Error(error))),
+            Ok(Inbound {
+                body: Body::Shutdown,
+                ..
+            }) => Step::Close,
+            Ok(Inbound {
+                body: Body::Reply, ..
+            }) => Step::Silent,
+            Ok(Inbound { req_id, body }) => {
+                let reply = self.answer(&req_id, body).await;
+                Step::Reply(self.encode(&req_id, &reply))
+            }
+        }
+    }
+
+    /// The A2E error for a message that was too large to read, as a line.
+    pub fn too_large(&self, bytes: usize) -> String {
+        self.encode("", &Reply::Error(ProtocolError::too_large(bytes)))
+    }
+
+    async fn answer(&self, req_id: &str, body: Body) -> Reply {
+        match body {
+            Body::Handshake(handshake) => Reply::Handshake(HandshakeReply {
+                session_id: self.id.clone(),
+                accepted_caps: handshake
+                    .agent_caps
+                    .into_iter()
+                    .filter(|c| c == "planning" && SDK_CAPABILITIES.contains(&c.as_str()))
+                    .collect(),
+                ok: true,
+                reason: String::new(),
+            }),
+            Body::Ping => {
+                let now = self.service.ambient().now().as_millis();
+                let millis = now.saturating_sub(self.started.as_millis()).max(0);
+                // Seconds with millisecond precision; an f64 holds every such value exactly
+                // enough for an uptime.
+                #[allow(clippy::cast_precision_loss)]
+                let uptime_seconds = millis as f64 / 1000.0;
+                Reply::Pong { uptime_seconds }
+            }
+            // Answered in `step` without a reply.
+            Body::Shutdown | Body::Reply => Reply::Error(ProtocolError::runtime(req_id)),
+            Body::Planning(request) => match self.service.handle(&self.room, request).await {
+                Ok(reply) => Reply::Planning(reply),
+                Err(error) => {
+                    tracing::error!(%error, req_id, "planning request failed");
+                    Reply::Error(ProtocolError::runtime(req_id))
+                }
+            },
+        }
+    }
+
+    fn encode(&self, req_id: &str, reply: &Reply) -> String {
+        let ambient = self.service.ambient();
+        let id = ambient.fresh_id();
+        #[allow(clippy::cast_precision_loss)]
+        let ts = ambient.now().as_millis() as f64 / 1000.0;
+        wire::encode(
+            reply,
+            Envelope {
+                id: &id,
+                ts,
+                req_id,
+            },
+        )
+    }
+}
