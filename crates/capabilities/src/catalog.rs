@@ -8,7 +8,7 @@ use agentroom_domain::ids::{ObjectiveId, PrincipalId, TaskKey};
 use serde_json::{Map, Value};
 
 use crate::bindings::Bindings;
-use crate::error::ResourceErrors;
+use crate::error::{ResourceError, ResourceErrors};
 use crate::parse::Resources;
 use crate::registry::Registry;
 use crate::resource::{BindingRule, Capability, CapabilityRef, Phase};
@@ -169,18 +169,27 @@ impl Catalog {
     /// several resources: a capability or binding defined twice in a namespace, two rules for
     /// one selector, replacement or requirement cycles.
     pub fn new(resources: Resources) -> Result<Self, ResourceErrors> {
-        let (capabilities, bindings) = resources.into_parts();
         let mut errors = Vec::new();
-        let registry = Registry::build(capabilities, &mut errors);
-        let bindings = Bindings::build(bindings, &mut errors);
-        ResourceErrors::check(errors, Self { registry, bindings })
+        let catalog = Self::build(resources, &mut errors);
+        ResourceErrors::check(errors, catalog)
     }
 
-    /// Reads, validates and builds in one step; `files` are (name, text) pairs.
+    /// Reads, validates and builds in one step; `files` are (name, text) pairs. The problems
+    /// across resources (duplicates, conflicts, cycles) are checked among the valid ones even
+    /// when others are invalid, so one run lists every problem.
     pub fn parse<'a>(
         files: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, ResourceErrors> {
-        Self::new(Resources::parse_all(files)?)
+        let (resources, mut errors) = Resources::read_all(files);
+        let catalog = Self::build(resources, &mut errors);
+        ResourceErrors::check(errors, catalog)
+    }
+
+    fn build(resources: Resources, errors: &mut Vec<ResourceError>) -> Self {
+        let (capabilities, bindings) = resources.into_parts();
+        let registry = Registry::build(capabilities, errors);
+        let bindings = Bindings::build(bindings, errors);
+        Self { registry, bindings }
     }
 
     /// The capabilities.

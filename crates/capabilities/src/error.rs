@@ -47,7 +47,7 @@ impl Location {
         &self.file
     }
 
-    /// The 1-based index of the YAML document within the file.
+    /// The 1-based index of the YAML document within the file; 0 for the whole file.
     pub fn document(&self) -> usize {
         self.document
     }
@@ -70,11 +70,15 @@ impl Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: document {}, line {}, column {}",
-            self.file, self.document, self.line, self.column
-        )?;
+        f.write_str(&self.file)?;
+        // Document 0 is the whole file (one that could not be read).
+        if self.document > 0 {
+            write!(
+                f,
+                ": document {}, line {}, column {}",
+                self.document, self.line, self.column
+            )?;
+        }
         if !self.path.is_empty() {
             write!(f, ", field `{}`", self.path)?;
         }
@@ -175,14 +179,20 @@ pub struct ResourceErrors(Vec<ResourceError>);
 
 impl ResourceErrors {
     /// `Ok(value)` when `errors` is empty, else the sorted errors.
-    pub(crate) fn check<T>(mut errors: Vec<ResourceError>, value: T) -> Result<T, Self> {
+    pub(crate) fn check<T>(errors: Vec<ResourceError>, value: T) -> Result<T, Self> {
         if errors.is_empty() {
             Ok(value)
         } else {
-            errors.sort_by(|a, b| a.location.cmp(&b.location));
-            errors.dedup();
-            Err(Self(errors))
+            Err(Self::from_errors(errors))
         }
+    }
+
+    /// `errors` in file and position order, without repeats (e.g. a caller's unreadable files
+    /// merged with the problems of the files it could read).
+    pub fn from_errors(mut errors: Vec<ResourceError>) -> Self {
+        errors.sort_by(|a, b| a.location.cmp(&b.location));
+        errors.dedup();
+        Self(errors)
     }
 
     /// The errors, in file and position order.

@@ -42,12 +42,20 @@ impl Resources {
     pub fn parse_all<'a>(
         files: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, ResourceErrors> {
+        let (resources, errors) = Self::read_all(files);
+        ResourceErrors::check(errors, resources)
+    }
+
+    /// Reads several files: the resources that are valid, and the problems of the others.
+    pub(crate) fn read_all<'a>(
+        files: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (Self, Vec<ResourceError>) {
         let mut resources = Self::new();
         let mut errors = Vec::new();
         for (file, text) in files {
             resources.read(file, text, &mut errors);
         }
-        ResourceErrors::check(errors, resources)
+        (resources, errors)
     }
 
     /// Adds the resources of `other`.

@@ -255,3 +255,65 @@ fn the_same_name_in_two_namespaces_is_two_capabilities() {
     assert_eq!(r("web/search").to_string(), "web/search");
     assert_eq!(r("search").to_string(), "search");
 }
+
+#[test]
+fn conflicts_among_valid_resources_are_listed_beside_invalid_documents() {
+    let (conflict_name, conflict) = {
+        let path = fixtures().join("invalid/binding_conflict.yaml");
+        ("conflict.yaml", std::fs::read_to_string(path).unwrap())
+    };
+    let broken = "apiVersion: planspec.io/v1alpha1\nkind: Binding\n";
+    let errors =
+        Catalog::parse([(conflict_name, conflict.as_str()), ("broken.yaml", broken)]).unwrap_err();
+    let kinds: Vec<(&str, bool)> = errors
+        .errors()
+        .iter()
+        .map(|e| {
+            (
+                e.location().file(),
+                matches!(e.kind(), ErrorKind::Conflict { .. }),
+            )
+        })
+        .collect();
+    // broken.yaml lacks `metadata` and `spec`.
+    assert_eq!(
+        kinds,
+        [
+            ("broken.yaml", false),
+            ("broken.yaml", false),
+            ("conflict.yaml", true)
+        ]
+    );
+}
+
+#[test]
+fn the_shipped_policies_validate_and_route_the_demo_capabilities() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies");
+    let files: Vec<(String, String)> = [
+        "capabilities/research.yaml",
+        "capabilities/writing.yaml",
+        "bindings.yaml",
+    ]
+    .iter()
+    .map(|f| {
+        (
+            (*f).to_owned(),
+            std::fs::read_to_string(root.join(f)).unwrap(),
+        )
+    })
+    .collect();
+    let catalog = parse(&files).unwrap_or_else(|e| panic!("{e}"));
+    let provider = |name| {
+        catalog
+            .resolution(name, None)
+            .unwrap()
+            .provider()
+            .to_string()
+    };
+    assert_eq!(provider("research"), "sam");
+    assert_eq!(provider("writing"), "sue");
+    assert_eq!(
+        catalog.resolution("publish", None).unwrap().effect(),
+        CapabilityEffect::ExternalWrite
+    );
+}
