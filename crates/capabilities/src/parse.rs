@@ -237,8 +237,7 @@ impl Doc<'_> {
         match node.to_json() {
             Ok(json) => Some(json),
             Err(bad) => {
-                let line_path = path.to_owned();
-                self.expected(bad, &line_path, "a finite number, string, list or mapping");
+                self.expected(bad, path, "a finite number, string, list or mapping");
                 None
             }
         }
