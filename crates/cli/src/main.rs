@@ -3,6 +3,7 @@
 // Printing the timeline, board and ledger is this binary's job.
 #![allow(clippy::print_stdout)]
 
+mod capabilities;
 mod demo;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +25,11 @@ enum Command {
         #[arg(long, value_enum, default_value_t = demo::Scenario::Supervised)]
         scenario: demo::Scenario,
     },
+    /// Validate Capability and Binding files, or resolve a capability to its provider.
+    Capabilities {
+        #[command(subcommand)]
+        command: capabilities::Command,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -35,6 +41,7 @@ fn main() -> anyhow::Result<()> {
             let text = demo::run(scenario)?;
             print!("{text}");
         }
+        Command::Capabilities { command } => capabilities::run(command)?,
     }
     Ok(())
 }
