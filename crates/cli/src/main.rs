@@ -1,11 +1,16 @@
-//! The `agentroom` binary: the composition root. Today it runs the engine's scripted demo;
-//! the store, server and coordinator commands join as their crates land.
+//! The `agentroom` binary: the composition root. It runs the engine's scripted demo, the
+//! planning messages over stdio, migrations and capability checks; the server and the
+//! coordinator commands join as their crates land.
 // Printing the timeline, board and ledger is this binary's job.
 #![allow(clippy::print_stdout)]
 
 mod capabilities;
 mod demo;
+mod migrate;
+mod stdio;
+mod store;
 
+use agentroom_domain::ids::RoomId;
 use clap::{Parser, Subcommand};
 
 /// A coordinator for supervised multi-agent Rooms with budgeted reasoning.
@@ -14,6 +19,9 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Log filter for stderr (e.g. `info`, `agentroom_planning=debug`); quiet by default.
+    #[arg(long, global = true, value_name = "FILTER", env = "AGENTROOM_LOG")]
+    log: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -25,6 +33,22 @@ enum Command {
         #[arg(long, value_enum, default_value_t = demo::Scenario::Supervised)]
         scenario: demo::Scenario,
     },
+    /// Serve the six A2E planning messages on stdin/stdout (NDJSON), one session.
+    Planning {
+        /// Speak A2E over stdin/stdout (the only transport of this command).
+        #[arg(long, required = true)]
+        stdio: bool,
+        /// The Room the session acts in.
+        #[arg(long, default_value = "local", value_parser = RoomId::parse)]
+        room: RoomId,
+        #[command(flatten)]
+        store: store::StoreArgs,
+    },
+    /// Apply, show or revert the database schema (the only command that changes it).
+    Migrate {
+        #[command(subcommand)]
+        command: migrate::Command,
+    },
     /// Validate Capability and Binding files, or resolve a capability to its provider.
     Capabilities {
         #[command(subcommand)]
@@ -32,8 +56,22 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // The whole chain on one line, without a backtrace: this is for people.
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("error: {error:#}");
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    init_logs(cli.log.as_deref())?;
     match cli.command.unwrap_or(Command::Demo {
         scenario: demo::Scenario::Supervised,
     }) {
@@ -42,6 +80,36 @@ fn main() -> anyhow::Result<()> {
             print!("{text}");
         }
         Command::Capabilities { command } => capabilities::run(command)?,
+        Command::Planning {
+            stdio: _,
+            room,
+            store,
+        } => current_thread()?.block_on(stdio::run(&store, room))?,
+        Command::Migrate { command } => {
+            let text = current_thread()?.block_on(migrate::run(command))?;
+            print!("{text}");
+        }
     }
+    Ok(())
+}
+
+fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+/// Logs go to stderr only, and only when asked for: stdout belongs to the protocol, and a
+/// client that never reads stderr must not fill its pipe.
+fn init_logs(filter: Option<&str>) -> anyhow::Result<()> {
+    let Some(filter) = filter else {
+        return Ok(());
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| anyhow::anyhow!("--log {filter}: {e}"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     Ok(())
 }

@@ -1,0 +1,438 @@
+//! `PlanningRepository` on SQLite: plans and tasks of `migrations/sqlite/0001`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use agentroom_domain::ids::{ObjectiveId, RoomId, Timestamp};
+use agentroom_planning::{
+    Columns, NewPlan, NewTask, PlanKind, PlanRecord, PlanningRepository, Refusal, RefusalCode,
+    RepoError, TaskChange, TaskDetail, TaskRow, rules,
+};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::{Durability, connect, migrate};
+
+/// Read connections kept open (WAL lets them read while the writer commits).
+const READERS: usize = 4;
+
+/// The SQL a board runs: one plan's range of `planning_tasks_board`, nothing else.
+pub const BOARD_SQL: &str = "SELECT t.task_id, t.title, t.column_ix, t.assignee \
+     FROM planning_tasks t \
+     WHERE t.plan_key = ?1 \
+       AND EXISTS (SELECT 1 FROM planning_plans p WHERE p.plan_key = ?1 AND p.room_id = ?2) \
+     ORDER BY t.task_key";
+
+/// The SQL a list filtered by plan and status runs: one (plan, column) range of
+/// `planning_tasks_column`.
+pub const COLUMN_SQL: &str = "SELECT t.task_id, t.title, t.column_ix, t.assignee \
+     FROM planning_tasks t \
+     WHERE t.plan_key = ?1 AND t.column_ix = ?3 \
+       AND EXISTS (SELECT 1 FROM planning_plans p WHERE p.plan_key = ?1 AND p.room_id = ?2) \
+     ORDER BY t.task_key";
+
+const PLANS_SQL: &str = "SELECT plan_key, plan_id, name, description, columns, objective_id, \
+     created_ms FROM planning_plans WHERE room_id = ?1 ORDER BY plan_key";
+
+const PLAN_SQL: &str = "SELECT plan_key, plan_id, name, description, columns, objective_id, \
+     created_ms FROM planning_plans WHERE plan_id = ?1 AND room_id = ?2";
+
+/// The planning repository on one SQLite file.
+pub struct SqlitePlanning {
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+    durability: Durability,
+}
+
+impl std::fmt::Debug for SqlitePlanning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlitePlanning")
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+fn db(context: &'static str) -> impl Fn(rusqlite::Error) -> RepoError {
+    move |e| RepoError::Database(format!("{context}: {e}"))
+}
+
+fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    // A panic while holding a connection leaves no transaction open (rusqlite rolls back on
+    // drop), so the connection is still good.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl SqlitePlanning {
+    /// Opens an existing, migrated database. Never creates or migrates (D5): a missing file
+    /// or a schema behind this binary is [`RepoError::NotMigrated`].
+    pub fn open(path: &Path, durability: Durability) -> Result<Self, RepoError> {
+        if !path.exists() {
+            return Err(RepoError::NotMigrated {
+                detail: format!("there is no database at {}", path.display()),
+            });
+        }
+        let writer = connect(path, durability, false).map_err(db("opening the database"))?;
+        if let Some(detail) =
+            migrate::pending(&writer).map_err(db("reading the migrations table"))?
+        {
+            return Err(RepoError::NotMigrated {
+                detail: format!("{}: {detail}", path.display()),
+            });
+        }
+        let readers = (0..READERS)
+            .map(|_| connect(path, durability, false).map(Mutex::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db("opening a reader"))?;
+        Ok(Self {
+            writer: Mutex::new(writer),
+            readers,
+            next_reader: AtomicUsize::new(0),
+            durability,
+        })
+    }
+
+    /// The durability its commits have.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        for i in 0..self.readers.len() {
+            if let Some(mutex) = self.readers.get((start + i) % self.readers.len())
+                && let Ok(guard) = mutex.try_lock()
+            {
+                return guard;
+            }
+        }
+        match self.readers.get(start % self.readers.len().max(1)) {
+            Some(mutex) => lock(mutex),
+            None => lock(&self.writer),
+        }
+    }
+
+    /// The query plan SQLite chooses for `sql` (for the tests that check boards read only
+    /// their plan's rows).
+    pub fn explain(&self, sql: &str) -> Result<Vec<String>, RepoError> {
+        let connection = self.reader();
+        let mut statement = connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .map_err(db("explain"))?;
+        let count = statement.parameter_count();
+        let params: Vec<i64> = vec![1; count];
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(params), |row| {
+                row.get::<_, String>(3)
+            })
+            .map_err(db("explain"))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(db("explain"))
+    }
+}
+
+fn plan_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PlanRecord, RepoError>> {
+    let columns: String = row.get(4)?;
+    let objective: Option<String> = row.get(5)?;
+    let plan_id: String = row.get(1)?;
+    let columns = match serde_json::from_str::<Vec<String>>(&columns) {
+        Ok(columns) => Columns::from_stored(columns),
+        Err(e) => {
+            return Ok(Err(RepoError::Corrupt(format!(
+                "columns of plan {plan_id}: {e}"
+            ))));
+        }
+    };
+    let kind = match objective.map(|o| o.parse::<ObjectiveId>()) {
+        None => PlanKind::Standalone,
+        Some(Ok(objective)) => PlanKind::Coordinator(objective),
+        Some(Err(e)) => {
+            return Ok(Err(RepoError::Corrupt(format!(
+                "objective of plan {plan_id}: {e}"
+            ))));
+        }
+    };
+    Ok(Ok(PlanRecord {
+        key: row.get(0)?,
+        plan_id,
+        name: row.get(2)?,
+        description: row.get(3)?,
+        columns,
+        kind,
+        created: Timestamp::from_millis(row.get(6)?),
+    }))
+}
+
+fn task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
+    let column: i64 = row.get(2)?;
+    Ok(TaskRow {
+        task_id: row.get(0)?,
+        title: row.get(1)?,
+        column: usize::try_from(column).unwrap_or(usize::MAX),
+        assignee: row.get(3)?,
+    })
+}
+
+fn deps_json(deps: &[String]) -> String {
+    serde_json::Value::from(deps.to_vec()).to_string()
+}
+
+fn parse_deps(task: &str, text: &str) -> Result<Vec<String>, RepoError> {
+    serde_json::from_str(text)
+        .map_err(|e| RepoError::Corrupt(format!("dependencies of task {task}: {e}")))
+}
+
+fn unknown_task(task_id: &str) -> Refusal {
+    Refusal::new(
+        RefusalCode::UnknownTask,
+        format!("no task `{task_id}` in this plan"),
+    )
+}
+
+#[async_trait]
+impl PlanningRepository for SqlitePlanning {
+    async fn create_plan(&self, room: &RoomId, plan: &NewPlan) -> Result<PlanRecord, RepoError> {
+        let connection = lock(&self.writer);
+        let key: i64 = connection
+            .prepare_cached(
+                "INSERT INTO planning_plans (plan_id, room_id, name, description, columns, \
+                 created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING plan_key",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        plan.plan_id,
+                        room.as_str(),
+                        plan.name,
+                        plan.description,
+                        plan.columns.to_json(),
+                        plan.created.as_millis()
+                    ],
+                    |row| row.get(0),
+                )
+            })
+            .map_err(db("creating a plan"))?;
+        Ok(PlanRecord {
+            key,
+            plan_id: plan.plan_id.clone(),
+            name: plan.name.clone(),
+            description: plan.description.clone(),
+            columns: plan.columns.clone(),
+            kind: PlanKind::Standalone,
+            created: plan.created,
+        })
+    }
+
+    async fn plans(&self, room: &RoomId) -> Result<Vec<PlanRecord>, RepoError> {
+        let connection = self.reader();
+        let mut statement = connection
+            .prepare_cached(PLANS_SQL)
+            .map_err(db("listing plans"))?;
+        let rows = statement
+            .query_map([room.as_str()], plan_from_row)
+            .map_err(db("listing plans"))?;
+        let mut plans = Vec::new();
+        for row in rows {
+            plans.push(row.map_err(db("listing plans"))??);
+        }
+        Ok(plans)
+    }
+
+    async fn plan(&self, room: &RoomId, plan_id: &str) -> Result<Option<PlanRecord>, RepoError> {
+        let connection = self.reader();
+        let found = connection
+            .prepare_cached(PLAN_SQL)
+            .and_then(|mut s| {
+                s.query_row(params![plan_id, room.as_str()], plan_from_row)
+                    .optional()
+            })
+            .map_err(db("reading a plan"))?;
+        found.transpose()
+    }
+
+    async fn add_task(
+        &self,
+        room: &RoomId,
+        task: &NewTask,
+    ) -> Result<Result<(), Refusal>, RepoError> {
+        let column = i64::try_from(task.column).unwrap_or(i64::MAX);
+        let connection = lock(&self.writer);
+        if !task.deps.is_empty() {
+            // Tasks are never deleted, so a dependency known now stays known: the check
+            // needs no transaction around the insert.
+            let mut known = connection
+                .prepare_cached("SELECT 1 FROM planning_tasks WHERE task_id = ?1 AND plan_key = ?2")
+                .map_err(db("checking dependencies"))?;
+            let mut missing = Vec::new();
+            for dep in &task.deps {
+                if !known
+                    .exists(params![dep, task.plan])
+                    .map_err(db("checking dependencies"))?
+                {
+                    missing.push(dep.as_str());
+                }
+            }
+            if let Err(refusal) = rules::check_known(&task.deps, |d| !missing.contains(&d)) {
+                return Ok(Err(refusal));
+            }
+        }
+        let inserted = connection
+            .prepare_cached(
+                "INSERT INTO planning_tasks (plan_key, task_id, title, column_ix, description, \
+                 assignee, deps, metadata, created_ms, updated_ms) \
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9 \
+                 WHERE EXISTS (SELECT 1 FROM planning_plans WHERE plan_key = ?1 AND room_id = ?10)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    task.plan,
+                    task.task_id,
+                    task.title,
+                    column,
+                    task.description,
+                    task.assignee,
+                    deps_json(&task.deps),
+                    task.metadata,
+                    task.created.as_millis(),
+                    room.as_str()
+                ])
+            })
+            .map_err(db("adding a task"))?;
+        if inserted == 0 {
+            return Ok(Err(Refusal::new(
+                RefusalCode::UnknownPlan,
+                "no such plan in this room",
+            )));
+        }
+        Ok(Ok(()))
+    }
+
+    async fn update_task(
+        &self,
+        room: &RoomId,
+        change: &TaskChange,
+    ) -> Result<Result<(), Refusal>, RepoError> {
+        let column = change.column.map(|c| i64::try_from(c).unwrap_or(i64::MAX));
+        let deps = change.deps.as_deref().map(deps_json);
+        let mut connection = lock(&self.writer);
+        // Dependency changes read the plan's graph and write in one IMMEDIATE transaction,
+        // which excludes every other writer, also in other processes.
+        let tx = connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(db("starting an update"))?;
+        if let Some(new_deps) = &change.deps {
+            let mut graph: HashMap<String, Vec<String>> = HashMap::new();
+            {
+                let mut statement = tx
+                    .prepare_cached("SELECT task_id, deps FROM planning_tasks WHERE plan_key = ?1")
+                    .map_err(db("reading dependencies"))?;
+                let rows = statement
+                    .query_map([change.plan], |row| {
+                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                    })
+                    .map_err(db("reading dependencies"))?;
+                for row in rows {
+                    let (task, deps) = row.map_err(db("reading dependencies"))?;
+                    let deps = parse_deps(&task, &deps)?;
+                    graph.insert(task, deps);
+                }
+            }
+            if !graph.contains_key(&change.task_id) {
+                return Ok(Err(unknown_task(&change.task_id)));
+            }
+            if let Err(refusal) = rules::check_known(new_deps, |d| graph.contains_key(d))
+                .and_then(|()| rules::check_acyclic(&graph, &change.task_id, new_deps))
+            {
+                return Ok(Err(refusal));
+            }
+        }
+        let updated = tx
+            .prepare_cached(
+                "UPDATE planning_tasks SET column_ix = coalesce(?1, column_ix), \
+                 assignee = coalesce(?2, assignee), deps = coalesce(?3, deps), updated_ms = ?4 \
+                 WHERE task_id = ?5 AND plan_key = ?6 \
+                   AND EXISTS (SELECT 1 FROM planning_plans WHERE plan_key = ?6 AND room_id = ?7)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    column,
+                    change.assignee,
+                    deps,
+                    change.updated.as_millis(),
+                    change.task_id,
+                    change.plan,
+                    room.as_str()
+                ])
+            })
+            .map_err(db("updating a task"))?;
+        if updated == 0 {
+            return Ok(Err(unknown_task(&change.task_id)));
+        }
+        tx.commit().map_err(db("committing an update"))?;
+        Ok(Ok(()))
+    }
+
+    async fn tasks(
+        &self,
+        room: &RoomId,
+        plan: i64,
+        column: Option<usize>,
+    ) -> Result<Vec<TaskRow>, RepoError> {
+        let connection = self.reader();
+        let (sql, column) = match column {
+            None => (BOARD_SQL, 0),
+            Some(c) => (COLUMN_SQL, i64::try_from(c).unwrap_or(i64::MAX)),
+        };
+        let mut statement = connection
+            .prepare_cached(sql)
+            .map_err(db("reading tasks"))?;
+        let result = if sql == BOARD_SQL {
+            statement.query_map(params![plan, room.as_str()], task_row)
+        } else {
+            statement.query_map(params![plan, room.as_str(), column], task_row)
+        };
+        result
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(db("reading tasks"))
+    }
+
+    async fn task(
+        &self,
+        room: &RoomId,
+        plan: i64,
+        task_id: &str,
+    ) -> Result<Option<TaskDetail>, RepoError> {
+        let connection = self.reader();
+        let found = connection
+            .prepare_cached(
+                "SELECT t.task_id, t.title, t.column_ix, t.assignee, t.description, t.deps, \
+                 t.metadata FROM planning_tasks t JOIN planning_plans p USING (plan_key) \
+                 WHERE t.task_id = ?1 AND t.plan_key = ?2 AND p.room_id = ?3",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![task_id, plan, room.as_str()], |row| {
+                    Ok((
+                        task_row(row)?,
+                        row.get::<_, String>(4)?,
+                        row.get::<_, String>(5)?,
+                        row.get::<_, String>(6)?,
+                    ))
+                })
+                .optional()
+            })
+            .map_err(db("reading a task"))?;
+        let Some((row, description, deps, metadata)) = found else {
+            return Ok(None);
+        };
+        let deps = parse_deps(task_id, &deps)?;
+        let metadata = serde_json::from_str(&metadata)
+            .map_err(|e| RepoError::Corrupt(format!("metadata of task {task_id}: {e}")))?;
+        Ok(Some(TaskDetail {
+            row,
+            description,
+            deps,
+            metadata,
+        }))
+    }
+}

@@ -1,0 +1,133 @@
+//! The planning conformance suite on SQLite (a fresh, migrated file per test), the query
+//! plans of boards and filtered lists, and D5: no store migrates on construction.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use agentroom_planning::{PlanningRepository, RepoError};
+use agentroom_store_sqlite::{Durability, SqlitePlanning, migrate};
+
+async fn fresh() -> Arc<dyn PlanningRepository> {
+    // The directory lives as long as the test process; each test gets its own.
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = dir.join("planning.db");
+    migrate::up(&path).unwrap();
+    Arc::new(SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap())
+}
+
+agentroom_planning::planning_conformance!(fresh);
+
+fn migrated() -> (tempfile::TempDir, SqlitePlanning) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("planning.db");
+    migrate::up(&path).unwrap();
+    let store = SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap();
+    (dir, store)
+}
+
+#[test]
+fn a_board_reads_only_its_plan_range_of_a_covering_index() {
+    let (_dir, store) = migrated();
+    let plan = store
+        .explain(agentroom_store_sqlite::planning::BOARD_SQL)
+        .unwrap();
+    let text = plan.join("\n");
+    assert!(
+        text.contains("SEARCH t USING COVERING INDEX planning_tasks_board (plan_key=?)"),
+        "{text}"
+    );
+    assert!(!text.contains("SCAN"), "{text}");
+    assert!(!text.contains("TEMP B-TREE"), "{text}");
+}
+
+#[test]
+fn a_filtered_list_reads_only_its_plan_and_column_range() {
+    let (_dir, store) = migrated();
+    let plan = store
+        .explain(agentroom_store_sqlite::planning::COLUMN_SQL)
+        .unwrap();
+    let text = plan.join("\n");
+    assert!(
+        text.contains(
+            "SEARCH t USING COVERING INDEX planning_tasks_column (plan_key=? AND column_ix=?)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("SCAN"), "{text}");
+    assert!(!text.contains("TEMP B-TREE"), "{text}");
+}
+
+#[test]
+fn d5_opening_never_creates_or_migrates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("planning.db");
+    let missing = SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap_err();
+    assert!(
+        matches!(missing, RepoError::NotMigrated { .. }),
+        "{missing}"
+    );
+    assert!(
+        missing.to_string().contains("agentroom migrate up"),
+        "{missing}"
+    );
+    assert!(!path.exists(), "opening created the file");
+
+    // An empty database (created by something else) is not migrated either.
+    rusqlite::Connection::open(&path).unwrap();
+    let empty = SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap_err();
+    assert!(empty.to_string().contains("no migrations table"), "{empty}");
+    assert!(
+        empty.to_string().contains("agentroom migrate up"),
+        "{empty}"
+    );
+
+    assert_eq!(migrate::up(&path).unwrap(), vec![1]);
+    assert_eq!(
+        migrate::up(&path).unwrap(),
+        Vec::<i64>::new(),
+        "up twice applies nothing"
+    );
+    SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap();
+    let status = migrate::status(&path).unwrap();
+    assert_eq!(status.len(), 1);
+    assert!(status[0].applied);
+    assert_eq!(status[0].description, "create planning");
+}
+
+#[test]
+fn d5_down_reverts_everything_and_the_store_refuses_to_open() {
+    let (dir, store) = migrated();
+    drop(store);
+    let path = dir.path().join("planning.db");
+    assert_eq!(migrate::down(&path).unwrap(), vec![1]);
+    let status = migrate::status(&path).unwrap();
+    assert!(!status[0].applied);
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    let tables: i64 = connection
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name LIKE 'planning_%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 0);
+    let refused = SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap_err();
+    assert!(
+        refused.to_string().contains("pending: 1 create planning"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn every_migration_file_is_embedded() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite");
+    let files = std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .map(|e| e.path().extension().is_some_and(|x| x == "sql"))
+                .unwrap_or(false)
+        })
+        .count();
+    assert_eq!(files, migrate::MIGRATOR.iter().count());
+}

@@ -1,0 +1,2 @@
+DROP TABLE planning_tasks;
+DROP TABLE planning_plans;

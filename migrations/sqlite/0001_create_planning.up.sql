@@ -1,0 +1,36 @@
+-- The planning messages' plans and tasks (issue 3). Plans are immutable once created; tasks
+-- are never deleted. Keys increase in creation order, which is the order every list shows.
+
+CREATE TABLE planning_plans (
+    plan_key     INTEGER PRIMARY KEY,
+    plan_id      TEXT    NOT NULL UNIQUE,
+    room_id      TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    description  TEXT    NOT NULL,
+    columns      TEXT    NOT NULL,          -- JSON array of column names, in order
+    objective_id TEXT,                      -- set for a coordinator objective's board
+    created_ms   INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX planning_plans_by_room ON planning_plans (room_id, plan_key);
+
+CREATE TABLE planning_tasks (
+    task_key    INTEGER PRIMARY KEY,
+    plan_key    INTEGER NOT NULL REFERENCES planning_plans (plan_key),
+    task_id     TEXT    NOT NULL UNIQUE,
+    title       TEXT    NOT NULL,
+    column_ix   INTEGER NOT NULL,           -- index into the plan's columns
+    description TEXT    NOT NULL,
+    assignee    TEXT    NOT NULL,
+    deps        TEXT    NOT NULL,           -- JSON array of task ids of the same plan
+    metadata    TEXT    NOT NULL,           -- JSON object
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL
+) STRICT;
+
+-- A board reads one plan's range of this index and nothing else (it covers every column a
+-- board shows); a filtered list reads one (plan, column) range of the next.
+CREATE INDEX planning_tasks_board
+    ON planning_tasks (plan_key, task_key, task_id, title, column_ix, assignee);
+CREATE INDEX planning_tasks_column
+    ON planning_tasks (plan_key, column_ix, task_key, task_id, title, assignee);
