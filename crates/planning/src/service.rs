@@ -329,14 +329,26 @@ impl PlanningService {
                 },
             };
             let rows = self.repo.tasks(room, plan.key, column).await?;
+            let names: Vec<Arc<str>> = plan
+                .columns
+                .names()
+                .iter()
+                .map(|c| Arc::from(c.as_str()))
+                .collect();
+            let plan_id: Arc<str> = Arc::from(plan.plan_id.as_str());
             items.reserve(rows.len());
-            items.extend(rows.into_iter().map(|row| TaskItem {
-                status: column_name(plan, row.column),
-                task_id: row.task_id,
-                title: row.title,
-                assignee: row.assignee,
-                plan_id: plan.plan_id.clone(),
-            }));
+            for row in rows {
+                let Some(status) = names.get(row.column) else {
+                    return Err(corrupt_column(plan, &row));
+                };
+                items.push(TaskItem {
+                    status: Arc::clone(status),
+                    task_id: row.task_id,
+                    title: row.title,
+                    assignee: row.assignee,
+                    plan_id: Arc::clone(&plan_id),
+                });
+            }
         }
         Ok(Ok(PlanningReply::Tasks(items)))
     }
@@ -387,6 +399,13 @@ fn unknown_plan(plan_id: &str) -> Refusal {
     )
 }
 
+fn corrupt_column(plan: &PlanRecord, row: &TaskRow) -> RepoError {
+    RepoError::Corrupt(format!(
+        "task {} of plan {} is in column {}, which the plan does not have",
+        row.task_id, plan.plan_id, row.column
+    ))
+}
+
 fn column_name(plan: &PlanRecord, column: usize) -> String {
     plan.columns.name(column).unwrap_or_default().to_owned()
 }
@@ -394,19 +413,19 @@ fn column_name(plan: &PlanRecord, column: usize) -> String {
 /// Groups a plan's tasks (in creation order) by column, in the plan's column order.
 fn shape_board(plan: &PlanRecord, rows: Vec<TaskRow>) -> Result<Board, RepoError> {
     let names = plan.columns.names();
+    let statuses: Vec<Arc<str>> = names.iter().map(|c| Arc::from(c.as_str())).collect();
     let mut groups: Vec<(String, Vec<BoardTask>)> =
         names.iter().map(|c| (c.clone(), Vec::new())).collect();
     for row in rows {
-        let Some((name, tasks)) = groups.get_mut(row.column) else {
-            return Err(RepoError::Corrupt(format!(
-                "task {} of plan {} is in column {}, which the plan does not have",
-                row.task_id, plan.plan_id, row.column
-            )));
+        let (Some((_, tasks)), Some(status)) =
+            (groups.get_mut(row.column), statuses.get(row.column))
+        else {
+            return Err(corrupt_column(plan, &row));
         };
         tasks.push(BoardTask {
             task_id: row.task_id,
             title: row.title,
-            status: name.clone(),
+            status: Arc::clone(status),
             assignee: row.assignee,
         });
     }

@@ -2,6 +2,8 @@
 //! into the A2E `error` that says exactly what cannot be understood; encoding fills the
 //! envelope (`type`, fresh `id`, `version`, `ts`, `req_id`) of every reply.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
@@ -548,7 +550,7 @@ pub struct PlanItem {
     pub columns: Vec<String>,
 }
 
-/// One task in a `task/list` reply.
+/// One task in a `task/list` reply. The status and plan id are shared by many items.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TaskItem {
     /// Id.
@@ -556,14 +558,14 @@ pub struct TaskItem {
     /// Title.
     pub title: String,
     /// Status (its column's name).
-    pub status: String,
+    pub status: Arc<str>,
     /// Assignee.
     pub assignee: String,
     /// Plan.
-    pub plan_id: String,
+    pub plan_id: Arc<str>,
 }
 
-/// One task on a board.
+/// One task on a board. The status is shared by the column's tasks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BoardTask {
     /// Id.
@@ -571,7 +573,7 @@ pub struct BoardTask {
     /// Title.
     pub title: String,
     /// Status (its column's name).
-    pub status: String,
+    pub status: Arc<str>,
     /// Assignee.
     pub assignee: String,
 }

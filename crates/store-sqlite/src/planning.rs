@@ -18,12 +18,13 @@ use crate::{Durability, connect, migrate};
 /// Read connections kept open (WAL lets them read while the writer commits).
 const READERS: usize = 4;
 
-/// The SQL a board runs: one plan's range of `planning_tasks_board`, nothing else.
+/// The SQL a board runs: one plan's range of `planning_tasks` (clustered by plan), nothing
+/// else.
 pub const BOARD_SQL: &str = "SELECT t.task_id, t.title, t.column_ix, t.assignee \
      FROM planning_tasks t \
      WHERE t.plan_key = ?1 \
        AND EXISTS (SELECT 1 FROM planning_plans p WHERE p.plan_key = ?1 AND p.room_id = ?2) \
-     ORDER BY t.task_key";
+     ORDER BY t.plan_key, t.task_key";
 
 /// The SQL a list filtered by plan and status runs: one (plan, column) range of
 /// `planning_tasks_column`.
@@ -279,9 +280,11 @@ impl PlanningRepository for SqlitePlanning {
         }
         let inserted = connection
             .prepare_cached(
-                "INSERT INTO planning_tasks (plan_key, task_id, title, column_ix, description, \
-                 assignee, deps, metadata, created_ms, updated_ms) \
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9 \
+                "INSERT INTO planning_tasks (plan_key, task_key, task_id, title, column_ix, \
+                 description, assignee, deps, metadata, created_ms, updated_ms) \
+                 SELECT ?1, coalesce((SELECT max(task_key) FROM planning_tasks \
+                                      WHERE plan_key = ?1), 0) + 1, \
+                        ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9 \
                  WHERE EXISTS (SELECT 1 FROM planning_plans WHERE plan_key = ?1 AND room_id = ?10)",
             )
             .and_then(|mut s| {

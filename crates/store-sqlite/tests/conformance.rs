@@ -26,14 +26,14 @@ fn migrated() -> (tempfile::TempDir, SqlitePlanning) {
 }
 
 #[test]
-fn a_board_reads_only_its_plan_range_of_a_covering_index() {
+fn a_board_reads_only_its_plan_range_of_the_plan_clustered_table() {
     let (_dir, store) = migrated();
     let plan = store
         .explain(agentroom_store_sqlite::planning::BOARD_SQL)
         .unwrap();
     let text = plan.join("\n");
     assert!(
-        text.contains("SEARCH t USING COVERING INDEX planning_tasks_board (plan_key=?)"),
+        text.contains("SEARCH t USING PRIMARY KEY (plan_key=?)"),
         "{text}"
     );
     assert!(!text.contains("SCAN"), "{text}");
