@@ -46,6 +46,10 @@ use crate::state::{AppState, Stopping};
 
 /// The app: every endpoint above over `service`, its sessions acting in `config.room`.
 ///
+/// Session ids come from the service's [`agentroom_planning::Ambient`]: serve a service built
+/// with `SystemAmbient` (128 random bits per id), since a session id is all a client shows
+/// to use its session.
+///
 /// Call it inside a Tokio runtime: it starts the sweep that expires idle sessions, which
 /// stops by itself once the router and every clone of it are dropped. (Outside a runtime
 /// there is no sweep; idle sessions are then expired only when the session bound is reached.)

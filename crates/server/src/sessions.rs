@@ -13,11 +13,12 @@
 //! every admitted message's reply has room and none is ever dropped.
 
 use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use futures_util::Stream;
+use futures_util::{FutureExt, Stream};
 use tokio::sync::{Notify, watch};
 
 use agentroom_planning::{RoomId, Session, Step};
@@ -64,10 +65,9 @@ impl Sessions {
         if map.contains_key(&id) {
             // Session ids are 128 random bits; a repeat means the ids are not random (a
             // test ambient), and reusing one would hand a client someone else's session.
-            tracing::error!(session = %id, "a fresh session id is already in use");
-            return Err(ApiError::TooManySessions {
-                limit: self.max_sessions,
-            });
+            return Err(ApiError::Internal(format!(
+                "the fresh session id {id} is already in use; the service's ids are not random"
+            )));
         }
         map.insert(id, Arc::clone(&slot));
         tracing::debug!(session = %slot.session.id(), sessions = map.len(), "session created");
@@ -282,7 +282,15 @@ async fn process(slot: Arc<Slot>, sessions: Arc<Sessions>) {
                 }
             }
         };
-        let step = slot.session.step(&message).await;
+        // A panic in the service must not leave the session waiting forever for a reply
+        // that will not come: it closes the session (its id then answers 404) instead.
+        let step = AssertUnwindSafe(slot.session.step(&message))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::error!(session = %slot.id(), "a message panicked; the session is closed");
+                Step::Close
+            });
         let mut state = slot.lock();
         state.unanswered = state.unanswered.saturating_sub(1);
         match step {

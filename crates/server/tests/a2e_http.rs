@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use agentroom_planning::conformance::{MemoryRepository, check_envelope};
 use agentroom_planning::limits::MAX_MESSAGE_BYTES;
-use agentroom_planning::{PlanningRepository, PlanningService, RoomId, SystemAmbient};
+use agentroom_planning::{
+    NewPlan, NewTask, PlanRecord, PlanningRepository, PlanningService, Refusal, RepoError, RoomId,
+    SystemAmbient, TaskChange, TaskDetail, TaskRow,
+};
 use agentroom_server::{ServerConfig, router, serve};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
@@ -48,7 +51,11 @@ struct TestApp {
 
 /// Starts the real server on a free port with a fresh store (`spawn_app`).
 async fn spawn_app(config: ServerConfig) -> TestApp {
-    let service = Arc::new(PlanningService::new(repository(), Arc::new(SystemAmbient)));
+    spawn_app_over(repository(), config).await
+}
+
+async fn spawn_app_over(repository: Arc<dyn PlanningRepository>, config: ServerConfig) -> TestApp {
+    let service = Arc::new(PlanningService::new(repository, Arc::new(SystemAmbient)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -894,4 +901,69 @@ async fn stopping_the_server_ends_open_streams() {
     assert_eq!(events.reply("p").await["type"], "pong");
     app.stop().await;
     events.ends().await;
+}
+
+/// A store that fails every call, and panics on listing plans (a bug, not a failure).
+struct BrokenStore;
+
+#[async_trait::async_trait]
+impl PlanningRepository for BrokenStore {
+    async fn create_plan(&self, _: &RoomId, _: &NewPlan) -> Result<PlanRecord, RepoError> {
+        Err(RepoError::Database("disk on fire".into()))
+    }
+    async fn plans(&self, _: &RoomId) -> Result<Vec<PlanRecord>, RepoError> {
+        panic!("a bug in the store")
+    }
+    async fn plan(&self, _: &RoomId, _: &str) -> Result<Option<PlanRecord>, RepoError> {
+        Err(RepoError::Database("disk on fire".into()))
+    }
+    async fn add_task(&self, _: &RoomId, _: &NewTask) -> Result<Result<(), Refusal>, RepoError> {
+        Err(RepoError::Database("disk on fire".into()))
+    }
+    async fn update_task(
+        &self,
+        _: &RoomId,
+        _: &TaskChange,
+    ) -> Result<Result<(), Refusal>, RepoError> {
+        Err(RepoError::Database("disk on fire".into()))
+    }
+    async fn tasks(&self, _: &RoomId, _: i64, _: Option<usize>) -> Result<Vec<TaskRow>, RepoError> {
+        Err(RepoError::Database("disk on fire".into()))
+    }
+    async fn task(&self, _: &RoomId, _: i64, _: &str) -> Result<Option<TaskDetail>, RepoError> {
+        Err(RepoError::Database("disk on fire".into()))
+    }
+}
+
+/// A storage failure is an A2E `runtime_error` that says nothing internal; a panic closes
+/// only the session it happened in (its id then answers 404), or is a 500 on /v1/planning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_is_a_runtime_error_and_a_panic_ends_only_its_session() {
+    let app = spawn_app_over(Arc::new(BrokenStore), local()).await;
+    let create = message("planning/plan/create", "c", json!({"name": "p"}));
+    let failed = app.ask(&create).await;
+    assert_eq!(failed["type"], "error");
+    assert_eq!(failed["code"], "runtime_error");
+    assert!(!failed.to_string().contains("disk on fire"), "{failed}");
+
+    let unlucky = app.session().await;
+    let other = app.session().await;
+    let mut events = app.stream(&unlucky).await;
+    app.accepted(&unlucky, &create).await;
+    assert_eq!(events.reply("c").await["code"], "runtime_error");
+    app.accepted(&unlucky, &message("planning/plan/list", "l", json!({})))
+        .await;
+    events.ends().await;
+    app.send(&unlucky, message("ping", "p", json!({})).to_string())
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "unknown_session");
+    let mut others = app.stream(&other).await;
+    app.accepted(&other, &message("ping", "p", json!({}))).await;
+    assert_eq!(others.reply("p").await["type"], "pong");
+
+    let list = message("planning/plan/list", "l", json!({})).to_string();
+    let answer = app.planning(list).await;
+    answer.assert_error(StatusCode::INTERNAL_SERVER_ERROR, "internal_error");
+    assert!(!answer.body.contains("bug"), "{answer:?}");
+    app.stop().await;
 }
