@@ -19,6 +19,9 @@ pub mod wire;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+/// The ids and time this crate's API names (`Session::new(service, room)`, `Ambient::now`),
+/// so a transport can call it without depending on the domain crate itself.
+pub use agentroom_domain::ids::{RoomId, Timestamp};
 pub use model::{
     Columns, DEFAULT_COLUMNS, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode,
     TaskChange, TaskDetail, TaskRow,

@@ -1,0 +1,107 @@
+//! The A2E HTTP transport as the SDK's `HTTPTransport` speaks it: `POST /session`,
+//! `POST /send`, `GET /stream` (Server-Sent Events) and `GET /health`.
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use serde::Serialize;
+use serde_json::json;
+
+use agentroom_planning::Session;
+
+use crate::body::read_message;
+use crate::caller::Caller;
+use crate::error::ApiError;
+use crate::sessions::Slot;
+use crate::state::{AppState, Stopping};
+
+/// The header naming the session on every request after `POST /session`.
+pub(crate) const SESSION_HEADER: &str = "x-session-id";
+
+#[derive(Serialize)]
+struct Created<'a> {
+    session_id: &'a str,
+}
+
+/// `POST /session`: a new session acting in the caller's Room. Its output is buffered from
+/// now on, so a handshake sent before `/stream` connects is not lost.
+#[tracing::instrument(level = "debug", skip_all, fields(room = %caller.room()))]
+pub(crate) async fn create_session(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    let session = Session::new(state.service.clone(), caller.room().clone());
+    let slot = state.sessions.create(session)?;
+    Ok(Json(Created {
+        session_id: slot.id(),
+    })
+    .into_response())
+}
+
+/// `POST /send`: admits one message and answers `202 {"ok":true}` at once; the reply, if
+/// any, comes on `/stream`.
+#[tracing::instrument(level = "debug", skip_all, fields(room = %caller.room()))]
+pub(crate) async fn send(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let slot = session(&state, &caller, &headers)?;
+    let message = match read_message(&headers, body).await {
+        Ok(message) => message,
+        Err(ApiError::TooLarge { bytes, limit }) => {
+            // Answered like an oversized stdio line: the A2E error on the stream, so a
+            // client that only reads the stream sees why; and 413, so the POST fails.
+            slot.answer_directly(slot.too_large(bytes));
+            return Err(ApiError::TooLarge { bytes, limit });
+        }
+        Err(error) => return Err(error),
+    };
+    slot.admit(message, &state.sessions)?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response())
+}
+
+/// `GET /stream`: the session's replies as Server-Sent Events, one `data: <json>` line and
+/// a blank line each, with `:` keep-alive comments.
+#[tracing::instrument(level = "debug", skip_all, fields(room = %caller.room()))]
+pub(crate) async fn stream(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    stopping: Option<axum::Extension<Stopping>>,
+) -> Result<Response, ApiError> {
+    let slot = session(&state, &caller, &headers)?;
+    tracing::debug!(session = %slot.id(), "stream connected");
+    let lines = slot.stream(stopping.map(|axum::Extension(Stopping(rx))| rx));
+    let events = lines.map(|line| Ok::<_, Infallible>(Event::default().data(line)));
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// `GET /health`.
+pub(crate) async fn health() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// The session `X-Session-Id` names: missing → 400, unknown or expired → 404.
+fn session(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+) -> Result<std::sync::Arc<Slot>, ApiError> {
+    let id = headers
+        .get(SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .ok_or(ApiError::MissingSession)?;
+    state.sessions.get(id, caller.room())
+}

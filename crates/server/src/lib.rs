@@ -1,0 +1,106 @@
+//! The HTTP edge of agentroom: the A2E HTTP transport that the A2E SDK's `HTTPTransport`
+//! speaks, and `POST /v1/planning`. Build the app with [`router`], run it with [`serve`].
+//!
+//! | endpoint | answer |
+//! | --- | --- |
+//! | `POST /session` (no body) | `200 {"session_id": "..."}`; `503 too_many_sessions` when [`ServerConfig::max_sessions`] exist after expiring idle ones |
+//! | `POST /send` (`X-Session-Id`, body = one JSON message, any content type) | `202 {"ok":true}` at once, the reply (if any) on `/stream`; `400 missing_session_id`; `404 unknown_session` (ended, expired, never existed); `429 session_buffer_full` (with `Retry-After: 1`) when the session holds [`ServerConfig::session_buffer`] messages, nothing processed; `413 too_large` above `limits::MAX_MESSAGE_BYTES`, nothing processed, and the A2E `schema_violation` error queued on the stream as stdio answers an oversized line |
+//! | `GET /stream` (`X-Session-Id`) | Server-Sent Events: one `data: <json>` line and a blank line per reply, `:` keep-alive comments; everything produced since the session began and not yet streamed, then each new reply; a newer stream of the session ends the older; ends after `shutdown` once the queue is empty |
+//! | `GET /health` | `200 {"status":"ok"}` |
+//! | `POST /v1/planning` (one A2E message) | `200` with its reply (planning reply, refusal or A2E `error`); `204` for a message without reply (`shutdown`, `pong`); `413` with the A2E `schema_violation` error above the size limit |
+//! | anything else | `404 not_found`, or `405 method_not_allowed` for a known path |
+//!
+//! Errors of the HTTP edge are JSON `{"error": code, "message": text}`. A session's messages
+//! are processed one at a time in arrival order, so a client that waits for each POST sees
+//! its messages applied in order, while concurrent sends are fine too (replies match by
+//! `req_id`). A session with no send and no connected stream for
+//! [`ServerConfig::session_idle_timeout`] is expired by a background sweep.
+//!
+//! Until tokens exist (the host issue) every caller acts as the owner of
+//! [`ServerConfig::room`]; `Authorization: Bearer` is accepted and ignored.
+
+mod a2e;
+mod body;
+mod caller;
+mod config;
+mod error;
+mod sessions;
+mod state;
+mod v1;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+use agentroom_planning::PlanningService;
+
+pub use config::{
+    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_BUFFER, DEFAULT_SESSION_IDLE_TIMEOUT, ServerConfig,
+};
+
+use crate::error::ApiError;
+use crate::sessions::Sessions;
+use crate::state::{AppState, Stopping};
+
+/// The app: every endpoint above over `service`, its sessions acting in `config.room`.
+///
+/// Session ids come from the service's [`agentroom_planning::Ambient`]: serve a service built
+/// with `SystemAmbient` (128 random bits per id), since a session id is all a client shows
+/// to use its session.
+///
+/// Call it inside a Tokio runtime: it starts the sweep that expires idle sessions, which
+/// stops by itself once the router and every clone of it are dropped. (Outside a runtime
+/// there is no sweep; idle sessions are then expired only when the session bound is reached.)
+pub fn router(service: Arc<PlanningService>, config: ServerConfig) -> Router {
+    let sessions = Arc::new(Sessions::new(
+        config.buffer(),
+        config.sessions(),
+        config.idle_timeout(),
+    ));
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(sessions::sweep_forever(
+                Arc::downgrade(&sessions),
+                sessions.sweep_interval(),
+            ));
+        }
+        Err(_) => tracing::warn!("no Tokio runtime: idle sessions are not swept in the background"),
+    }
+    let state = AppState {
+        service,
+        config: Arc::new(config),
+        sessions,
+    };
+    Router::new()
+        .route("/session", post(a2e::create_session))
+        .route("/send", post(a2e::send))
+        .route("/stream", get(a2e::stream))
+        .route("/health", get(a2e::health))
+        .route("/v1/planning", post(v1::planning))
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then stops gracefully: open
+/// streams end at once, requests in progress finish, and it returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let router = router.layer(axum::Extension(Stopping(stopping)));
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "serving");
+    }
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("stopping: ending streams, finishing requests in progress");
+            stop.send_replace(true);
+        })
+        .await
+}
