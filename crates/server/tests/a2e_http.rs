@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentroom_planning::conformance::{MemoryRepository, check_envelope};
+use agentroom_planning::conformance::check_envelope;
 use agentroom_planning::limits::MAX_MESSAGE_BYTES;
 use agentroom_planning::{
     NewPlan, NewTask, PlanRecord, PlanningRepository, PlanningService, Refusal, RepoError, RoomId,
@@ -33,8 +33,18 @@ use tokio::time::timeout;
 const STEP: Duration = Duration::from_secs(10);
 
 /// The planning store the server runs on. One line to swap for the SQLite store.
+/// The real embedded store, on a fresh migrated file per server.
 fn repository() -> Arc<dyn PlanningRepository> {
-    Arc::new(MemoryRepository::default())
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = dir.join("planning.db");
+    agentroom_store_sqlite::migrate::up(&path).unwrap();
+    Arc::new(
+        agentroom_store_sqlite::SqlitePlanning::open(
+            &path,
+            agentroom_store_sqlite::Durability::ProcessCrash,
+        )
+        .unwrap(),
+    )
 }
 
 fn local() -> ServerConfig {
