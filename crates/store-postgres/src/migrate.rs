@@ -1,0 +1,228 @@
+//! Migrations on PostgreSQL, run only by explicit command (D5): [`MIGRATOR`], what
+//! `agentroom migrate up|status|down` calls ([`connect`], [`up`], [`status`], [`down`]), and
+//! the check every store runs at construction, which refuses a database that is not exactly
+//! at this binary's schema.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use agentroom_planning::RepoError;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+
+use crate::sql;
+
+/// The PostgreSQL schema: the reversible migrations `migrations/postgres/NNNN_*.{up,down}.sql`,
+/// embedded at build time. Applied only by explicit command (`agentroom migrate up`).
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// A migration command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// The database could not be reached.
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(#[source] sqlx::Error),
+    /// Applying or reverting a migration failed, or the recorded ones do not match this
+    /// binary's (a failed, changed or unknown migration).
+    #[error("migrating PostgreSQL failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The migration table could not be read.
+    #[error("reading the PostgreSQL migration table _sqlx_migrations failed: {0}")]
+    Read(#[source] sqlx::Error),
+}
+
+/// Where one migration stands in a database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrationState {
+    /// Applied successfully, with the checksum this binary expects.
+    Applied,
+    /// Known to this binary, not applied yet.
+    Pending,
+    /// Recorded as failed: the database is dirty and needs an operator.
+    Failed,
+    /// Applied, but its SQL differs from this binary's (an applied migration was edited).
+    Changed,
+    /// Applied by a binary that knows a migration this one does not (a newer schema).
+    Unknown,
+}
+
+/// One migration and where it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationStatus {
+    /// Its version (the `NNNN` of the file name).
+    pub version: i64,
+    /// Its description (the rest of the file name).
+    pub description: String,
+    /// Where it stands.
+    pub state: MigrationState,
+}
+
+impl MigrationStatus {
+    /// Whether it is applied as this binary expects.
+    pub fn applied(&self) -> bool {
+        self.state == MigrationState::Applied
+    }
+}
+
+/// A pool for the migration commands (default pool options), without any schema check.
+pub async fn connect(url: &str) -> Result<PgPool, MigrateError> {
+    PgPoolOptions::new()
+        .connect(url)
+        .await
+        .map_err(MigrateError::Connect)
+}
+
+/// `agentroom migrate up`: applies every pending migration, each in its own transaction,
+/// under sqlx's advisory lock (concurrent runs wait for each other); returns the versions
+/// that were pending before and are applied now.
+#[tracing::instrument(level = "info", skip_all)]
+pub async fn up(pool: &PgPool) -> Result<Vec<i64>, MigrateError> {
+    let before = applied_versions(pool).await?;
+    MIGRATOR.run(pool).await?;
+    let after = applied_versions(pool).await?;
+    Ok(after.difference(&before).copied().collect())
+}
+
+/// `agentroom migrate down`: reverts every applied migration, newest first, destroying all
+/// planning state; returns the versions reverted. The caller asks for the destructive
+/// confirmation first (D5).
+pub async fn down(pool: &PgPool) -> Result<Vec<i64>, MigrateError> {
+    down_to(pool, 0).await
+}
+
+/// Reverts every applied migration newer than `target` (0 reverts all), newest first;
+/// returns the versions reverted.
+#[tracing::instrument(level = "info", skip(pool))]
+pub async fn down_to(pool: &PgPool, target: i64) -> Result<Vec<i64>, MigrateError> {
+    let before = applied_versions(pool).await?;
+    MIGRATOR.undo(pool, target).await?;
+    let after = applied_versions(pool).await?;
+    let mut reverted: Vec<i64> = before.difference(&after).copied().collect();
+    reverted.reverse();
+    Ok(reverted)
+}
+
+/// `agentroom migrate status`: every migration this binary knows, and any the database has
+/// that it does not, in version order.
+#[tracing::instrument(level = "info", skip_all)]
+pub async fn status(pool: &PgPool) -> Result<Vec<MigrationStatus>, MigrateError> {
+    let applied = applied(pool).await.map_err(MigrateError::Read)?;
+    Ok(compare(&applied))
+}
+
+/// The versions recorded as applied successfully.
+async fn applied_versions(pool: &PgPool) -> Result<BTreeSet<i64>, MigrateError> {
+    let applied = applied(pool).await.map_err(MigrateError::Read)?;
+    Ok(applied
+        .into_iter()
+        .flatten()
+        .filter(|(_, a)| a.success)
+        .map(|(version, _)| version)
+        .collect())
+}
+
+/// The construction check (D5): `Ok` only when every migration this binary knows is applied
+/// successfully with its checksum and none is applied that it does not know.
+pub(crate) async fn check_migrated(pool: &PgPool) -> Result<(), RepoError> {
+    let applied = applied(pool).await.map_err(|e| {
+        RepoError::Database(format!("reading the migration table _sqlx_migrations: {e}"))
+    })?;
+    let problems: Vec<String> = compare(&applied)
+        .into_iter()
+        .filter_map(|m| {
+            let what = match m.state {
+                MigrationState::Applied => return None,
+                MigrationState::Pending => "is pending",
+                MigrationState::Failed => "failed and left the database dirty",
+                MigrationState::Changed => "was applied from different SQL than this binary's",
+                MigrationState::Unknown => {
+                    "is applied but unknown to this binary (a newer schema?)"
+                }
+            };
+            Some(format!(
+                "migration {} ({}) {what}",
+                m.version, m.description
+            ))
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let detail = if applied.is_none() {
+        "PostgreSQL has no migration table _sqlx_migrations in this schema".to_owned()
+    } else {
+        problems.join("; ")
+    };
+    Err(RepoError::NotMigrated { detail })
+}
+
+/// A row of `_sqlx_migrations`.
+struct Applied {
+    description: String,
+    success: bool,
+    checksum: Vec<u8>,
+}
+
+/// The recorded migrations by version, or `None` when there is no migration table.
+async fn applied(pool: &PgPool) -> Result<Option<BTreeMap<i64, Applied>>, sqlx::Error> {
+    let exists: bool = sqlx::query_scalar(sql::MIGRATION_TABLE_EXISTS)
+        .fetch_one(pool)
+        .await?;
+    if !exists {
+        return Ok(None);
+    }
+    let rows: Vec<(i64, String, bool, Vec<u8>)> = sqlx::query_as(sql::SELECT_APPLIED_MIGRATIONS)
+        .fetch_all(pool)
+        .await?;
+    Ok(Some(
+        rows.into_iter()
+            .map(|(version, description, success, checksum)| {
+                (
+                    version,
+                    Applied {
+                        description,
+                        success,
+                        checksum,
+                    },
+                )
+            })
+            .collect(),
+    ))
+}
+
+/// This binary's migrations against the recorded ones.
+fn compare(applied: &Option<BTreeMap<i64, Applied>>) -> Vec<MigrationStatus> {
+    let empty = BTreeMap::new();
+    let applied = applied.as_ref().unwrap_or(&empty);
+    let mut status: BTreeMap<i64, MigrationStatus> = MIGRATOR
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .map(|m| {
+            let state = match applied.get(&m.version) {
+                None => MigrationState::Pending,
+                Some(a) if !a.success => MigrationState::Failed,
+                Some(a) if a.checksum.as_slice() != &*m.checksum => MigrationState::Changed,
+                Some(_) => MigrationState::Applied,
+            };
+            (
+                m.version,
+                MigrationStatus {
+                    version: m.version,
+                    description: m.description.to_string(),
+                    state,
+                },
+            )
+        })
+        .collect();
+    for (version, a) in applied {
+        status.entry(*version).or_insert_with(|| MigrationStatus {
+            version: *version,
+            description: a.description.clone(),
+            state: if a.success {
+                MigrationState::Unknown
+            } else {
+                MigrationState::Failed
+            },
+        });
+    }
+    status.into_values().collect()
+}

@@ -1,0 +1,193 @@
+//! D5 on PostgreSQL: constructing a store never migrates and refuses a database that is not
+//! at this binary's schema, with advice to run `agentroom migrate up`; migrate up, status and
+//! down do what the CLI's `agentroom migrate` promises.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use agentroom_domain::ids::{RoomId, Timestamp};
+use agentroom_planning::{Columns, NewPlan, PlanningRepository, RepoError};
+use agentroom_store_postgres::migrate::{down, status, up};
+use agentroom_store_postgres::{MigrationState, MigrationStatus, PgPlanning, PgPool};
+
+/// The store refuses the pool; returns the refusal's detail and checks its advice.
+async fn not_migrated(pool: &PgPool) -> String {
+    match PgPlanning::from_pool(pool.clone()).await {
+        Err(RepoError::NotMigrated { detail }) => {
+            let message = RepoError::NotMigrated {
+                detail: detail.clone(),
+            }
+            .to_string();
+            assert!(message.contains("run `agentroom migrate up`"), "{message}");
+            detail
+        }
+        other => panic!("expected NotMigrated, got {other:?}"),
+    }
+}
+
+async fn table_exists(pool: &PgPool, table: &str) -> bool {
+    sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+fn states(status: &[MigrationStatus]) -> Vec<(i64, &str, MigrationState)> {
+    status
+        .iter()
+        .map(|m| (m.version, m.description.as_str(), m.state))
+        .collect()
+}
+
+fn plan() -> NewPlan {
+    NewPlan {
+        plan_id: "p1".to_owned(),
+        name: "release".to_owned(),
+        description: String::new(),
+        columns: Columns::new(vec![]).unwrap(),
+        created: Timestamp::from_millis(1),
+    }
+}
+
+#[tokio::test]
+async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
+    let (schema, pool) = common::fresh_schema().await;
+    let detail = not_migrated(&pool).await;
+    assert!(detail.contains("no migration table"), "{detail}");
+    // Constructing did not migrate: no table was created, not even sqlx's own.
+    assert!(!table_exists(&pool, "_sqlx_migrations").await);
+    assert!(!table_exists(&pool, "planning_plans").await);
+    assert_eq!(
+        states(&status(&pool).await.unwrap()),
+        [(1, "create planning", MigrationState::Pending)]
+    );
+    pool.close().await;
+    common::drop_schema(&schema).await;
+}
+
+#[tokio::test]
+async fn d5_migrate_up_then_status_then_down() {
+    let (schema, pool) = common::fresh_schema().await;
+    assert_eq!(up(&pool).await.unwrap(), [1]);
+    let listed = status(&pool).await.unwrap();
+    assert_eq!(
+        states(&listed),
+        [(1, "create planning", MigrationState::Applied)]
+    );
+    assert!(listed[0].applied());
+    // Migrating again is a no-op.
+    assert_eq!(up(&pool).await.unwrap(), Vec::<i64>::new());
+    let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
+    let room = RoomId::parse("local").unwrap();
+    store.create_plan(&room, &plan()).await.unwrap();
+    assert_eq!(store.plans(&room).await.unwrap().len(), 1);
+
+    assert_eq!(down(&pool).await.unwrap(), [1]);
+    for table in ["planning_plans", "planning_tasks"] {
+        assert!(!table_exists(&pool, table).await, "{table} survived down");
+    }
+    assert_eq!(
+        states(&status(&pool).await.unwrap()),
+        [(1, "create planning", MigrationState::Pending)]
+    );
+    let detail = not_migrated(&pool).await;
+    assert!(
+        detail.contains("migration 1 (create planning) is pending"),
+        "{detail}"
+    );
+    // A store made before the schema was reverted says so instead of failing obscurely.
+    match store.plans(&room).await {
+        Err(RepoError::NotMigrated { detail }) => {
+            assert!(detail.contains("planning_plans"), "{detail}");
+        }
+        other => panic!("expected NotMigrated, got {other:?}"),
+    }
+    // Up again works on the reverted schema.
+    assert_eq!(up(&pool).await.unwrap(), [1]);
+    let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
+    assert!(store.plans(&room).await.unwrap().is_empty());
+    pool.close().await;
+    common::drop_schema(&schema).await;
+}
+
+#[tokio::test]
+async fn d5_a_failed_changed_or_newer_migration_is_refused() {
+    let (schema, pool) = common::fresh_schema().await;
+    up(&pool).await.unwrap();
+
+    sqlx::query("UPDATE _sqlx_migrations SET checksum = '\\x00'::bytea WHERE version = 1")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let detail = not_migrated(&pool).await;
+    assert!(detail.contains("different SQL"), "{detail}");
+    assert_eq!(
+        states(&status(&pool).await.unwrap()),
+        [(1, "create planning", MigrationState::Changed)]
+    );
+
+    sqlx::query("UPDATE _sqlx_migrations SET success = false WHERE version = 1")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let detail = not_migrated(&pool).await;
+    assert!(detail.contains("failed"), "{detail}");
+    assert_eq!(
+        states(&status(&pool).await.unwrap()),
+        [(1, "create planning", MigrationState::Failed)]
+    );
+
+    // Repaired by hand (as an operator would), the store opens again.
+    let real: Vec<u8> = agentroom_store_postgres::MIGRATOR
+        .iter()
+        .find(|m| m.version == 1 && !m.migration_type.is_down_migration())
+        .map(|m| m.checksum.to_vec())
+        .unwrap();
+    sqlx::query("UPDATE _sqlx_migrations SET success = true, checksum = $1 WHERE version = 1")
+        .bind(real.clone())
+        .execute(&pool)
+        .await
+        .unwrap();
+    PgPlanning::from_pool(pool.clone()).await.unwrap();
+
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'from the future', true, $1, 0)",
+    )
+    .bind(real)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let detail = not_migrated(&pool).await;
+    assert!(
+        detail.contains("migration 9999 (from the future) is applied but unknown"),
+        "{detail}"
+    );
+    assert_eq!(
+        states(&status(&pool).await.unwrap()),
+        [
+            (1, "create planning", MigrationState::Applied),
+            (9999, "from the future", MigrationState::Unknown)
+        ]
+    );
+    pool.close().await;
+    common::drop_schema(&schema).await;
+}
+
+#[tokio::test]
+async fn connect_refuses_an_unmigrated_database_too() {
+    // `connect` is `from_pool` over a default pool: the same check, through the URL.
+    let (schema, pool) = common::fresh_schema().await;
+    pool.close().await;
+    let url = common::database_url();
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{separator}options=-c%20search_path%3D{schema}");
+    match PgPlanning::connect(&url).await {
+        Err(RepoError::NotMigrated { detail }) => {
+            assert!(detail.contains("no migration table"), "{detail}");
+        }
+        other => panic!("expected NotMigrated, got {other:?}"),
+    }
+    common::drop_schema(&schema).await;
+}
