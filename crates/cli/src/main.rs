@@ -7,6 +7,7 @@
 mod capabilities;
 mod demo;
 mod migrate;
+mod serve;
 mod stdio;
 mod store;
 
@@ -39,6 +40,18 @@ enum Command {
         #[arg(long, required = true)]
         stdio: bool,
         /// The Room the session acts in.
+        #[arg(long, default_value = "local", value_parser = RoomId::parse)]
+        room: RoomId,
+        #[command(flatten)]
+        store: store::StoreArgs,
+    },
+    /// Serve the A2E HTTP transport (`/session`, `/send`, `/stream`, `/health`) and
+    /// `POST /v1/planning` until SIGINT or SIGTERM.
+    Serve {
+        /// Address to listen on (port 0 picks a free one; the bound address is printed).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// The Room sessions act in (until tokens exist, as its owner).
         #[arg(long, default_value = "local", value_parser = RoomId::parse)]
         room: RoomId,
         #[command(flatten)]
@@ -85,6 +98,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             room,
             store,
         } => current_thread()?.block_on(stdio::run(&store, room))?,
+        Command::Serve {
+            listen,
+            room,
+            store,
+        } => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(serve::run(listen, room, &store))?,
         Command::Migrate { command } => {
             let text = current_thread()?.block_on(migrate::run(command))?;
             print!("{text}");

@@ -28,9 +28,62 @@ pub(crate) enum Command {
 }
 
 pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
+    let url = match &command {
+        Command::Up { store } | Command::Status { store } | Command::Down { store, .. } => {
+            store.database_url.clone()
+        }
+    };
+    match url {
+        Some(url) => postgres(command, &url).await,
+        None => sqlite(command),
+    }
+}
+
+async fn postgres(command: Command, url: &str) -> anyhow::Result<String> {
+    use agentroom_store_postgres::migrate;
+    let shown = crate::store::redact(url);
+    if let Command::Down {
+        confirm_destroy_planner_state: false,
+        ..
+    } = command
+    {
+        bail!("{}", REFUSE_DOWN);
+    }
+    let pool = migrate::connect(url).await?;
+    Ok(match command {
+        Command::Up { .. } => {
+            let applied = migrate::up(&pool).await?;
+            if applied.is_empty() {
+                format!("{shown}: up to date\n")
+            } else {
+                format!("{shown}: applied {}\n", versions(&applied))
+            }
+        }
+        Command::Status { .. } => {
+            let mut out = format!("{shown}\n");
+            for state in migrate::status(&pool).await? {
+                out.push_str(&format!(
+                    "{:04} {:<8} {}\n",
+                    state.version,
+                    format!("{:?}", state.state).to_lowercase(),
+                    state.description
+                ));
+            }
+            out
+        }
+        Command::Down { .. } => {
+            let reverted = migrate::down(&pool).await?;
+            format!("{shown}: reverted {}\n", versions(&reverted))
+        }
+    })
+}
+
+const REFUSE_DOWN: &str = "migrate down destroys every plan and task in the database; nothing \
+     was changed. Run it again with --confirm-destroy-planner-state if you mean it";
+
+fn sqlite(command: Command) -> anyhow::Result<String> {
     match command {
         Command::Up { store } => {
-            reject_postgres(&store)?;
             let path = store.sqlite_path();
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)?;
@@ -43,7 +96,6 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
             })
         }
         Command::Status { store } => {
-            reject_postgres(&store)?;
             let path = store.sqlite_path();
             let states = agentroom_store_sqlite::migrate::status(&path)?;
             let mut out = format!("{}\n", path.display());
@@ -61,12 +113,8 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
             confirm_destroy_planner_state,
         } => {
             if !confirm_destroy_planner_state {
-                bail!(
-                    "migrate down destroys every plan and task in the database; nothing was \
-                     changed. Run it again with --confirm-destroy-planner-state if you mean it"
-                );
+                bail!("{}", REFUSE_DOWN);
             }
-            reject_postgres(&store)?;
             let path = store.sqlite_path();
             let reverted = agentroom_store_sqlite::migrate::down(&path)?;
             Ok(format!(
@@ -76,16 +124,6 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
             ))
         }
     }
-}
-
-fn reject_postgres(store: &StoreArgs) -> anyhow::Result<()> {
-    if let Some(url) = &store.database_url {
-        bail!(
-            "PostgreSQL is not available in this build yet (asked for {})",
-            crate::store::redact(url)
-        );
-    }
-    Ok(())
 }
 
 fn versions(list: &[i64]) -> String {

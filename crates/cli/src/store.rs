@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentroom_planning::PlanningRepository;
 use agentroom_store_sqlite::{Durability, SqlitePlanning};
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 
 /// The embedded database's file name under the root.
@@ -69,10 +69,10 @@ fn create_embedded(root: &Path, path: &Path) -> anyhow::Result<()> {
 }
 
 async fn open_postgres(url: &str) -> anyhow::Result<Arc<dyn PlanningRepository>> {
-    bail!(
-        "PostgreSQL is not available in this build yet (asked for {})",
-        redact(url)
-    )
+    let store = agentroom_store_postgres::PgPlanning::connect(url)
+        .await
+        .with_context(|| format!("opening {}", redact(url)))?;
+    Ok(Arc::new(store))
 }
 
 /// A database URL without its password, for messages.
