@@ -6,7 +6,7 @@
 //! size. Each line states the backend, its durability setting and the number of clients.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,10 +34,17 @@ pub(crate) struct Args {
     /// Repetitions of each latency measurement.
     #[arg(long, default_value_t = 50)]
     reps: usize,
-    /// Which backends: `sqlite` (process-crash durability), `sqlite-fsync` (every commit
-    /// fsynced).
+    /// Which backends: `sqlite` (a commit survives SIGKILL), `sqlite-fsync` (every commit
+    /// fsynced), `postgres` (synchronous_commit as the server has it; needs --database-url).
     #[arg(long, value_delimiter = ',', default_value = "sqlite,sqlite-fsync")]
     backends: Vec<String>,
+    /// A PostgreSQL server (a role that may create databases); the bench creates a fresh
+    /// database there and drops it afterwards.
+    #[arg(long, env = "DATABASE_URL")]
+    database_url: Option<String>,
+    /// Concurrent clients adding tasks through `handle` (each adds its share of every plan).
+    #[arg(long, default_value_t = 1)]
+    clients: usize,
     /// The `agentroom` binary for the stdio figures (default: next to this one).
     #[arg(long)]
     agentroom: Option<PathBuf>,
@@ -47,27 +54,94 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     for backend in &args.backends {
-        let durability = match backend.as_str() {
-            "sqlite" => Durability::ProcessCrash,
-            "sqlite-fsync" => Durability::PowerLoss,
-            other => bail!("unknown backend {other} (sqlite, sqlite-fsync)"),
-        };
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("planning.db");
-        agentroom_store_sqlite::migrate::up(&path)?;
-        let repo: Arc<dyn PlanningRepository> = Arc::new(SqlitePlanning::open(&path, durability)?);
-        let meta = json!({"backend": "sqlite", "durability": durability.as_str(), "clients": 1});
-        runtime.block_on(through_handle(args, repo, &meta))?;
-        if !args.no_stdio {
-            let stdio_dir = tempfile::tempdir()?;
-            through_stdio(args, stdio_dir.path(), durability, &meta)?;
+        match backend.as_str() {
+            "sqlite" => sqlite(args, &runtime, Durability::ProcessCrash)?,
+            "sqlite-fsync" => sqlite(args, &runtime, Durability::PowerLoss)?,
+            "postgres" => {
+                let Some(url) = &args.database_url else {
+                    bail!("the postgres backend needs --database-url (or DATABASE_URL)");
+                };
+                runtime.block_on(postgres(args, url))?;
+            }
+            other => bail!("unknown backend {other} (sqlite, sqlite-fsync, postgres)"),
         }
     }
     Ok(())
+}
+
+fn sqlite(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    durability: Durability,
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("planning.db");
+    agentroom_store_sqlite::migrate::up(&path)?;
+    let repo: Arc<dyn PlanningRepository> = Arc::new(SqlitePlanning::open(&path, durability)?);
+    let meta = json!({"backend": "sqlite", "durability": durability.as_str(),
+                      "clients": args.clients});
+    runtime.block_on(through_handle(args, repo, &meta))?;
+    if !args.no_stdio {
+        let stdio_dir = tempfile::tempdir()?;
+        let root = stdio_dir.path().to_string_lossy().into_owned();
+        let mut flags = vec!["--root".to_owned(), root];
+        if durability == Durability::PowerLoss {
+            flags.push("--fsync".to_owned());
+        }
+        through_stdio(args, &flags, &meta)?;
+    }
+    Ok(())
+}
+
+/// A fresh database on the server of `admin_url`, dropped when the run ends.
+async fn postgres(args: &Args, admin_url: &str) -> anyhow::Result<()> {
+    use agentroom_store_postgres::{PgPlanning, migrate};
+    let admin = migrate::connect(admin_url).await?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos();
+    let name = format!("agentroom_bench_{nanos}");
+    // The name is ours (digits only); CREATE DATABASE takes no bind parameters.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await?;
+    let url = match admin_url.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{name}"),
+        None => bail!("the database URL names no database: {admin_url}"),
+    };
+    let result = async {
+        let pool = migrate::connect(&url).await?;
+        migrate::up(&pool).await?;
+        let settings: (String, String) = sqlx::query_as(
+            "SELECT current_setting('synchronous_commit'), current_setting('fsync')",
+        )
+        .fetch_one(&pool)
+        .await?;
+        pool.close().await;
+        let repo: Arc<dyn PlanningRepository> = Arc::new(PgPlanning::connect(&url).await?);
+        let durability = format!("synchronous_commit={},fsync={}", settings.0, settings.1);
+        let meta = json!({"backend": "postgres", "durability": durability,
+                          "clients": args.clients});
+        through_handle(args, repo, &meta).await?;
+        if !args.no_stdio {
+            let flags = vec!["--database-url".to_owned(), url.clone()];
+            let args = &*args;
+            let meta = meta.clone();
+            tokio::task::block_in_place(|| through_stdio(args, &flags, &meta))?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await?;
+    result
 }
 
 fn emit(meta: &Value, figure: Value) {
@@ -97,8 +171,9 @@ async fn through_handle(
     repo: Arc<dyn PlanningRepository>,
     meta: &Value,
 ) -> anyhow::Result<()> {
-    let service = PlanningService::new(repo, Arc::new(SystemAmbient));
+    let service = Arc::new(PlanningService::new(repo, Arc::new(SystemAmbient)));
     let room = RoomId::parse("local")?;
+    let clients = args.clients.max(1);
     let mut rates = Vec::new();
     let mut plan_ids = Vec::new();
     let populate = Instant::now();
@@ -132,11 +207,26 @@ async fn through_handle(
         for add in &mut adds {
             add.plan_id.clone_from(&plan_id);
         }
-        for add in adds {
-            let reply = service.handle(&room, PlanningRequest::TaskAdd(add)).await?;
-            if !reply.success() {
-                bail!("task/add refused: {reply:?}");
-            }
+        let mut shares: Vec<Vec<TaskAdd>> = (0..clients).map(|_| Vec::new()).collect();
+        for (i, add) in adds.into_iter().enumerate() {
+            shares[i % clients].push(add);
+        }
+        let mut joins = Vec::new();
+        for share in shares {
+            let service = Arc::clone(&service);
+            let room = room.clone();
+            joins.push(tokio::spawn(async move {
+                for add in share {
+                    let reply = service.handle(&room, PlanningRequest::TaskAdd(add)).await?;
+                    if !reply.success() {
+                        bail!("task/add refused: {reply:?}");
+                    }
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for join in joins {
+            join.await??;
         }
         let secs = started.elapsed().as_secs_f64();
         rates.push((1 + args.tasks_per_plan) as f64 / secs);
@@ -167,10 +257,7 @@ async fn through_handle(
     })
     .await?;
     let board_tasks = match &board {
-        PlanningReply::Boards(boards) => boards
-            .iter()
-            .flat_map(|b| b.tasks.0.iter().map(|(_, t)| t.len()))
-            .sum::<usize>(),
+        PlanningReply::Boards(boards) => boards.iter().map(|b| b.len()).sum::<usize>(),
         other => bail!("plan/board failed: {other:?}"),
     };
     let encode_started = Instant::now();
@@ -206,9 +293,25 @@ async fn through_handle(
         PlanningReply::Tasks(tasks) => tasks.len(),
         other => bail!("task/list failed: {other:?}"),
     };
+    // The store's share of that latency: the same read straight from the repository.
+    let plan_key = match service.repository().plan(&room, &target).await? {
+        Some(plan) => plan.key,
+        None => bail!("plan {target} vanished"),
+    };
+    let mut store_ms = Vec::with_capacity(args.reps);
+    for _ in 0..args.reps {
+        let started = Instant::now();
+        let rows = service.repository().tasks(&room, plan_key, Some(1)).await?;
+        store_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        if rows.len() != count {
+            bail!("the store read {} rows, handle {count}", rows.len());
+        }
+    }
+    store_ms.sort_by(f64::total_cmp);
     emit(
         meta,
         json!({"figure": "task_list_plan_and_status", "transport": "handle",
+               "store_read_ms_median": round(percentile(&store_ms, 0.5), 3),
                "tasks_total": total, "count": count,
                "ms_median": round(percentile(&list_ms, 0.5), 3),
                "ms_p99": round(percentile(&list_ms, 0.99), 3), "reps": args.reps}),
@@ -253,18 +356,10 @@ fn agentroom_binary(args: &Args) -> anyhow::Result<PathBuf> {
 
 /// One pipelined client on `agentroom planning --stdio`: plan/create, then N task/add lines
 /// written by a writer thread while this thread reads every acknowledgement.
-fn through_stdio(
-    args: &Args,
-    root: &Path,
-    durability: Durability,
-    meta: &Value,
-) -> anyhow::Result<()> {
+fn through_stdio(args: &Args, store_flags: &[String], meta: &Value) -> anyhow::Result<()> {
     let binary = agentroom_binary(args)?;
     let mut command = Command::new(&binary);
-    command.args(["planning", "--stdio", "--root"]).arg(root);
-    if durability == Durability::PowerLoss {
-        command.arg("--fsync");
-    }
+    command.args(["planning", "--stdio"]).args(store_flags);
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -321,6 +416,7 @@ fn through_stdio(
     emit(
         meta,
         json!({"figure": "task_add_through_stdio", "transport": "stdio", "pipelined": true,
+               "stdio_clients": 1,
                "msgs_per_s": round(n as f64 / secs, 1), "messages": n}),
     );
     Ok(())

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::model::{
     Columns, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode, TaskChange, TaskDetail,
-    TaskRow,
+    TaskRow, TaskRows,
 };
 use crate::repo::{PlanningRepository, RepoError};
 use crate::rules;
@@ -1149,17 +1149,20 @@ impl PlanningRepository for MemoryRepository {
         room: &RoomId,
         plan: i64,
         column: Option<usize>,
-    ) -> Result<Vec<TaskRow>, RepoError> {
+    ) -> Result<TaskRows, RepoError> {
         let memory = self.lock();
+        let mut rows = TaskRows::default();
         if !memory.owns(room, plan) {
-            return Ok(Vec::new());
+            return Ok(rows);
         }
-        Ok(memory
+        for (_, t) in memory
             .tasks
             .iter()
             .filter(|(p, t)| *p == plan && column.is_none_or(|c| t.row.column == c))
-            .map(|(_, t)| t.row.clone())
-            .collect())
+        {
+            rows.push(&t.row.task_id, &t.row.title, t.row.column, &t.row.assignee);
+        }
+        Ok(rows)
     }
 
     async fn task(

@@ -24,7 +24,7 @@ pub mod conformance;
 pub use agentroom_domain::ids::{RoomId, Timestamp};
 pub use model::{
     Columns, DEFAULT_COLUMNS, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode,
-    TaskChange, TaskDetail, TaskRow,
+    TaskChange, TaskDetail, TaskRow, TaskRowRef, TaskRows,
 };
 pub use repo::{PlanningRepository, RepoError};
 pub use service::{Ambient, CountingAmbient, PlanningService, SystemAmbient};

@@ -191,6 +191,98 @@ pub struct TaskRow {
     pub assignee: String,
 }
 
+/// Tasks read in one go, in creation order: the text of every row in one buffer, so that
+/// reading 10,000 tasks costs a handful of allocations rather than three per task (the
+/// allocations were most of a filtered list's time).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskRows {
+    text: String,
+    rows: Vec<Spans>,
+}
+
+/// Where one row's fields end in [`TaskRows::text`]; each starts where the previous ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Spans {
+    task_id: usize,
+    title: usize,
+    assignee: usize,
+    column: usize,
+}
+
+/// One row of [`TaskRows`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskRowRef<'a> {
+    /// Id.
+    pub task_id: &'a str,
+    /// Title.
+    pub title: &'a str,
+    /// Column index into the plan's vocabulary.
+    pub column: usize,
+    /// Assignee.
+    pub assignee: &'a str,
+}
+
+impl TaskRows {
+    /// Room for `rows` rows of about `bytes` bytes of text in all.
+    pub fn with_capacity(rows: usize, bytes: usize) -> Self {
+        Self {
+            text: String::with_capacity(bytes),
+            rows: Vec::with_capacity(rows),
+        }
+    }
+
+    /// Appends a row.
+    pub fn push(&mut self, task_id: &str, title: &str, column: usize, assignee: &str) {
+        self.text.push_str(task_id);
+        let task_id = self.text.len();
+        self.text.push_str(title);
+        let title = self.text.len();
+        self.text.push_str(assignee);
+        self.rows.push(Spans {
+            task_id,
+            title,
+            assignee: self.text.len(),
+            column,
+        });
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The rows, in order.
+    pub fn iter(&self) -> impl Iterator<Item = TaskRowRef<'_>> + '_ {
+        let mut start = 0;
+        self.rows.iter().map(move |spans| {
+            let row = TaskRowRef {
+                task_id: self.text.get(start..spans.task_id).unwrap_or_default(),
+                title: self
+                    .text
+                    .get(spans.task_id..spans.title)
+                    .unwrap_or_default(),
+                column: spans.column,
+                assignee: self
+                    .text
+                    .get(spans.title..spans.assignee)
+                    .unwrap_or_default(),
+            };
+            start = spans.assignee;
+            row
+        })
+    }
+
+    /// The largest column index of any row, if there are rows.
+    pub fn max_column(&self) -> Option<usize> {
+        self.rows.iter().map(|s| s.column).max()
+    }
+}
+
 /// Everything stored about a task (no planning reply carries the description, deps or
 /// metadata; the REST API and the tests read them here).
 #[derive(Debug, Clone, PartialEq)]
@@ -278,6 +370,44 @@ mod tests {
 
     fn cols(names: &[&str]) -> Vec<String> {
         names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn task_rows_give_back_what_was_pushed() {
+        let mut rows = TaskRows::default();
+        rows.push("t1", "write spec", 1, "");
+        rows.push("t2", "", 0, "sam");
+        rows.push("t3", "é ü", 3, "sue");
+        let back: Vec<TaskRowRef<'_>> = rows.iter().collect();
+        assert_eq!(back.len(), 3);
+        assert_eq!(
+            back[0],
+            TaskRowRef {
+                task_id: "t1",
+                title: "write spec",
+                column: 1,
+                assignee: ""
+            }
+        );
+        assert_eq!(
+            back[1],
+            TaskRowRef {
+                task_id: "t2",
+                title: "",
+                column: 0,
+                assignee: "sam"
+            }
+        );
+        assert_eq!(
+            back[2],
+            TaskRowRef {
+                task_id: "t3",
+                title: "é ü",
+                column: 3,
+                assignee: "sue"
+            }
+        );
+        assert_eq!(rows.max_column(), Some(3));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use agentroom_domain::ids::RoomId;
 use async_trait::async_trait;
 
-use crate::model::{NewPlan, NewTask, PlanRecord, Refusal, TaskChange, TaskDetail, TaskRow};
+use crate::model::{NewPlan, NewTask, PlanRecord, Refusal, TaskChange, TaskDetail, TaskRows};
 
 /// A storage failure (not a rule's refusal).
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +60,7 @@ pub trait PlanningRepository: Send + Sync {
         room: &RoomId,
         plan: i64,
         column: Option<usize>,
-    ) -> Result<Vec<TaskRow>, RepoError>;
+    ) -> Result<TaskRows, RepoError>;
 
     /// Everything stored about one task of a plan.
     async fn task(

@@ -9,13 +9,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use agentroom_domain::ids::{RoomId, Timestamp};
 
 use crate::model::{
-    Columns, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode, TaskChange, TaskRow,
+    Columns, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode, TaskChange, TaskRows,
 };
 use crate::repo::{PlanningRepository, RepoError};
 use crate::rules;
 use crate::wire::{
-    Board, BoardTask, Grouped, MessageKind, PlanBoard, PlanCreate, PlanItem, PlanningReply,
-    PlanningRequest, TaskAdd, TaskItem, TaskList, TaskUpdate,
+    Board, ListedPlan, MessageKind, PlanBoard, PlanCreate, PlanItem, PlanningReply,
+    PlanningRequest, TaskAdd, TaskList, TaskListing, TaskUpdate,
 };
 
 /// Where the service gets fresh ids and the time: passed in, so tests are deterministic.
@@ -316,7 +316,7 @@ impl PlanningService {
                 .map(Arc::new)
                 .collect(),
         };
-        let mut items = Vec::new();
+        let mut listing = Vec::with_capacity(plans.len());
         for plan in &plans {
             let column = match &list.status {
                 None => None,
@@ -329,28 +329,19 @@ impl PlanningService {
                 },
             };
             let rows = self.repo.tasks(room, plan.key, column).await?;
-            let names: Vec<Arc<str>> = plan
-                .columns
-                .names()
-                .iter()
-                .map(|c| Arc::from(c.as_str()))
-                .collect();
-            let plan_id: Arc<str> = Arc::from(plan.plan_id.as_str());
-            items.reserve(rows.len());
-            for row in rows {
-                let Some(status) = names.get(row.column) else {
-                    return Err(corrupt_column(plan, &row));
-                };
-                items.push(TaskItem {
-                    status: Arc::clone(status),
-                    task_id: row.task_id,
-                    title: row.title,
-                    assignee: row.assignee,
-                    plan_id: Arc::clone(&plan_id),
-                });
+            if rows
+                .max_column()
+                .is_some_and(|c| c >= plan.columns.names().len())
+            {
+                return Err(corrupt_column(plan));
             }
+            listing.push(ListedPlan {
+                plan_id: plan.plan_id.clone(),
+                columns: plan.columns.names().to_vec(),
+                rows,
+            });
         }
-        Ok(Ok(PlanningReply::Tasks(items)))
+        Ok(Ok(PlanningReply::Tasks(TaskListing(listing))))
     }
 
     async fn board(&self, room: &RoomId, board: PlanBoard) -> Answer {
@@ -399,10 +390,10 @@ fn unknown_plan(plan_id: &str) -> Refusal {
     )
 }
 
-fn corrupt_column(plan: &PlanRecord, row: &TaskRow) -> RepoError {
+fn corrupt_column(plan: &PlanRecord) -> RepoError {
     RepoError::Corrupt(format!(
-        "task {} of plan {} is in column {}, which the plan does not have",
-        row.task_id, plan.plan_id, row.column
+        "a task of plan {} is in a column the plan does not have",
+        plan.plan_id
     ))
 }
 
@@ -410,29 +401,13 @@ fn column_name(plan: &PlanRecord, column: usize) -> String {
     plan.columns.name(column).unwrap_or_default().to_owned()
 }
 
-/// Groups a plan's tasks (in creation order) by column, in the plan's column order.
-fn shape_board(plan: &PlanRecord, rows: Vec<TaskRow>) -> Result<Board, RepoError> {
-    let names = plan.columns.names();
-    let statuses: Vec<Arc<str>> = names.iter().map(|c| Arc::from(c.as_str())).collect();
-    let mut groups: Vec<(String, Vec<BoardTask>)> =
-        names.iter().map(|c| (c.clone(), Vec::new())).collect();
-    for row in rows {
-        let (Some((_, tasks)), Some(status)) =
-            (groups.get_mut(row.column), statuses.get(row.column))
-        else {
-            return Err(corrupt_column(plan, &row));
-        };
-        tasks.push(BoardTask {
-            task_id: row.task_id,
-            title: row.title,
-            status: Arc::clone(status),
-            assignee: row.assignee,
-        });
-    }
-    Ok(Board {
-        plan_id: plan.plan_id.clone(),
-        name: plan.name.clone(),
-        columns: names.to_vec(),
-        tasks: Grouped(groups),
-    })
+/// A plan's board: its tasks (in creation order) grouped by column, in the plan's order.
+fn shape_board(plan: &PlanRecord, rows: TaskRows) -> Result<Board, RepoError> {
+    Board::new(
+        plan.plan_id.clone(),
+        plan.name.clone(),
+        plan.columns.names().to_vec(),
+        rows,
+    )
+    .ok_or_else(|| corrupt_column(plan))
 }

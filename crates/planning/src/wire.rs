@@ -2,14 +2,12 @@
 //! into the A2E `error` that says exactly what cannot be understood; encoding fills the
 //! envelope (`type`, fresh `id`, `version`, `ts`, `req_id`) of every reply.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
 use crate::limits;
-use crate::model::{DEFAULT_STATUS, Refusal};
+use crate::model::{DEFAULT_STATUS, Refusal, TaskRows};
 
 /// The protocol version we speak.
 pub const VERSION: &str = "1.0";
@@ -550,58 +548,179 @@ pub struct PlanItem {
     pub columns: Vec<String>,
 }
 
-/// One task in a `task/list` reply. The status and plan id are shared by many items.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TaskItem {
-    /// Id.
-    pub task_id: String,
-    /// Title.
-    pub title: String,
-    /// Status (its column's name).
-    pub status: Arc<str>,
-    /// Assignee.
-    pub assignee: String,
-    /// Plan.
-    pub plan_id: Arc<str>,
-}
-
-/// One task on a board. The status is shared by the column's tasks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BoardTask {
-    /// Id.
-    pub task_id: String,
-    /// Title.
-    pub title: String,
-    /// Status (its column's name).
-    pub status: Arc<str>,
-    /// Assignee.
-    pub assignee: String,
-}
-
-/// One plan's board: its tasks grouped by column, columns in the plan's order, tasks in
-/// creation order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Board {
-    /// Plan.
-    pub plan_id: String,
-    /// Name.
-    pub name: String,
-    /// Columns, in order.
-    pub columns: Vec<String>,
-    /// Tasks by column, in column order.
-    pub tasks: Grouped,
-}
-
-/// Tasks grouped by column; serialized as a JSON object whose keys keep the column order.
+/// One plan's part of a `task/list` reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grouped(pub Vec<(String, Vec<BoardTask>)>);
+pub struct ListedPlan {
+    /// The plan.
+    pub plan_id: String,
+    /// Its column names (a row's status is `columns[row.column]`).
+    pub columns: Vec<String>,
+    /// Its tasks, in creation order.
+    pub rows: TaskRows,
+}
 
-impl Serialize for Grouped {
+/// A `task/list` reply's tasks: serialized as `[{task_id, title, status, assignee,
+/// plan_id}]`, plans in creation order and each plan's tasks in creation order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskListing(pub Vec<ListedPlan>);
+
+/// One item of a [`TaskListing`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TaskItem<'a> {
+    /// Id.
+    pub task_id: &'a str,
+    /// Title.
+    pub title: &'a str,
+    /// Status (its column's name).
+    pub status: &'a str,
+    /// Assignee.
+    pub assignee: &'a str,
+    /// Plan.
+    pub plan_id: &'a str,
+}
+
+impl TaskListing {
+    /// Every item, in order.
+    pub fn items(&self) -> impl Iterator<Item = TaskItem<'_>> + '_ {
+        self.0.iter().flat_map(|plan| {
+            plan.rows.iter().map(move |row| TaskItem {
+                task_id: row.task_id,
+                title: row.title,
+                status: plan
+                    .columns
+                    .get(row.column)
+                    .map(String::as_str)
+                    .unwrap_or_default(),
+                assignee: row.assignee,
+                plan_id: &plan.plan_id,
+            })
+        })
+    }
+
+    /// How many tasks.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|p| p.rows.len()).sum()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Serialize for TaskListing {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (column, tasks) in &self.0 {
-            map.serialize_entry(column, tasks)?;
+        serializer.collect_seq(self.items())
+    }
+}
+
+/// One task on a board, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BoardTask<'a> {
+    /// Id.
+    pub task_id: &'a str,
+    /// Title.
+    pub title: &'a str,
+    /// Status (its column's name).
+    pub status: &'a str,
+    /// Assignee.
+    pub assignee: &'a str,
+}
+
+/// One plan's board: serialized as `{plan_id, name, columns, tasks}` where `tasks` maps each
+/// column, in the plan's order, to its tasks in creation order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Board {
+    plan_id: String,
+    name: String,
+    columns: Vec<String>,
+    rows: TaskRows,
+}
+
+impl Board {
+    /// A board of `rows`, or `None` if a row names a column the plan does not have.
+    pub fn new(
+        plan_id: String,
+        name: String,
+        columns: Vec<String>,
+        rows: TaskRows,
+    ) -> Option<Self> {
+        if rows.max_column().is_some_and(|c| c >= columns.len()) {
+            return None;
         }
+        Some(Self {
+            plan_id,
+            name,
+            columns,
+            rows,
+        })
+    }
+
+    /// The plan.
+    pub fn plan_id(&self) -> &str {
+        &self.plan_id
+    }
+
+    /// The columns, in order.
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
+    /// The tasks of column `index`, in creation order.
+    pub fn column(&self, index: usize) -> impl Iterator<Item = BoardTask<'_>> + '_ {
+        let status = self
+            .columns
+            .get(index)
+            .map(String::as_str)
+            .unwrap_or_default();
+        self.rows
+            .iter()
+            .filter(move |row| row.column == index)
+            .map(move |row| BoardTask {
+                task_id: row.task_id,
+                title: row.title,
+                status,
+                assignee: row.assignee,
+            })
+    }
+
+    /// How many tasks.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether it has none.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+impl Serialize for Board {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Columns<'a>(&'a Board);
+        impl Serialize for Columns<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                struct Tasks<'a>(&'a Board, usize);
+                impl Serialize for Tasks<'_> {
+                    fn serialize<S: serde::Serializer>(
+                        &self,
+                        serializer: S,
+                    ) -> Result<S::Ok, S::Error> {
+                        serializer.collect_seq(self.0.column(self.1))
+                    }
+                }
+                let mut map = serializer.serialize_map(Some(self.0.columns.len()))?;
+                for (index, name) in self.0.columns.iter().enumerate() {
+                    map.serialize_entry(name, &Tasks(self.0, index))?;
+                }
+                map.end()
+            }
+        }
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("plan_id", &self.plan_id)?;
+        map.serialize_entry("name", &self.name)?;
+        map.serialize_entry("columns", &self.columns)?;
+        map.serialize_entry("tasks", &Columns(self))?;
         map.end()
     }
 }
@@ -631,7 +750,7 @@ pub enum PlanningReply {
         task_id: String,
     },
     /// `task/list`.
-    Tasks(Vec<TaskItem>),
+    Tasks(TaskListing),
     /// `plan/board`.
     Boards(Vec<Board>),
     /// A rule refused the request: its normal response type with `success: false`, `code`

@@ -14,7 +14,7 @@ use agentroom_planning::conformance::check_envelope;
 use agentroom_planning::limits::MAX_MESSAGE_BYTES;
 use agentroom_planning::{
     NewPlan, NewTask, PlanRecord, PlanningRepository, PlanningService, Refusal, RepoError, RoomId,
-    SystemAmbient, TaskChange, TaskDetail, TaskRow,
+    SystemAmbient, TaskChange, TaskDetail, TaskRows,
 };
 use agentroom_server::{ServerConfig, router, serve};
 use axum::body::Bytes;
@@ -937,7 +937,7 @@ impl PlanningRepository for BrokenStore {
     ) -> Result<Result<(), Refusal>, RepoError> {
         Err(RepoError::Database("disk on fire".into()))
     }
-    async fn tasks(&self, _: &RoomId, _: i64, _: Option<usize>) -> Result<Vec<TaskRow>, RepoError> {
+    async fn tasks(&self, _: &RoomId, _: i64, _: Option<usize>) -> Result<TaskRows, RepoError> {
         Err(RepoError::Database("disk on fire".into()))
     }
     async fn task(&self, _: &RoomId, _: i64, _: &str) -> Result<Option<TaskDetail>, RepoError> {

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use agentroom_domain::ids::{ObjectiveId, RoomId, Timestamp};
 use agentroom_planning::{
     Columns, NewPlan, NewTask, PlanKind, PlanRecord, PlanningRepository, Refusal, RefusalCode,
-    RepoError, TaskChange, TaskDetail, TaskRow, rules,
+    RepoError, TaskChange, TaskDetail, TaskRow, TaskRows, rules,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
@@ -326,7 +326,7 @@ impl PlanningRepository for PgPlanning {
         room: &RoomId,
         plan: i64,
         column: Option<usize>,
-    ) -> Result<Vec<TaskRow>, RepoError> {
+    ) -> Result<TaskRows, RepoError> {
         let rows = match column {
             None => sqlx::query(sql::SELECT_BOARD_TASKS)
                 .bind(plan)
@@ -342,7 +342,18 @@ impl PlanningRepository for PgPlanning {
                 .await
                 .map_err(failed("reading a plan's tasks of one column"))?,
         };
-        rows.iter().map(task_row).collect()
+        let read = |e: sqlx::Error| RepoError::Corrupt(format!("a planning_tasks row: {e}"));
+        let bytes = rows.len() * 64;
+        let mut tasks = TaskRows::with_capacity(rows.len(), bytes);
+        for row in &rows {
+            tasks.push(
+                row.try_get::<&str, _>(0).map_err(read)?,
+                row.try_get::<&str, _>(1).map_err(read)?,
+                column_of(row.try_get(2).map_err(read)?)?,
+                row.try_get::<&str, _>(3).map_err(read)?,
+            );
+        }
+        Ok(tasks)
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(room = %room, plan = plan))]

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use agentroom_domain::ids::{ObjectiveId, RoomId, Timestamp};
 use agentroom_planning::{
     Columns, NewPlan, NewTask, PlanKind, PlanRecord, PlanningRepository, Refusal, RefusalCode,
-    RepoError, TaskChange, TaskDetail, TaskRow, rules,
+    RepoError, TaskChange, TaskDetail, TaskRow, TaskRows, rules,
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -173,6 +173,30 @@ fn task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
         column: usize::try_from(column).unwrap_or(usize::MAX),
         assignee: row.get(3)?,
     })
+}
+
+/// Reads `(task_id, title, column_ix, assignee)` rows into one [`TaskRows`], borrowing each
+/// text from SQLite instead of allocating it.
+fn collect_rows(
+    mut statement: rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<Result<TaskRows, RepoError>> {
+    let mut rows = statement.query(params)?;
+    // Sized for a few thousand rows: growing the buffer costs more than reserving it.
+    let mut tasks = TaskRows::with_capacity(4096, 4096 * 64);
+    while let Some(row) = rows.next()? {
+        let column: i64 = row.get(2)?;
+        let Ok(column) = usize::try_from(column) else {
+            return Ok(Err(RepoError::Corrupt(format!("column index {column}"))));
+        };
+        tasks.push(
+            row.get_ref(0)?.as_str()?,
+            row.get_ref(1)?.as_str()?,
+            column,
+            row.get_ref(3)?.as_str()?,
+        );
+    }
+    Ok(Ok(tasks))
 }
 
 fn deps_json(deps: &[String]) -> String {
@@ -381,23 +405,20 @@ impl PlanningRepository for SqlitePlanning {
         room: &RoomId,
         plan: i64,
         column: Option<usize>,
-    ) -> Result<Vec<TaskRow>, RepoError> {
+    ) -> Result<TaskRows, RepoError> {
         let connection = self.reader();
-        let (sql, column) = match column {
-            None => (BOARD_SQL, 0),
-            Some(c) => (COLUMN_SQL, i64::try_from(c).unwrap_or(i64::MAX)),
-        };
-        let mut statement = connection
-            .prepare_cached(sql)
-            .map_err(db("reading tasks"))?;
-        let result = if sql == BOARD_SQL {
-            statement.query_map(params![plan, room.as_str()], task_row)
-        } else {
-            statement.query_map(params![plan, room.as_str(), column], task_row)
-        };
-        result
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(db("reading tasks"))
+        let err = db("reading tasks");
+        match column {
+            None => {
+                let statement = connection.prepare_cached(BOARD_SQL).map_err(&err)?;
+                collect_rows(statement, params![plan, room.as_str()]).map_err(&err)?
+            }
+            Some(c) => {
+                let column = i64::try_from(c).unwrap_or(i64::MAX);
+                let statement = connection.prepare_cached(COLUMN_SQL).map_err(&err)?;
+                collect_rows(statement, params![plan, room.as_str(), column]).map_err(&err)?
+            }
+        }
     }
 
     async fn task(
