@@ -28,7 +28,7 @@ pub const BOARD_SQL: &str = "SELECT t.task_id, t.title, t.column_ix, t.assignee 
 
 /// The SQL a list filtered by plan and status runs: one (plan, column) range of
 /// `planning_tasks_column`.
-pub const COLUMN_SQL: &str = "SELECT t.task_id, t.title, t.column_ix, t.assignee \
+pub const COLUMN_SQL: &str = "SELECT t.task_id, t.title, t.assignee \
      FROM planning_tasks t \
      WHERE t.plan_key = ?1 AND t.column_ix = ?3 \
        AND EXISTS (SELECT 1 FROM planning_plans p WHERE p.plan_key = ?1 AND p.room_id = ?2) \
@@ -175,25 +175,32 @@ fn task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
     })
 }
 
-/// Reads `(task_id, title, column_ix, assignee)` rows into one [`TaskRows`], borrowing each
-/// text from SQLite instead of allocating it.
+/// Reads `(task_id, title, column_ix, assignee)` rows — or `(task_id, title, assignee)` when
+/// the query fixed the column — into one [`TaskRows`], borrowing each text from SQLite
+/// instead of allocating it.
 fn collect_rows(
     mut statement: rusqlite::CachedStatement<'_>,
     params: impl rusqlite::Params,
+    fixed_column: Option<usize>,
 ) -> rusqlite::Result<Result<TaskRows, RepoError>> {
     let mut rows = statement.query(params)?;
-    // Sized for a few thousand rows: growing the buffer costs more than reserving it.
     let mut tasks = TaskRows::with_capacity(4096, 4096 * 64);
     while let Some(row) = rows.next()? {
-        let column: i64 = row.get(2)?;
-        let Ok(column) = usize::try_from(column) else {
-            return Ok(Err(RepoError::Corrupt(format!("column index {column}"))));
+        let (column, assignee) = match fixed_column {
+            Some(column) => (column, 2),
+            None => {
+                let column: i64 = row.get(2)?;
+                let Ok(column) = usize::try_from(column) else {
+                    return Ok(Err(RepoError::Corrupt(format!("column index {column}"))));
+                };
+                (column, 3)
+            }
         };
         tasks.push(
             row.get_ref(0)?.as_str()?,
             row.get_ref(1)?.as_str()?,
             column,
-            row.get_ref(3)?.as_str()?,
+            row.get_ref(assignee)?.as_str()?,
         );
     }
     Ok(Ok(tasks))
@@ -411,12 +418,13 @@ impl PlanningRepository for SqlitePlanning {
         match column {
             None => {
                 let statement = connection.prepare_cached(BOARD_SQL).map_err(&err)?;
-                collect_rows(statement, params![plan, room.as_str()]).map_err(&err)?
+                collect_rows(statement, params![plan, room.as_str()], None).map_err(&err)?
             }
             Some(c) => {
                 let column = i64::try_from(c).unwrap_or(i64::MAX);
                 let statement = connection.prepare_cached(COLUMN_SQL).map_err(&err)?;
-                collect_rows(statement, params![plan, room.as_str(), column]).map_err(&err)?
+                collect_rows(statement, params![plan, room.as_str(), column], Some(c))
+                    .map_err(&err)?
             }
         }
     }
