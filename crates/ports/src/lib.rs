@@ -1,0 +1,29 @@
+//! The async ports of agentroom: what the coordinator and the workflow runner need from
+//! storage and the outside world, as traits (async-trait, so they can be trait objects).
+//! PostgreSQL and SQLite implement the stores; `test-util` has in-memory fakes for the unit
+//! tests of the crates above; `conformance` has the suite every store runs.
+//!
+//! Guarantees the stores give (DESIGN.md "A durable call, step by step"):
+//! - [`RoomStore::commit`] is one transaction: compare-and-swap on the revision, the change
+//!   to history, new operation rows (idempotent on their deterministic ids, with the
+//!   committer's lease), fenced receipts, ledger entries and outbox rows — all or nothing
+//!   (D1, B1, B7, T5).
+//! - [`WorkflowStore`] leases carry a generation; heartbeats and receipts are fenced on it
+//!   and leases are timed by the database clock (D2, D3).
+
+pub mod clock;
+pub mod delta;
+pub mod notify;
+pub mod reconcile;
+pub mod rooms;
+pub mod workflows;
+
+pub use clock::{Clock, SystemClock};
+pub use delta::{Delta, DeltaError};
+pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
+pub use reconcile::{ReconcileError, Reconciler};
+pub use rooms::{Commit, CommitError, EventAppend, Revision, RoomStore, StoreError, StoredRoom};
+pub use workflows::{
+    ClaimedOperation, Heartbeat, LeaseGrant, NewOperation, OperationFilter, OperationRecord,
+    OperationStatus, Receipt, ReceiptWrite, Resolution, ResolutionOutcome, WorkflowStore,
+};

@@ -1,0 +1,190 @@
+//! Room state with compare-and-swap, its history, and persisted events.
+
+use std::fmt;
+
+use agentroom_domain::engine::{LogEntry, Notification};
+use agentroom_domain::event::Event;
+use agentroom_domain::ids::{EventId, OperationId, RoomId, Timestamp};
+use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::state::RoomState;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::workflows::{NewOperation, Receipt};
+
+/// A Room's revision: 1 when created, +1 per commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Revision(pub i64);
+
+impl Revision {
+    /// The revision a new Room starts at.
+    pub const FIRST: Revision = Revision(1);
+
+    /// The one after this.
+    pub fn next(self) -> Revision {
+        Revision(self.0.saturating_add(1))
+    }
+}
+
+impl fmt::Display for Revision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A Room as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRoom {
+    /// Its state.
+    pub state: RoomState,
+    /// Its revision.
+    pub revision: Revision,
+}
+
+/// A storage failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database is not migrated to what this binary expects (D5).
+    #[error("the database is not migrated ({0}); run `agentroom migrate up` first")]
+    NotMigrated(String),
+    /// The database failed (connection lost, timeout, …); the caller may retry.
+    #[error("database: {0}")]
+    Database(String),
+    /// Something stored cannot be read back.
+    #[error("stored data cannot be read: {0}")]
+    Corrupt(String),
+    /// A Room with that id exists already.
+    #[error("room {0} exists already")]
+    RoomExists(RoomId),
+    /// An event with that id was stored with other content.
+    #[error("event {0} was stored with other content")]
+    EventMismatch(EventId),
+}
+
+/// Why a commit changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// Another writer moved the Room: reload, decide again.
+    #[error("room {room} is at revision {actual}, the commit expected {expected}")]
+    Conflict {
+        /// The Room.
+        room: RoomId,
+        /// What the commit expected.
+        expected: Revision,
+        /// What is stored.
+        actual: Revision,
+    },
+    /// A receipt's lease generation is no longer current (or it has a receipt already): the
+    /// result is dropped and nothing is written.
+    #[error("operation {op} is fenced: its lease generation {generation} is no longer current")]
+    Fenced {
+        /// The operation.
+        op: OperationId,
+        /// The generation the receipt carried.
+        generation: i64,
+    },
+    /// No such Room.
+    #[error("no room {0}")]
+    UnknownRoom(RoomId),
+    /// The store failed; nothing or everything was written — reload to learn which.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Everything one decision writes, committed in one transaction.
+#[derive(Debug, Clone)]
+pub struct Commit<'a> {
+    /// The state the decision started from (the stored state at the expected revision).
+    pub previous: &'a RoomState,
+    /// The new state.
+    pub state: &'a RoomState,
+    /// When it was decided.
+    pub at: Timestamp,
+    /// What was decided: the kind of input (for history), e.g. `event_accepted`.
+    pub input: &'a str,
+    /// The persisted event it decided, if any (T1).
+    pub event: Option<EventId>,
+    /// The decision log (rules applied and rejections).
+    pub log: &'a [LogEntry],
+    /// Operations to create (B1: the reservation and the operation in one transaction),
+    /// idempotent on their ids.
+    pub operations: Vec<NewOperation>,
+    /// Receipts to write, fenced on their lease generation.
+    pub receipts: Vec<(OperationId, i64, Receipt)>,
+    /// Operations whose receipt this decision applied to the state.
+    pub applied: Vec<OperationId>,
+    /// Operations asked to abort cooperatively (D3).
+    pub cancellations: Vec<OperationId>,
+    /// Ledger entries this decision appended.
+    pub ledger: Vec<LedgerEntry>,
+    /// Notifications to deliver through the outbox (T5), idempotent on their ids.
+    pub notifications: Vec<Notification>,
+}
+
+impl<'a> Commit<'a> {
+    /// A commit of `state` after `previous` that writes nothing else.
+    pub fn state(
+        previous: &'a RoomState,
+        state: &'a RoomState,
+        at: Timestamp,
+        input: &'a str,
+    ) -> Self {
+        Self {
+            previous,
+            state,
+            at,
+            input,
+            event: None,
+            log: &[],
+            operations: Vec::new(),
+            receipts: Vec::new(),
+            applied: Vec::new(),
+            cancellations: Vec::new(),
+            ledger: Vec::new(),
+            notifications: Vec::new(),
+        }
+    }
+}
+
+/// Whether appending an event stored it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventAppend {
+    /// Stored now.
+    Inserted,
+    /// The same event was stored before.
+    Existed,
+}
+
+/// Room state, history and events.
+#[async_trait]
+pub trait RoomStore: Send + Sync {
+    /// Stores a new Room at [`Revision::FIRST`].
+    async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError>;
+
+    /// A Room's current state and revision.
+    async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError>;
+
+    /// Commits `commit` if the Room is still at `expected`; returns the new revision.
+    async fn commit(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commit: Commit<'_>,
+    ) -> Result<Revision, CommitError>;
+
+    /// The state the Room had at `revision`, rebuilt from history (D1).
+    async fn state_at(
+        &self,
+        room: &RoomId,
+        revision: Revision,
+    ) -> Result<Option<RoomState>, StoreError>;
+
+    /// The Room's ledger entries as rows, in order.
+    async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, StoreError>;
+
+    /// Persists an event before it is decided (T1); idempotent on its id.
+    async fn append_event(&self, event: &Event, at: Timestamp) -> Result<EventAppend, StoreError>;
+
+    /// A persisted event of the Room.
+    async fn event(&self, room: &RoomId, id: EventId) -> Result<Option<Event>, StoreError>;
+}
