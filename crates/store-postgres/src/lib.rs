@@ -1,18 +1,23 @@
-//! The repository traits on PostgreSQL with sqlx: today the planning store ([`PgPlanning`]),
+//! The repository traits on PostgreSQL with sqlx: the planning store ([`PgPlanning`]), Room
+//! state, workflows and the outbox ([`PgRooms`]: `RoomStore`, `WorkflowStore`, `Outbox`),
 //! the schema's migrator ([`MIGRATOR`] over `migrations/postgres`) and what the CLI calls for
 //! `agentroom migrate up|status|down` ([`migrate::connect`], [`migrate::up`],
 //! [`migrate::status`], [`migrate::down`]).
 //!
-//! Constructing a store never migrates (D5): [`PgPlanning::connect`] and
-//! [`PgPlanning::from_pool`] check the migration table and refuse an unmigrated database
-//! with [`RepoError::NotMigrated`](agentroom_planning::RepoError::NotMigrated), which advises
+//! Constructing a store never migrates (D5): `connect` and `from_pool` of either store check
+//! the migration table and refuse an unmigrated database with
+//! [`RepoError::NotMigrated`](agentroom_planning::RepoError::NotMigrated) or
+//! [`StoreError::NotMigrated`](agentroom_ports::StoreError::NotMigrated), which advise
 //! `agentroom migrate up`.
 
 pub mod migrate;
+mod rooms;
 pub mod sql;
 mod store;
+mod workflows;
 
 pub use migrate::{MIGRATOR, MigrateError, MigrationState, MigrationStatus};
+pub use rooms::PgRooms;
 /// The pool type the functions here take, re-exported so callers need not name sqlx.
 pub use sqlx::postgres::PgPool;
 pub use store::PgPlanning;

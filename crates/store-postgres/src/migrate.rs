@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use agentroom_planning::RepoError;
+use agentroom_ports::StoreError;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
@@ -120,11 +121,38 @@ async fn applied_versions(pool: &PgPool) -> Result<BTreeSet<i64>, MigrateError> 
         .collect())
 }
 
+/// Why the construction check refused a database.
+#[derive(Debug)]
+pub(crate) enum SchemaCheck {
+    /// The migration table could not be read (the database failed).
+    Unreadable(String),
+    /// The schema is not exactly this binary's; the text says what differs.
+    NotMigrated(String),
+}
+
+impl From<SchemaCheck> for RepoError {
+    fn from(check: SchemaCheck) -> Self {
+        match check {
+            SchemaCheck::Unreadable(detail) => RepoError::Database(detail),
+            SchemaCheck::NotMigrated(detail) => RepoError::NotMigrated { detail },
+        }
+    }
+}
+
+impl From<SchemaCheck> for StoreError {
+    fn from(check: SchemaCheck) -> Self {
+        match check {
+            SchemaCheck::Unreadable(detail) => StoreError::Database(detail),
+            SchemaCheck::NotMigrated(detail) => StoreError::NotMigrated(detail),
+        }
+    }
+}
+
 /// The construction check (D5): `Ok` only when every migration this binary knows is applied
 /// successfully with its checksum and none is applied that it does not know.
-pub(crate) async fn check_migrated(pool: &PgPool) -> Result<(), RepoError> {
+pub(crate) async fn check_migrated(pool: &PgPool) -> Result<(), SchemaCheck> {
     let applied = applied(pool).await.map_err(|e| {
-        RepoError::Database(format!("reading the migration table _sqlx_migrations: {e}"))
+        SchemaCheck::Unreadable(format!("reading the migration table _sqlx_migrations: {e}"))
     })?;
     let problems: Vec<String> = compare(&applied)
         .into_iter()
@@ -152,7 +180,7 @@ pub(crate) async fn check_migrated(pool: &PgPool) -> Result<(), RepoError> {
     } else {
         problems.join("; ")
     };
-    Err(RepoError::NotMigrated { detail })
+    Err(SchemaCheck::NotMigrated(detail))
 }
 
 /// A row of `_sqlx_migrations`.

@@ -1,9 +1,12 @@
-//! Every SQL statement the planning store runs, as constants: one place to read the queries,
-//! and the exact text the query-plan test EXPLAINs. Each runs as a prepared statement (sqlx
-//! caches it per connection); each write is one statement, so one round trip, except a
-//! dependency update, which locks its plan first.
+//! Every SQL statement the stores run, as constants: one place to read the queries, and the
+//! exact text the query-plan test EXPLAINs. Each runs as a prepared statement (sqlx caches it
+//! per connection); each write is one statement, so one round trip, except a planning
+//! dependency update, which locks its plan first. A Room commit is one call of the
+//! `room_commit(jsonb)` function that migration 0002 defines.
 //!
-//! Room scoping: every statement names the Room, so a plan of another Room is no plan.
+//! Room scoping: every planning and Room statement names the Room, so a plan of another Room
+//! is no plan. Workflow and outbox statements address rows by their global ids (operation
+//! and notification ids are UUIDs).
 
 /// Creates a plan. `$1` plan_id, `$2` room, `$3` name, `$4` description, `$5` columns
 /// (JSON text), `$6` created_ms. Returns the new `plan_key`.
@@ -146,3 +149,195 @@ pub const SELECT_APPLIED_MIGRATIONS: &str = "\
 SELECT version, description, success, checksum \
 FROM _sqlx_migrations \
 ORDER BY version";
+
+// --- Rooms (migration 0002) -----------------------------------------------------------------
+
+/// Creates a Room at revision 1 in one statement: the room row, history row 1 (a delta that
+/// replaces the empty document with the state), snapshot 1 and the opening ledger rows. `$1`
+/// room, `$2` state (JSON text), `$3` the state's size in bytes, `$4` at_ms, `$5` ledger
+/// entries (JSON array text). Returns 1 when created, 0 when the Room exists.
+pub const CREATE_ROOM: &str = "\
+WITH room AS ( \
+    INSERT INTO rooms (room_id, revision, snapshot_revision, snapshot_bytes, \
+                       bytes_since_snapshot) \
+    VALUES ($1, 1, 1, $3, 0) \
+    ON CONFLICT (room_id) DO NOTHING \
+    RETURNING room_id \
+), history AS ( \
+    INSERT INTO room_history (room_id, revision, input, event_id, delta, log, at_ms) \
+    SELECT room_id, 1, 'create', NULL, \
+           jsonb_build_object('op', 'replace', 'value', $2::jsonb), '[]'::jsonb, $4 \
+    FROM room \
+), snapshot AS ( \
+    INSERT INTO room_snapshots (room_id, revision, state) \
+    SELECT room_id, 1, $2::jsonb FROM room \
+), ledger AS ( \
+    INSERT INTO ledger_entries (room_id, seq, revision, entry) \
+    SELECT room.room_id, e.ord - 1, 1, e.value \
+    FROM room, jsonb_array_elements($5::jsonb) WITH ORDINALITY AS e(value, ord) \
+) \
+SELECT count(*) FROM room";
+
+/// A Room's current revision, its latest snapshot and the deltas after it, read in one
+/// snapshot of the database. `$1` room.
+pub const LOAD_ROOM: &str = "\
+SELECT r.revision, s.revision, s.state::text, r.snapshot_bytes, r.bytes_since_snapshot, \
+       ARRAY(SELECT h.delta::text FROM room_history h \
+             WHERE h.room_id = r.room_id AND h.revision > s.revision \
+             ORDER BY h.revision) \
+FROM rooms r \
+JOIN room_snapshots s ON s.room_id = r.room_id AND s.revision = r.snapshot_revision \
+WHERE r.room_id = $1";
+
+/// The nearest snapshot at or before a revision and the deltas up to it. `$1` room, `$2`
+/// revision.
+pub const ROOM_STATE_AT: &str = "\
+SELECT s.revision, s.state::text, \
+       ARRAY(SELECT h.delta::text FROM room_history h \
+             WHERE h.room_id = s.room_id AND h.revision > s.revision AND h.revision <= $2 \
+             ORDER BY h.revision) \
+FROM room_snapshots s \
+WHERE s.room_id = $1 AND s.revision <= $2 \
+ORDER BY s.revision DESC \
+LIMIT 1";
+
+/// One commit, all or nothing (see `room_commit` in migration 0002). `$1` the commit as JSON
+/// text.
+pub const COMMIT_ROOM: &str = "\
+SELECT outcome, revision, bytes_since_snapshot, snapshot_bytes FROM room_commit($1::jsonb)";
+
+/// The SQLSTATE `room_commit` raises when a receipt is fenced; its DETAIL is
+/// `<op> <generation>`.
+pub const FENCED_SQLSTATE: &str = "AR001";
+
+/// A Room's ledger rows in order. `$1` room.
+pub const SELECT_LEDGER: &str = "\
+SELECT entry::text FROM ledger_entries WHERE room_id = $1 ORDER BY seq";
+
+/// Persists an event unless its id exists. `$1` event id, `$2` room, `$3` author, `$4` kind,
+/// `$5` body (JSON text), `$6` at_ms. Returns whether it was inserted.
+pub const INSERT_EVENT: &str = "\
+WITH inserted AS ( \
+    INSERT INTO room_events (event_id, room_id, author, kind, body, at_ms) \
+    VALUES ($1::uuid, $2, $3, $4, $5::jsonb, $6) \
+    ON CONFLICT (event_id) DO NOTHING \
+    RETURNING 1 \
+) \
+SELECT EXISTS (SELECT 1 FROM inserted)";
+
+/// A persisted event by id, whatever its Room. `$1` event id.
+pub const SELECT_EVENT: &str = "\
+SELECT room_id, author, body::text FROM room_events WHERE event_id = $1::uuid";
+
+// --- Operations -----------------------------------------------------------------------------
+
+/// The columns an operation record is read from, in `OperationRecord` order; the lease has
+/// expired when there is none or its time has passed by the database clock.
+macro_rules! operation_columns {
+    () => {
+        "op_id::text, room_id, request::text, status, lease_generation, lease_owner, \
+         (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp()), \
+         cancel_requested, receipt::text, recovery_attempts, dead_letter_reason, \
+         resolution::text"
+    };
+}
+
+/// Claims up to `$1` in-flight operations whose lease has expired or never existed, oldest
+/// first, skipping rows another claimer holds: bumps the generation, counts a recovery
+/// attempt and leases them to `$2` for `$3` milliseconds by the database clock.
+pub const CLAIM_EXPIRED: &str = concat!(
+    "\
+WITH due AS ( \
+    SELECT op_id FROM operations \
+    WHERE status = 'in_flight' \
+      AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp()) \
+    ORDER BY seq \
+    LIMIT $1 \
+    FOR UPDATE SKIP LOCKED \
+) \
+UPDATE operations o \
+SET lease_generation = o.lease_generation + 1, \
+    recovery_attempts = o.recovery_attempts + 1, \
+    lease_owner = $2, \
+    lease_expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond', \
+    updated_at = clock_timestamp() \
+FROM due \
+WHERE o.op_id = due.op_id \
+RETURNING ",
+    operation_columns!()
+);
+
+/// Extends a lease only at generation `$2` of an in-flight operation `$1`, by `$3`
+/// milliseconds from now by the database clock; returns whether an abort was asked for.
+pub const HEARTBEAT: &str = "\
+UPDATE operations \
+SET lease_expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond', \
+    updated_at = clock_timestamp() \
+WHERE op_id = $1::uuid AND lease_generation = $2 AND status = 'in_flight' \
+RETURNING cancel_requested";
+
+/// Writes receipt `$3` (JSON text) once, only at generation `$2` of in-flight operation `$1`.
+pub const RECORD_RECEIPT: &str = "\
+UPDATE operations \
+SET receipt = $3::jsonb, status = 'receipted', updated_at = clock_timestamp() \
+WHERE op_id = $1::uuid AND lease_generation = $2 AND status = 'in_flight' \
+  AND receipt IS NULL";
+
+/// Marks in-flight operation `$1` without a receipt uncertain, only at generation `$2`.
+pub const MARK_UNCERTAIN: &str = "\
+UPDATE operations \
+SET status = 'uncertain', updated_at = clock_timestamp() \
+WHERE op_id = $1::uuid AND lease_generation = $2 AND status = 'in_flight' \
+  AND receipt IS NULL";
+
+/// Dead-letters operation `$1` (in flight or uncertain) with reason `$2`.
+pub const DEAD_LETTER: &str = "\
+UPDATE operations \
+SET status = 'dead_letter', dead_letter_reason = $2, updated_at = clock_timestamp() \
+WHERE op_id = $1::uuid AND status IN ('in_flight', 'uncertain')";
+
+/// Records resolution `$2` (JSON text) of an uncertain or dead-lettered operation `$1`.
+pub const RESOLVE: &str = "\
+UPDATE operations \
+SET status = 'resolved', resolution = $2::jsonb, updated_at = clock_timestamp() \
+WHERE op_id = $1::uuid AND status IN ('uncertain', 'dead_letter')";
+
+/// One operation. `$1` op id.
+pub const SELECT_OPERATION: &str = concat!(
+    "SELECT ",
+    operation_columns!(),
+    " FROM operations WHERE op_id = $1::uuid"
+);
+
+/// Every operation not applied or resolved, oldest first.
+pub const SELECT_OPEN_OPERATIONS: &str = concat!(
+    "SELECT ",
+    operation_columns!(),
+    " FROM operations WHERE status NOT IN ('applied', 'resolved') ORDER BY seq"
+);
+
+/// Every operation of status `$1`, oldest first.
+pub const SELECT_OPERATIONS_BY_STATUS: &str = concat!(
+    "SELECT ",
+    operation_columns!(),
+    " FROM operations WHERE status = $1 ORDER BY seq"
+);
+
+// --- Outbox ---------------------------------------------------------------------------------
+
+/// Up to `$1` undelivered notifications, oldest first.
+pub const SELECT_UNDELIVERED: &str = "\
+SELECT room_id, body::text, attempts FROM outbox \
+WHERE delivered_at IS NULL \
+ORDER BY seq \
+LIMIT $1";
+
+/// Marks notification `$1` delivered, once.
+pub const MARK_DELIVERED: &str = "\
+UPDATE outbox SET delivered_at = clock_timestamp() \
+WHERE notification_id = $1::uuid AND delivered_at IS NULL";
+
+/// Counts a failed delivery attempt of undelivered notification `$1`.
+pub const MARK_ATTEMPT: &str = "\
+UPDATE outbox SET attempts = attempts + 1 \
+WHERE notification_id = $1::uuid AND delivered_at IS NULL";

@@ -38,7 +38,7 @@ impl PgPlanning {
     /// Uses `pool` after checking that its database is migrated to this binary's schema;
     /// never migrates (D5).
     pub async fn from_pool(pool: PgPool) -> Result<Self, RepoError> {
-        check_migrated(&pool).await?;
+        check_migrated(&pool).await.map_err(RepoError::from)?;
         Ok(Self { pool })
     }
 

@@ -1,0 +1,195 @@
+//! The [`WorkflowStore`] half of [`PgRooms`]: operations claimed with `FOR UPDATE SKIP
+//! LOCKED`, leases timed by the database clock, heartbeats, receipts and uncertainty marks
+//! fenced on the lease generation (D2, D3), dead letters and operator resolutions. Each call
+//! is one statement.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use agentroom_domain::ids::{OperationId, RoomId};
+use agentroom_ports::{
+    ClaimedOperation, Heartbeat, LeaseGrant, OperationFilter, OperationRecord, OperationStatus,
+    Receipt, ReceiptWrite, Resolution, StoreError, WorkflowStore,
+};
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use crate::rooms::{PgRooms, failed, parse_json, to_json};
+use crate::sql;
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Reads a row of `operation_columns!` (see `sql`).
+fn operation_record(row: &PgRow) -> Result<OperationRecord, StoreError> {
+    let read = |e: sqlx::Error| StoreError::Corrupt(format!("an operations row: {e}"));
+    let op: String = row.try_get(0).map_err(read)?;
+    let room: String = row.try_get(1).map_err(read)?;
+    let request: String = row.try_get(2).map_err(read)?;
+    let status: String = row.try_get(3).map_err(read)?;
+    let receipt: Option<String> = row.try_get(8).map_err(read)?;
+    let attempts: i32 = row.try_get(9).map_err(read)?;
+    let resolution: Option<String> = row.try_get(11).map_err(read)?;
+    let record = OperationRecord {
+        room: RoomId::parse(&room).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        request: parse_json("an operation request", &request)?,
+        status: OperationStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("operation status `{status}`")))?,
+        generation: row.try_get(4).map_err(read)?,
+        lease_owner: row.try_get(5).map_err(read)?,
+        lease_expired: row.try_get(6).map_err(read)?,
+        cancel_requested: row.try_get(7).map_err(read)?,
+        receipt: receipt
+            .map(|text| parse_json::<Receipt>("an operation receipt", &text))
+            .transpose()?,
+        recovery_attempts: u32::try_from(attempts)
+            .map_err(|_| StoreError::Corrupt(format!("recovery attempts {attempts}")))?,
+        dead_letter_reason: row.try_get(10).map_err(read)?,
+        resolution: resolution
+            .map(|text| parse_json::<Resolution>("an operation resolution", &text))
+            .transpose()?,
+    };
+    let id = OperationId::from_str(&op).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    if record.op() != id {
+        return Err(StoreError::Corrupt(format!(
+            "operation row {id} holds the request of {}",
+            record.op()
+        )));
+    }
+    Ok(record)
+}
+
+#[async_trait]
+impl WorkflowStore for PgRooms {
+    #[tracing::instrument(level = "debug", skip(self, lease), fields(owner = %lease.owner))]
+    async fn claim_expired(
+        &self,
+        lease: LeaseGrant,
+        limit: usize,
+    ) -> Result<Vec<ClaimedOperation>, StoreError> {
+        let rows = sqlx::query(sql::CLAIM_EXPIRED)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(&lease.owner)
+            .bind(millis(lease.duration))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(failed("claiming expired operations"))?;
+        rows.iter()
+            .map(|row| {
+                let record = operation_record(row)?;
+                Ok(ClaimedOperation {
+                    generation: record.generation,
+                    record,
+                })
+            })
+            .collect()
+    }
+
+    #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]
+    async fn heartbeat(
+        &self,
+        op: OperationId,
+        generation: i64,
+        duration: Duration,
+    ) -> Result<Heartbeat, StoreError> {
+        let cancel: Option<bool> = sqlx::query_scalar(sql::HEARTBEAT)
+            .bind(op.to_string())
+            .bind(generation)
+            .bind(millis(duration))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(failed("extending a lease"))?;
+        Ok(match cancel {
+            Some(cancel) => Heartbeat::Extended { cancel },
+            None => Heartbeat::Fenced,
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip(self, receipt), fields(op = %op))]
+    async fn record_receipt(
+        &self,
+        op: OperationId,
+        generation: i64,
+        receipt: &Receipt,
+    ) -> Result<ReceiptWrite, StoreError> {
+        let done = sqlx::query(sql::RECORD_RECEIPT)
+            .bind(op.to_string())
+            .bind(generation)
+            .bind(to_json("a receipt", receipt)?)
+            .execute(&self.pool)
+            .await
+            .map_err(failed("recording a receipt"))?;
+        Ok(if done.rows_affected() == 1 {
+            ReceiptWrite::Recorded
+        } else {
+            ReceiptWrite::Fenced
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]
+    async fn mark_uncertain(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(sql::MARK_UNCERTAIN)
+            .bind(op.to_string())
+            .bind(generation)
+            .execute(&self.pool)
+            .await
+            .map_err(failed("marking an operation uncertain"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]
+    async fn dead_letter(&self, op: OperationId, reason: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(sql::DEAD_LETTER)
+            .bind(op.to_string())
+            .bind(reason)
+            .execute(&self.pool)
+            .await
+            .map_err(failed("dead-lettering an operation"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self, resolution), fields(op = %op))]
+    async fn resolve(&self, op: OperationId, resolution: &Resolution) -> Result<bool, StoreError> {
+        let done = sqlx::query(sql::RESOLVE)
+            .bind(op.to_string())
+            .bind(to_json("a resolution", resolution)?)
+            .execute(&self.pool)
+            .await
+            .map_err(failed("resolving an operation"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]
+    async fn operation(&self, op: OperationId) -> Result<Option<OperationRecord>, StoreError> {
+        let row = sqlx::query(sql::SELECT_OPERATION)
+            .bind(op.to_string())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(failed("reading an operation"))?;
+        row.as_ref().map(operation_record).transpose()
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn operations(
+        &self,
+        filter: OperationFilter,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let rows = match filter {
+            OperationFilter::Open => {
+                sqlx::query(sql::SELECT_OPEN_OPERATIONS)
+                    .fetch_all(&self.pool)
+                    .await
+            }
+            OperationFilter::Status(status) => {
+                sqlx::query(sql::SELECT_OPERATIONS_BY_STATUS)
+                    .bind(status.as_str())
+                    .fetch_all(&self.pool)
+                    .await
+            }
+        }
+        .map_err(failed("listing operations"))?;
+        rows.iter().map(operation_record).collect()
+    }
+}
