@@ -18,6 +18,12 @@ pub mod reconcile;
 pub mod rooms;
 pub mod workflows;
 
+#[cfg(feature = "test-util")]
+pub mod memory;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
 pub use clock::{Clock, SystemClock};
 pub use delta::{Delta, DeltaError};
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
