@@ -11,6 +11,9 @@
 //! - [`WorkflowStore`] leases carry a generation; heartbeats and receipts are fenced on it
 //!   and leases are timed by the database clock (D2, D3).
 
+/// The domain, re-exported for crates that may depend on ports only (workflows, agents).
+pub use agentroom_domain as domain;
+
 pub mod clock;
 pub mod delta;
 pub mod notify;
