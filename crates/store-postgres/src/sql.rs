@@ -231,14 +231,16 @@ SELECT room_id, author, body::text FROM room_events WHERE event_id = $1::uuid";
 
 // --- Operations -----------------------------------------------------------------------------
 
-/// The columns an operation record is read from, in `OperationRecord` order; the lease has
-/// expired when there is none or its time has passed by the database clock.
+/// The columns an operation record is read from (the table aliased `o`), in `OperationRecord`
+/// order; the lease has expired when there is none or its time has passed by the database
+/// clock.
 macro_rules! operation_columns {
     () => {
-        "op_id::text, room_id, request::text, status, lease_generation, lease_owner, \
-         (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp()), \
-         cancel_requested, receipt::text, recovery_attempts, dead_letter_reason, \
-         resolution::text"
+        "o.op_id::text, o.room_id, o.request::text, o.status, o.lease_generation, \
+         o.lease_owner, \
+         (o.lease_expires_at IS NULL OR o.lease_expires_at <= clock_timestamp()), \
+         o.cancel_requested, o.receipt::text, o.recovery_attempts, o.dead_letter_reason, \
+         o.resolution::text"
     };
 }
 
@@ -306,21 +308,21 @@ WHERE op_id = $1::uuid AND status IN ('uncertain', 'dead_letter')";
 pub const SELECT_OPERATION: &str = concat!(
     "SELECT ",
     operation_columns!(),
-    " FROM operations WHERE op_id = $1::uuid"
+    " FROM operations o WHERE o.op_id = $1::uuid"
 );
 
 /// Every operation not applied or resolved, oldest first.
 pub const SELECT_OPEN_OPERATIONS: &str = concat!(
     "SELECT ",
     operation_columns!(),
-    " FROM operations WHERE status NOT IN ('applied', 'resolved') ORDER BY seq"
+    " FROM operations o WHERE o.status NOT IN ('applied', 'resolved') ORDER BY o.seq"
 );
 
 /// Every operation of status `$1`, oldest first.
 pub const SELECT_OPERATIONS_BY_STATUS: &str = concat!(
     "SELECT ",
     operation_columns!(),
-    " FROM operations WHERE status = $1 ORDER BY seq"
+    " FROM operations o WHERE o.status = $1 ORDER BY o.seq"
 );
 
 // --- Outbox ---------------------------------------------------------------------------------

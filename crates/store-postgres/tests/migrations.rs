@@ -7,8 +7,9 @@ mod common;
 
 use agentroom_domain::ids::{RoomId, Timestamp};
 use agentroom_planning::{Columns, NewPlan, PlanningRepository, RepoError};
+use agentroom_ports::StoreError;
 use agentroom_store_postgres::migrate::{down, status, up};
-use agentroom_store_postgres::{MigrationState, MigrationStatus, PgPlanning, PgPool};
+use agentroom_store_postgres::{MigrationState, MigrationStatus, PgPlanning, PgPool, PgRooms};
 
 /// The store refuses the pool; returns the refusal's detail and checks its advice.
 async fn not_migrated(pool: &PgPool) -> String {
@@ -60,8 +61,15 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
     assert!(!table_exists(&pool, "planning_plans").await);
     assert_eq!(
         states(&status(&pool).await.unwrap()),
-        [(1, "create planning", MigrationState::Pending)]
+        [
+            (1, "create planning", MigrationState::Pending),
+            (2, "create rooms", MigrationState::Pending)
+        ]
     );
+    assert!(matches!(
+        PgRooms::from_pool(pool.clone()).await,
+        Err(StoreError::NotMigrated(_))
+    ));
     pool.close().await;
     common::drop_schema(&schema).await;
 }
@@ -69,13 +77,17 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
 #[tokio::test]
 async fn d5_migrate_up_then_status_then_down() {
     let (schema, pool) = common::fresh_schema().await;
-    assert_eq!(up(&pool).await.unwrap(), [1]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2]);
     let listed = status(&pool).await.unwrap();
     assert_eq!(
         states(&listed),
-        [(1, "create planning", MigrationState::Applied)]
+        [
+            (1, "create planning", MigrationState::Applied),
+            (2, "create rooms", MigrationState::Applied)
+        ]
     );
-    assert!(listed[0].applied());
+    assert!(listed.iter().all(MigrationStatus::applied));
+    let rooms = PgRooms::from_pool(pool.clone()).await.unwrap();
     // Migrating again is a no-op.
     assert_eq!(up(&pool).await.unwrap(), Vec::<i64>::new());
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
@@ -83,13 +95,26 @@ async fn d5_migrate_up_then_status_then_down() {
     store.create_plan(&room, &plan()).await.unwrap();
     assert_eq!(store.plans(&room).await.unwrap().len(), 1);
 
-    assert_eq!(down(&pool).await.unwrap(), [1]);
-    for table in ["planning_plans", "planning_tasks"] {
+    assert_eq!(down(&pool).await.unwrap(), [2, 1]);
+    for table in [
+        "planning_plans",
+        "planning_tasks",
+        "rooms",
+        "room_history",
+        "room_snapshots",
+        "room_events",
+        "operations",
+        "ledger_entries",
+        "outbox",
+    ] {
         assert!(!table_exists(&pool, table).await, "{table} survived down");
     }
     assert_eq!(
         states(&status(&pool).await.unwrap()),
-        [(1, "create planning", MigrationState::Pending)]
+        [
+            (1, "create planning", MigrationState::Pending),
+            (2, "create rooms", MigrationState::Pending)
+        ]
     );
     let detail = not_migrated(&pool).await;
     assert!(
@@ -103,8 +128,12 @@ async fn d5_migrate_up_then_status_then_down() {
         }
         other => panic!("expected NotMigrated, got {other:?}"),
     }
+    match agentroom_ports::RoomStore::load(&rooms, &room).await {
+        Err(StoreError::NotMigrated(detail)) => assert!(detail.contains("rooms"), "{detail}"),
+        other => panic!("expected NotMigrated, got {other:?}"),
+    }
     // Up again works on the reverted schema.
-    assert_eq!(up(&pool).await.unwrap(), [1]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2]);
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     assert!(store.plans(&room).await.unwrap().is_empty());
     pool.close().await;
@@ -124,7 +153,10 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
     assert!(detail.contains("different SQL"), "{detail}");
     assert_eq!(
         states(&status(&pool).await.unwrap()),
-        [(1, "create planning", MigrationState::Changed)]
+        [
+            (1, "create planning", MigrationState::Changed),
+            (2, "create rooms", MigrationState::Applied)
+        ]
     );
 
     sqlx::query("UPDATE _sqlx_migrations SET success = false WHERE version = 1")
@@ -135,7 +167,10 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
     assert!(detail.contains("failed"), "{detail}");
     assert_eq!(
         states(&status(&pool).await.unwrap()),
-        [(1, "create planning", MigrationState::Failed)]
+        [
+            (1, "create planning", MigrationState::Failed),
+            (2, "create rooms", MigrationState::Applied)
+        ]
     );
 
     // Repaired by hand (as an operator would), the store opens again.
@@ -168,6 +203,7 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
         states(&status(&pool).await.unwrap()),
         [
             (1, "create planning", MigrationState::Applied),
+            (2, "create rooms", MigrationState::Applied),
             (9999, "from the future", MigrationState::Unknown)
         ]
     );

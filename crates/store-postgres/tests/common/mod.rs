@@ -10,7 +10,7 @@
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentroom_store_postgres::{PgPlanning, PgPool, migrate};
+use agentroom_store_postgres::{PgPlanning, PgPool, PgRooms, migrate};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
@@ -88,6 +88,11 @@ async fn drop_stale(conn: &mut PgConnection) {
 
 /// A fresh, empty schema: its name and a pool whose connections see only it.
 pub async fn fresh_schema() -> (String, PgPool) {
+    fresh_schema_with(10).await
+}
+
+/// [`fresh_schema`] with a pool of up to `connections`.
+pub async fn fresh_schema_with(connections: u32) -> (String, PgPool) {
     let mut conn = admin().await;
     drop_stale(&mut conn).await;
     let mut random = [0u8; 6];
@@ -96,7 +101,7 @@ pub async fn fresh_schema() -> (String, PgPool) {
     ddl(&mut conn, "CREATE SCHEMA {schema}", &schema).await;
     conn.close().await.ok();
     let pool = PgPoolOptions::new()
-        .max_connections(10)
+        .max_connections(connections)
         .connect_with(options().options([("search_path", schema.as_str())]))
         .await
         .unwrap_or_else(|e| panic!("connecting to schema {schema}: {e}"));
@@ -120,4 +125,21 @@ pub async fn migrated_store() -> (String, PgPlanning) {
         .await
         .unwrap_or_else(|e| panic!("opening the store on {schema}: {e}"));
     (schema, store)
+}
+
+/// A fresh schema, migrated, and the Room store over it.
+pub async fn migrated_rooms() -> (String, PgRooms) {
+    let (schema, pool) = fresh_schema().await;
+    let store = migrate_rooms(&schema, pool).await;
+    (schema, store)
+}
+
+/// Migrates the schema `pool` sees and opens the Room store over it.
+pub async fn migrate_rooms(schema: &str, pool: PgPool) -> PgRooms {
+    migrate::up(&pool)
+        .await
+        .unwrap_or_else(|e| panic!("migrating {schema}: {e}"));
+    PgRooms::from_pool(pool)
+        .await
+        .unwrap_or_else(|e| panic!("opening the Room store on {schema}: {e}"))
 }
