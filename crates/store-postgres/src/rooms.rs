@@ -19,8 +19,8 @@ use agentroom_ports::{
     StoreError, StoredRoom,
 };
 use async_trait::async_trait;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
@@ -30,6 +30,13 @@ use crate::sql;
 /// A new snapshot is written once the deltas since the last one outweigh it, but never for
 /// less than this many delta bytes (tiny states gain nothing from frequent snapshots).
 const MIN_SNAPSHOT_INTERVAL_BYTES: i64 = 16 * 1024;
+
+/// Rooms whose last known state a store keeps; past this many it forgets them all.
+const KNOWN_ROOMS: usize = 1024;
+
+/// A load of a Room this process knows at most this many revisions behind reads only the
+/// deltas since; further behind, the latest snapshot and the deltas after it.
+const CATCH_UP_REVISIONS: i64 = 64;
 
 /// What this process last learned about a Room's snapshot, to decide whether a commit also
 /// writes one. Only a hint: a stale one costs an early or a late snapshot, never correctness.
@@ -41,13 +48,24 @@ struct SnapshotHint {
     snapshot_bytes: i64,
 }
 
+/// The state of a Room at a revision this process loaded or committed, as the JSON document
+/// history deltas apply to. A revision's state never changes, so it is never stale: a commit
+/// at `expected == revision` diffs against it (instead of serializing the caller's previous
+/// state again), and a load applies only the deltas committed since.
+#[derive(Debug, Clone)]
+struct Known {
+    revision: Revision,
+    document: Arc<Value>,
+    hint: SnapshotHint,
+}
+
 /// Room state, history, events, operations and the outbox on PostgreSQL: implements
 /// [`RoomStore`], [`WorkflowStore`](agentroom_ports::WorkflowStore) and [`Outbox`]. Cheap to
-/// clone (a pool and a shared hint table).
+/// clone (a pool and a shared table of the Rooms' last known states).
 #[derive(Debug, Clone)]
 pub struct PgRooms {
     pub(crate) pool: PgPool,
-    hints: Arc<Mutex<HashMap<RoomId, SnapshotHint>>>,
+    known: Arc<Mutex<HashMap<RoomId, Known>>>,
 }
 
 impl PgRooms {
@@ -67,7 +85,7 @@ impl PgRooms {
         check_migrated(&pool).await.map_err(StoreError::from)?;
         Ok(Self {
             pool,
-            hints: Arc::new(Mutex::new(HashMap::new())),
+            known: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
@@ -76,19 +94,22 @@ impl PgRooms {
         &self.pool
     }
 
-    fn hint(&self, room: &RoomId) -> Option<SnapshotHint> {
-        self.hints
+    fn known(&self, room: &RoomId) -> Option<Known> {
+        self.known
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(room)
-            .copied()
+            .cloned()
     }
 
-    fn learn(&self, room: &RoomId, hint: SnapshotHint) {
-        self.hints
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(room.clone(), hint);
+    /// Remembers `known`, the latest revision this process saw (any revision's state is
+    /// correct for that revision; the latest one saves the most work).
+    fn learn(&self, room: &RoomId, known: Known) {
+        let mut table = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if table.len() >= KNOWN_ROOMS && !table.contains_key(room) {
+            table.clear();
+        }
+        table.insert(room.clone(), known);
     }
 }
 
@@ -141,17 +162,23 @@ fn as_i64(n: u64) -> i64 {
 /// Rebuilds a state from a stored document and the deltas after it.
 fn rebuild(state: &str, deltas: &[String]) -> Result<Value, StoreError> {
     let mut value: Value = parse_json("a Room snapshot", state)?;
-    for (i, text) in deltas.iter().enumerate() {
-        let delta: Delta = parse_json("a Room history delta", text)?;
-        delta
-            .apply(&mut value)
-            .map_err(|e| StoreError::Corrupt(format!("history delta {i} after a snapshot: {e}")))?;
-    }
+    apply(&mut value, deltas)?;
     Ok(value)
 }
 
-fn room_state(value: Value) -> Result<RoomState, StoreError> {
-    serde_json::from_value(value)
+/// Applies stored deltas, in order, to a document.
+fn apply(value: &mut Value, deltas: &[String]) -> Result<(), StoreError> {
+    for (i, text) in deltas.iter().enumerate() {
+        let delta: Delta = parse_json("a Room history delta", text)?;
+        delta
+            .apply(value)
+            .map_err(|e| StoreError::Corrupt(format!("history delta {i} of a rebuild: {e}")))?;
+    }
+    Ok(())
+}
+
+fn room_state(value: &Value) -> Result<RoomState, StoreError> {
+    RoomState::deserialize(value)
         .map_err(|e| StoreError::Corrupt(format!("a rebuilt Room state: {e}")))
 }
 
@@ -210,7 +237,9 @@ impl RoomStore for PgRooms {
     #[tracing::instrument(level = "debug", skip_all, fields(room = %state.room()))]
     async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError> {
         let room = state.room();
-        let text = to_json("a Room state", state)?;
+        let document = serde_json::to_value(state)
+            .map_err(|e| StoreError::Database(format!("serializing a Room state: {e}")))?;
+        let text = to_json("a Room state", &document)?;
         let ledger = to_json("the ledger", state.ledger().entries())?;
         let bytes = as_i64(text.len() as u64);
         let created: i64 = sqlx::query_scalar(sql::CREATE_ROOM)
@@ -227,9 +256,13 @@ impl RoomStore for PgRooms {
         }
         self.learn(
             room,
-            SnapshotHint {
-                since: 0,
-                snapshot_bytes: bytes,
+            Known {
+                revision: Revision::FIRST,
+                document: Arc::new(document),
+                hint: SnapshotHint {
+                    since: 0,
+                    snapshot_bytes: bytes,
+                },
             },
         );
         Ok(Revision::FIRST)
@@ -237,6 +270,11 @@ impl RoomStore for PgRooms {
 
     #[tracing::instrument(level = "debug", skip(self), fields(room = %room))]
     async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError> {
+        if let Some(known) = self.known(room)
+            && let Some(stored) = self.catch_up(room, known).await?
+        {
+            return Ok(Some(stored));
+        }
         let row: Option<(i64, i64, String, i64, i64, Vec<String>)> = sqlx::query_as(sql::LOAD_ROOM)
             .bind(room.as_str())
             .fetch_optional(&self.pool)
@@ -252,12 +290,17 @@ impl RoomStore for PgRooms {
                 deltas.len()
             )));
         }
-        let state = room_state(rebuild(&state, &deltas)?)?;
+        let document = rebuild(&state, &deltas)?;
+        let state = room_state(&document)?;
         self.learn(
             room,
-            SnapshotHint {
-                since,
-                snapshot_bytes,
+            Known {
+                revision: Revision(revision),
+                document: Arc::new(document),
+                hint: SnapshotHint {
+                    since,
+                    snapshot_bytes,
+                },
             },
         );
         Ok(Some(StoredRoom {
@@ -278,11 +321,18 @@ impl RoomStore for PgRooms {
                 "serializing a Room state: {e}"
             )))
         };
-        let previous = serde_json::to_value(commit.previous).map_err(serialize)?;
+        // The state at `expected` is what the caller passes as `previous`; when this process
+        // knows that revision, its document is the stored one and needs no serializing.
+        let known = self.known(room);
+        let hint = known.as_ref().map(|k| k.hint);
+        let previous = match known {
+            Some(known) if known.revision == expected => known.document,
+            _ => Arc::new(serde_json::to_value(commit.previous).map_err(serialize)?),
+        };
         let next = serde_json::to_value(commit.state).map_err(serialize)?;
         let delta = Delta::between(&previous, &next);
+        drop(previous);
         let delta_bytes = as_i64(json_len(&delta));
-        let hint = self.hint(room);
         let snapshot_due = hint.is_some_and(|h| {
             h.since.saturating_add(delta_bytes) >= h.snapshot_bytes.max(MIN_SNAPSHOT_INTERVAL_BYTES)
         });
@@ -327,6 +377,7 @@ impl RoomStore for PgRooms {
             snapshot_bytes,
         };
         let text = serde_json::to_string(&arg).map_err(serialize)?;
+        drop(arg);
         let row: Result<(String, Option<i64>, Option<i64>, Option<i64>), sqlx::Error> =
             sqlx::query_as(sql::COMMIT_ROOM)
                 .bind(&text)
@@ -352,9 +403,13 @@ impl RoomStore for PgRooms {
                 if let (Some(since), Some(snapshot_bytes)) = (since, snapshot_bytes) {
                     self.learn(
                         room,
-                        SnapshotHint {
-                            since,
-                            snapshot_bytes,
+                        Known {
+                            revision: Revision(revision),
+                            document: Arc::new(next),
+                            hint: SnapshotHint {
+                                since,
+                                snapshot_bytes,
+                            },
                         },
                     );
                 }
@@ -391,7 +446,7 @@ impl RoomStore for PgRooms {
         if i64::try_from(deltas.len()).ok() != revision.0.checked_sub(snapshot) {
             return Ok(None);
         }
-        Ok(Some(room_state(rebuild(&state, &deltas)?)?))
+        Ok(Some(room_state(&rebuild(&state, &deltas)?)?))
     }
 
     #[tracing::instrument(level = "debug", skip(self), fields(room = %room))]
@@ -437,6 +492,52 @@ impl RoomStore for PgRooms {
 }
 
 impl PgRooms {
+    /// Loads a Room this process knows by applying only the deltas committed since; `None`
+    /// when it is too far behind (or gone), so the caller loads from the latest snapshot.
+    async fn catch_up(
+        &self,
+        room: &RoomId,
+        known: Known,
+    ) -> Result<Option<StoredRoom>, StoreError> {
+        let row: Option<(i64, i64, i64, Option<Vec<String>>)> =
+            sqlx::query_as(sql::LOAD_ROOM_SINCE)
+                .bind(room.as_str())
+                .bind(known.revision.0)
+                .bind(CATCH_UP_REVISIONS)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(failed("loading a Room"))?;
+        let Some((revision, snapshot_bytes, since, Some(deltas))) = row else {
+            return Ok(None);
+        };
+        if i64::try_from(deltas.len()).ok() != revision.checked_sub(known.revision.0) {
+            return Ok(None);
+        }
+        let document = if deltas.is_empty() {
+            known.document
+        } else {
+            let mut document = Value::clone(&known.document);
+            apply(&mut document, &deltas)?;
+            Arc::new(document)
+        };
+        let state = room_state(&document)?;
+        self.learn(
+            room,
+            Known {
+                revision: Revision(revision),
+                document,
+                hint: SnapshotHint {
+                    since,
+                    snapshot_bytes,
+                },
+            },
+        );
+        Ok(Some(StoredRoom {
+            state,
+            revision: Revision(revision),
+        }))
+    }
+
     async fn stored_event(&self, id: EventId) -> Result<Option<Event>, StoreError> {
         let row: Option<(String, String, String)> = sqlx::query_as(sql::SELECT_EVENT)
             .bind(id.to_string())

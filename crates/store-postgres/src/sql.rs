@@ -189,6 +189,18 @@ FROM rooms r \
 JOIN room_snapshots s ON s.room_id = r.room_id AND s.revision = r.snapshot_revision \
 WHERE r.room_id = $1";
 
+/// A Room's current revision and the deltas after revision `$2`, when it is at most `$3`
+/// revisions ahead (NULL deltas otherwise). `$1` room.
+pub const LOAD_ROOM_SINCE: &str = "\
+SELECT r.revision, r.snapshot_bytes, r.bytes_since_snapshot, \
+       CASE WHEN r.revision >= $2 AND r.revision - $2 <= $3 THEN \
+           ARRAY(SELECT h.delta::text FROM room_history h \
+                 WHERE h.room_id = r.room_id AND h.revision > $2 \
+                 ORDER BY h.revision) \
+       END \
+FROM rooms r \
+WHERE r.room_id = $1";
+
 /// The nearest snapshot at or before a revision and the deltas up to it. `$1` room, `$2`
 /// revision.
 pub const ROOM_STATE_AT: &str = "\
