@@ -175,6 +175,21 @@ impl PlanningService {
         }
     }
 
+    /// The one plan named, or every plan of the Room in creation order.
+    async fn plans_for(
+        &self,
+        room: &RoomId,
+        plan_id: Option<&str>,
+    ) -> Result<Vec<Arc<PlanRecord>>, Outcome> {
+        match plan_id {
+            Some(plan_id) => Ok(vec![self.plan(room, plan_id).await?]),
+            None => match self.repo.plans(room).await {
+                Ok(plans) => Ok(plans.into_iter().map(Arc::new).collect()),
+                Err(error) => Err(Outcome::Failed(error)),
+            },
+        }
+    }
+
     fn lock_plans(&self) -> std::sync::MutexGuard<'_, HashMap<(RoomId, String), Arc<PlanRecord>>> {
         // A poisoned cache holds only immutable records; keep using it.
         self.plans
@@ -303,18 +318,9 @@ impl PlanningService {
     }
 
     async fn list_tasks(&self, room: &RoomId, list: TaskList) -> Answer {
-        let plans: Vec<Arc<PlanRecord>> = match &list.plan_id {
-            Some(plan_id) => match self.plan(room, plan_id).await {
-                Ok(plan) => vec![plan],
-                Err(outcome) => return outcome.into_answer(),
-            },
-            None => self
-                .repo
-                .plans(room)
-                .await?
-                .into_iter()
-                .map(Arc::new)
-                .collect(),
+        let plans = match self.plans_for(room, list.plan_id.as_deref()).await {
+            Ok(plans) => plans,
+            Err(outcome) => return outcome.into_answer(),
         };
         let mut listing = Vec::with_capacity(plans.len());
         for plan in &plans {
@@ -345,18 +351,9 @@ impl PlanningService {
     }
 
     async fn board(&self, room: &RoomId, board: PlanBoard) -> Answer {
-        let plans: Vec<Arc<PlanRecord>> = match &board.plan_id {
-            Some(plan_id) => match self.plan(room, plan_id).await {
-                Ok(plan) => vec![plan],
-                Err(outcome) => return outcome.into_answer(),
-            },
-            None => self
-                .repo
-                .plans(room)
-                .await?
-                .into_iter()
-                .map(Arc::new)
-                .collect(),
+        let plans = match self.plans_for(room, board.plan_id.as_deref()).await {
+            Ok(plans) => plans,
+            Err(outcome) => return outcome.into_answer(),
         };
         let mut boards = Vec::with_capacity(plans.len());
         for plan in plans {

@@ -11,12 +11,21 @@
 //! - [`WorkflowStore`] leases carry a generation; heartbeats and receipts are fenced on it
 //!   and leases are timed by the database clock (D2, D3).
 
+/// The domain, re-exported for crates that may depend on ports only (workflows, agents).
+pub use agentroom_domain as domain;
+
 pub mod clock;
 pub mod delta;
 pub mod notify;
 pub mod reconcile;
 pub mod rooms;
 pub mod workflows;
+
+#[cfg(feature = "test-util")]
+pub mod memory;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
 
 pub use clock::{Clock, SystemClock};
 pub use delta::{Delta, DeltaError};

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use agentroom_domain::engine::{LogEntry, Notification};
+use agentroom_domain::engine::{Decision, Effect, LogEntry, Notification};
 use agentroom_domain::event::Event;
 use agentroom_domain::ids::{EventId, OperationId, RoomId, Timestamp};
 use agentroom_domain::ledger::LedgerEntry;
@@ -10,7 +10,7 @@ use agentroom_domain::state::RoomState;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::workflows::{NewOperation, Receipt};
+use crate::workflows::{LeaseGrant, NewOperation, Receipt};
 
 /// A Room's revision: 1 when created, +1 per commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -146,6 +146,44 @@ impl<'a> Commit<'a> {
     }
 }
 
+impl<'a> Commit<'a> {
+    /// Everything `decision` writes: its state, log, new ledger entries, the operations its
+    /// `ReserveAndCall` effects create (with `lease` for the committer), its cancellations
+    /// and notifications.
+    pub fn decided(
+        room: &RoomId,
+        previous: &'a RoomState,
+        decision: &'a Decision,
+        at: Timestamp,
+        input: &'a str,
+        lease: Option<&LeaseGrant>,
+    ) -> Self {
+        let mut commit = Commit::state(previous, &decision.state, at, input);
+        commit.log = &decision.log;
+        let before = previous.ledger().entries().len();
+        commit.ledger = decision
+            .state
+            .ledger()
+            .entries()
+            .get(before..)
+            .map(<[LedgerEntry]>::to_vec)
+            .unwrap_or_default();
+        for effect in &decision.effects {
+            match effect {
+                Effect::ReserveAndCall(request) => commit.operations.push(NewOperation {
+                    room: room.clone(),
+                    request: request.clone(),
+                    lease: lease.cloned(),
+                }),
+                Effect::CancelCall { op } => commit.cancellations.push(*op),
+                Effect::Notify(notification) => commit.notifications.push(notification.clone()),
+                Effect::StopForAttention { .. } => {}
+            }
+        }
+        commit
+    }
+}
+
 /// Whether appending an event stored it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventAppend {
@@ -158,7 +196,8 @@ pub enum EventAppend {
 /// Room state, history and events.
 #[async_trait]
 pub trait RoomStore: Send + Sync {
-    /// Stores a new Room at [`Revision::FIRST`].
+    /// Stores a new Room at [`Revision::FIRST`], with its ledger's entries as the first
+    /// ledger rows.
     async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError>;
 
     /// A Room's current state and revision.

@@ -1,0 +1,845 @@
+//! The store conformance suite (feature `conformance`): every store runs these cases against
+//! a fresh database each (`store_conformance!(factory)`), and so does [`MemoryStore`], which
+//! checks the suite itself. States are reached through the domain's `decide`, never by hand.
+//!
+//! This is test code: a failed check panics, which is a failed test.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentroom_domain::catalog::MemoryCatalog;
+use agentroom_domain::engine::{
+    CallResult, Charge, Decision, Effect, Env, Input, MembershipChange, ReasonerResult, decide,
+};
+use agentroom_domain::event::{Event, EventBody};
+use agentroom_domain::ids::{DerivedIds, EventId, OperationId, PrincipalId, RoomId, Timestamp};
+use agentroom_domain::ledger::BudgetLedger;
+use agentroom_domain::money::UsdMicros;
+use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
+use agentroom_domain::room::Role;
+use agentroom_domain::state::{Quotes, RoomSetup, RoomState};
+use uuid::Uuid;
+
+use crate::memory::MemoryStore;
+use crate::notify::Outbox;
+use crate::rooms::{Commit, CommitError, EventAppend, Revision, RoomStore};
+use crate::workflows::{
+    Heartbeat, LeaseGrant, OperationFilter, OperationStatus, Receipt, ReceiptWrite, Resolution,
+    ResolutionOutcome, WorkflowStore,
+};
+
+/// Everything a store implements.
+pub trait Store: RoomStore + WorkflowStore + Outbox {}
+impl<T: RoomStore + WorkflowStore + Outbox> Store for T {}
+
+/// Generates one `#[tokio::test]` per case; `$factory` is an async fn returning a fresh,
+/// migrated `Arc<S>` where `S` implements [`Store`].
+#[macro_export]
+macro_rules! store_conformance {
+    ($factory:path) => {
+        $crate::store_conformance!(@cases $factory;
+            d1_a_stale_commit_is_a_conflict_and_changes_nothing,
+            d1_every_revision_is_rebuilt_from_history,
+            d1_concurrent_writers_reload_and_lose_nothing,
+            b1_operations_are_created_with_their_reservation_and_the_committers_lease,
+            d2_a_receipt_is_written_once_and_only_by_the_current_generation,
+            d2_a_commit_with_a_fenced_receipt_writes_nothing,
+            d3_a_cancellation_reaches_the_heartbeat,
+            claims_take_expired_leases_only_and_bump_the_generation,
+            concurrent_claimers_never_share_an_operation,
+            uncertain_dead_letter_and_operator_resolution,
+            t1_events_are_stored_once_by_id,
+            t5_notifications_are_stored_once_and_delivered,
+            ledger_rows_replay_to_the_stored_balances,
+            rooms_do_not_see_each_other,
+        );
+    };
+    (@cases $factory:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let store = $factory().await;
+                $crate::conformance::$case(store).await;
+            }
+        )*
+    };
+}
+
+const AT: Timestamp = Timestamp::from_millis(1_764_460_800_000);
+
+fn p(id: &str) -> PrincipalId {
+    PrincipalId::parse(id).unwrap()
+}
+
+/// A Room driven through `decide`, with ids derived from its own namespace so that two
+/// drivers never mint the same operation id.
+pub struct Driver {
+    /// The Room's current state (as last committed by this driver).
+    pub state: RoomState,
+    /// Its revision.
+    pub revision: Revision,
+    namespace: u128,
+    inputs: u128,
+    catalog: MemoryCatalog,
+}
+
+impl Driver {
+    /// A new Room `name` (owner `olive`, operator `oscar`), created in `store`.
+    pub async fn create<S: Store + ?Sized>(store: &S, name: &str, limit: i64) -> Driver {
+        let room = RoomId::parse(name).unwrap();
+        let state = RoomState::new(RoomSetup {
+            room,
+            owner: p("olive"),
+            policy: RoomPolicy::default(),
+            access: AccessPolicy::default(),
+            quotes: Quotes {
+                reasoner: UsdMicros::new(1_000),
+                specialist: UsdMicros::new(2_000),
+                reviewer: UsdMicros::new(500),
+            },
+            limit: UsdMicros::new(limit),
+        })
+        .unwrap();
+        let revision = store.create(&state, AT).await.unwrap();
+        assert_eq!(revision, Revision::FIRST);
+        let namespace = name
+            .bytes()
+            .fold(0x5eed_u128, |h, b| h.wrapping_mul(131) ^ u128::from(b));
+        let mut driver = Driver {
+            state,
+            revision,
+            namespace,
+            inputs: 0,
+            catalog: MemoryCatalog::new(),
+        };
+        let decision = driver.decide(Input::ChangeMembership {
+            by: p("olive"),
+            principal: p("oscar"),
+            role: Role::Operator,
+            change: MembershipChange::Grant,
+        });
+        driver
+            .commit(store, &decision, "change_membership")
+            .await
+            .unwrap();
+        driver
+    }
+
+    /// The Room's id.
+    pub fn room(&self) -> RoomId {
+        self.state.room().clone()
+    }
+
+    /// Decides `input` against the driver's state (without committing).
+    pub fn decide(&mut self, input: Input) -> Decision {
+        self.inputs += 1;
+        let mut ids = DerivedIds::new(Uuid::from_u128(self.namespace ^ (self.inputs << 64)));
+        let mut env = Env {
+            now: Timestamp::from_millis(
+                AT.as_millis() + i64::try_from(self.inputs).unwrap() * 1000,
+            ),
+            ids: &mut ids,
+            catalog: &self.catalog,
+        };
+        decide(&self.state, input, &mut env).unwrap()
+    }
+
+    /// Commits `decision` (operations leased to `runner` for 60 s) and keeps its state.
+    pub async fn commit<S: Store + ?Sized>(
+        &mut self,
+        store: &S,
+        decision: &Decision,
+        input: &str,
+    ) -> Result<Revision, CommitError> {
+        let lease = lease("runner", 60_000);
+        let commit = Commit::decided(&self.room(), &self.state, decision, AT, input, Some(&lease));
+        let revision = store.commit(&self.room(), self.revision, commit).await?;
+        self.state = decision.state.clone();
+        self.revision = revision;
+        Ok(revision)
+    }
+
+    /// The owner posts a message: one reasoner call is reserved. Returns the decision.
+    pub fn owner_message(&mut self, text: &str) -> Decision {
+        self.inputs += 1;
+        let id = EventId::from_uuid(Uuid::from_u128(self.namespace.wrapping_add(self.inputs)));
+        self.inputs -= 1;
+        self.decide(Input::EventAccepted(Event {
+            id,
+            room: self.room(),
+            author: p("olive"),
+            body: EventBody::OwnerMessage {
+                text: text.to_owned(),
+            },
+        }))
+    }
+
+    /// The operator raises the limit.
+    pub fn raise(&mut self, micros: i64) -> Decision {
+        self.decide(Input::RaiseLimit {
+            by: p("oscar"),
+            amount: UsdMicros::new(micros),
+        })
+    }
+}
+
+/// A lease for `owner` of `millis`.
+pub fn lease(owner: &str, millis: u64) -> LeaseGrant {
+    LeaseGrant {
+        owner: owner.to_owned(),
+        duration: Duration::from_millis(millis),
+    }
+}
+
+fn reserved_op(decision: &Decision) -> OperationId {
+    decision
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::ReserveAndCall(request) => Some(request.op),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no reservation in {:?}", decision.effects))
+}
+
+fn answer() -> Receipt {
+    Receipt {
+        charge: Charge::Actual(UsdMicros::new(400)),
+        result: CallResult::Reasoner(ReasonerResult::FormatError {
+            detail: "not JSON".to_owned(),
+        }),
+    }
+}
+
+/// D1: a commit on a stale revision is a typed conflict and writes nothing.
+pub async fn d1_a_stale_commit_is_a_conflict_and_changes_nothing<S: Store>(store: Arc<S>) {
+    let mut a = Driver::create(&*store, "cas", 1_000_000).await;
+    let stale = a.revision;
+    let state_before = a.state.clone();
+    let first = a.raise(1_000);
+    a.commit(&*store, &first, "raise_limit").await.unwrap();
+    let ledger_rows = store.ledger(&a.room()).await.unwrap().len();
+
+    // A second writer that loaded the same revision decides something else and commits.
+    let mut b = Driver {
+        state: state_before.clone(),
+        revision: stale,
+        namespace: 99,
+        inputs: 0,
+        catalog: MemoryCatalog::new(),
+    };
+    let decision = b.owner_message("hello");
+    let commit = Commit::decided(
+        &b.room(),
+        &state_before,
+        &decision,
+        AT,
+        "event_accepted",
+        Some(&lease("r", 60_000)),
+    );
+    match store.commit(&b.room(), stale, commit).await {
+        Err(CommitError::Conflict {
+            expected, actual, ..
+        }) => {
+            assert_eq!(expected, stale);
+            assert_eq!(actual, a.revision);
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let stored = store.load(&a.room()).await.unwrap().unwrap();
+    assert_eq!(stored.revision, a.revision);
+    assert_eq!(stored.state, a.state);
+    assert_eq!(store.ledger(&a.room()).await.unwrap().len(), ledger_rows);
+    assert!(
+        store
+            .operation(reserved_op(&decision))
+            .await
+            .unwrap()
+            .is_none(),
+        "no operation row"
+    );
+}
+
+/// D1: every accepted revision can be rebuilt from history.
+pub async fn d1_every_revision_is_rebuilt_from_history<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "history", 10_000_000).await;
+    let mut states = vec![(d.revision, d.state.clone())];
+    for i in 0..70 {
+        let decision = if i % 3 == 0 {
+            d.owner_message(&format!("m{i}"))
+        } else {
+            d.raise(10 + i)
+        };
+        d.commit(&*store, &decision, "x").await.unwrap();
+        states.push((d.revision, d.state.clone()));
+    }
+    let first = store
+        .state_at(&d.room(), Revision::FIRST)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.members().holders(Role::Operator).count(),
+        0,
+        "revision 1 is the created Room"
+    );
+    for (revision, state) in &states {
+        let rebuilt = store.state_at(&d.room(), *revision).await.unwrap();
+        assert_eq!(rebuilt.as_ref(), Some(state), "revision {revision}");
+    }
+    assert!(
+        store
+            .state_at(&d.room(), d.revision.next())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let loaded = store.load(&d.room()).await.unwrap().unwrap();
+    assert_eq!((loaded.revision, &loaded.state), (d.revision, &d.state));
+}
+
+/// D1: writers racing on one Room each reload on conflict; every accepted commit is kept.
+pub async fn d1_concurrent_writers_reload_and_lose_nothing<S: Store + 'static>(store: Arc<S>) {
+    let d = Driver::create(&*store, "race", 100_000_000).await;
+    let room = d.room();
+    let writers = 6;
+    let per_writer = 10;
+    let mut joins = Vec::new();
+    for w in 0..writers {
+        let store = Arc::clone(&store);
+        let room = room.clone();
+        joins.push(tokio::spawn(async move {
+            let mut done = 0;
+            let mut conflicts = 0;
+            let mut inputs = 0u128;
+            while done < per_writer {
+                let stored = store.load(&room).await.unwrap().unwrap();
+                let mut driver = Driver {
+                    state: stored.state,
+                    revision: stored.revision,
+                    namespace: 1_000 + w,
+                    inputs,
+                    catalog: MemoryCatalog::new(),
+                };
+                let decision = driver.raise(1);
+                inputs = driver.inputs;
+                match driver.commit(&*store, &decision, "raise_limit").await {
+                    Ok(_) => done += 1,
+                    Err(CommitError::Conflict { .. }) => conflicts += 1,
+                    Err(other) => panic!("{other}"),
+                }
+            }
+            conflicts
+        }));
+    }
+    for join in joins {
+        join.await.unwrap();
+    }
+    let stored = store.load(&room).await.unwrap().unwrap();
+    let total = i64::try_from(writers * per_writer).unwrap();
+    assert_eq!(stored.revision, Revision(d.revision.0 + total));
+    let limit = stored.state.ledger().balances().limit;
+    assert_eq!(
+        limit,
+        UsdMicros::new(100_000_000 + total),
+        "every raise kept once"
+    );
+    let replayed = BudgetLedger::replay(&store.ledger(&room).await.unwrap()).unwrap();
+    assert_eq!(replayed.balances(), stored.state.ledger().balances());
+}
+
+/// B1: the operation row and its reservation are committed together, with the committer's
+/// lease (generation 1); creating it again (a retried decision) changes nothing.
+pub async fn b1_operations_are_created_with_their_reservation_and_the_committers_lease<S: Store>(
+    store: Arc<S>,
+) {
+    let mut d = Driver::create(&*store, "reserve", 1_000_000).await;
+    let decision = d.owner_message("plan something");
+    let op = reserved_op(&decision);
+    let previous = d.state.clone();
+    d.commit(&*store, &decision, "event_accepted")
+        .await
+        .unwrap();
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::InFlight);
+    assert_eq!(record.generation, 1);
+    assert_eq!(record.lease_owner.as_deref(), Some("runner"));
+    assert!(!record.lease_expired);
+    assert_eq!(record.room, d.room());
+    assert_eq!(record.request.op, op);
+    assert!(d.state.ledger().balances().reserved.is_positive());
+
+    // The same decision retried after a conflict: the operation is not created twice.
+    let again = d.raise(5);
+    let mut commit = Commit::decided(
+        &d.room(),
+        &d.state,
+        &again,
+        AT,
+        "raise_limit",
+        Some(&lease("other", 1)),
+    );
+    commit.operations = Commit::decided(
+        &d.room(),
+        &previous,
+        &decision,
+        AT,
+        "x",
+        Some(&lease("other", 1)),
+    )
+    .operations;
+    store.commit(&d.room(), d.revision, commit).await.unwrap();
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(
+        record.lease_owner.as_deref(),
+        Some("runner"),
+        "the first row stays"
+    );
+    assert_eq!(
+        store.operations(OperationFilter::Open).await.unwrap().len(),
+        1
+    );
+}
+
+/// D2: a receipt is written once, only by the current lease generation; a stale generation
+/// can neither write one nor extend its heartbeat.
+pub async fn d2_a_receipt_is_written_once_and_only_by_the_current_generation<S: Store>(
+    store: Arc<S>,
+) {
+    let mut d = Driver::create(&*store, "fence", 1_000_000).await;
+    let decision = d.owner_message("go");
+    let op = reserved_op(&decision);
+    let mut commit = Commit::decided(
+        &d.room(),
+        &d.state,
+        &decision,
+        AT,
+        "event_accepted",
+        Some(&lease("a", 0)),
+    );
+    commit
+        .operations
+        .iter_mut()
+        .for_each(|o| o.lease = Some(lease("a", 0)));
+    d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    d.state = decision.state.clone();
+    // The lease (0 ms) has expired: another runner claims it at generation 2.
+    let claimed = store.claim_expired(lease("b", 60_000), 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].generation, 2);
+    assert_eq!(
+        store
+            .heartbeat(op, 1, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Heartbeat::Fenced
+    );
+    assert_eq!(
+        store.record_receipt(op, 1, &answer()).await.unwrap(),
+        ReceiptWrite::Fenced
+    );
+    assert!(!store.mark_uncertain(op, 1).await.unwrap());
+    assert_eq!(
+        store
+            .heartbeat(op, 2, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Heartbeat::Extended { cancel: false }
+    );
+    assert_eq!(
+        store.record_receipt(op, 2, &answer()).await.unwrap(),
+        ReceiptWrite::Recorded
+    );
+    assert_eq!(
+        store.record_receipt(op, 2, &answer()).await.unwrap(),
+        ReceiptWrite::Fenced,
+        "once"
+    );
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::Receipted);
+    assert_eq!(record.receipt, Some(answer()));
+    assert!(
+        store
+            .claim_expired(lease("c", 60_000), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a receipted op is not claimed"
+    );
+}
+
+/// D2: a commit carrying a receipt of a stale generation writes nothing at all.
+pub async fn d2_a_commit_with_a_fenced_receipt_writes_nothing<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "fenced-commit", 1_000_000).await;
+    let decision = d.owner_message("go");
+    let op = reserved_op(&decision);
+    d.commit(&*store, &decision, "event_accepted")
+        .await
+        .unwrap();
+    let returned = d.decide(Input::CallReturned {
+        op,
+        charge: Charge::Actual(UsdMicros::new(400)),
+        result: answer().result,
+    });
+    let before = (
+        store.load(&d.room()).await.unwrap().unwrap(),
+        store.ledger(&d.room()).await.unwrap(),
+    );
+    let mut commit = Commit::decided(&d.room(), &d.state, &returned, AT, "call_returned", None);
+    commit.receipts.push((op, 7, answer()));
+    commit.applied.push(op);
+    match store.commit(&d.room(), d.revision, commit).await {
+        Err(CommitError::Fenced {
+            op: fenced,
+            generation,
+        }) => assert_eq!((fenced, generation), (op, 7)),
+        other => panic!("expected fenced, got {other:?}"),
+    }
+    let after = (
+        store.load(&d.room()).await.unwrap().unwrap(),
+        store.ledger(&d.room()).await.unwrap(),
+    );
+    assert_eq!(after, before);
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.receipt),
+        (OperationStatus::InFlight, None)
+    );
+
+    // With the current generation it commits: receipt and settlement together.
+    let mut commit = Commit::decided(&d.room(), &d.state, &returned, AT, "call_returned", None);
+    commit.receipts.push((op, 1, answer()));
+    commit.applied.push(op);
+    d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::Applied);
+    assert_eq!(record.receipt, Some(answer()));
+    let open = store.operations(OperationFilter::Open).await.unwrap();
+    assert!(
+        open.iter().all(|o| o.op() != op),
+        "an applied operation is not open"
+    );
+}
+
+/// D3: a cancellation committed with a decision reaches the running call's heartbeat.
+pub async fn d3_a_cancellation_reaches_the_heartbeat<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "cancel", 1_000_000).await;
+    let decision = d.owner_message("go");
+    let op = reserved_op(&decision);
+    d.commit(&*store, &decision, "event_accepted")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .heartbeat(op, 1, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Heartbeat::Extended { cancel: false }
+    );
+    let raise = d.raise(1);
+    let mut commit = Commit::decided(&d.room(), &d.state, &raise, AT, "control", None);
+    commit.cancellations.push(op);
+    d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    assert_eq!(
+        store
+            .heartbeat(op, 1, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Heartbeat::Extended { cancel: true }
+    );
+    assert!(store.operation(op).await.unwrap().unwrap().cancel_requested);
+}
+
+/// Claims take only expired leases, bump the generation and count a recovery attempt.
+pub async fn claims_take_expired_leases_only_and_bump_the_generation<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "claims", 1_000_000).await;
+    let live = d.owner_message("live");
+    let live_op = reserved_op(&live);
+    d.commit(&*store, &live, "event_accepted").await.unwrap();
+    assert!(
+        store
+            .claim_expired(lease("b", 60_000), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a live lease is not claimed"
+    );
+    let expiring = d.owner_message("expiring");
+    let op = reserved_op(&expiring);
+    let commit = Commit::decided(
+        &d.room(),
+        &d.state,
+        &expiring,
+        AT,
+        "event_accepted",
+        Some(&lease("a", 0)),
+    );
+    d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    d.state = expiring.state.clone();
+    let claimed = store.claim_expired(lease("b", 60_000), 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].record.op(), op);
+    assert_eq!(claimed[0].generation, 2);
+    assert_eq!(claimed[0].record.recovery_attempts, 1);
+    assert_eq!(claimed[0].record.lease_owner.as_deref(), Some("b"));
+    assert!(
+        store
+            .claim_expired(lease("c", 60_000), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "claimed once"
+    );
+    assert_eq!(
+        store.operation(live_op).await.unwrap().unwrap().generation,
+        1
+    );
+}
+
+/// Concurrent claimers never get the same operation.
+pub async fn concurrent_claimers_never_share_an_operation<S: Store + 'static>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "claimers", 100_000_000).await;
+    let mut ops = BTreeSet::new();
+    for i in 0..12 {
+        let decision = d.owner_message(&format!("m{i}"));
+        ops.insert(reserved_op(&decision));
+        let commit = Commit::decided(
+            &d.room(),
+            &d.state,
+            &decision,
+            AT,
+            "event_accepted",
+            Some(&lease("gone", 0)),
+        );
+        d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+        d.state = decision.state.clone();
+    }
+    let mut joins = Vec::new();
+    for c in 0..4 {
+        let store = Arc::clone(&store);
+        joins.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let claimed = store
+                    .claim_expired(lease(&format!("c{c}"), 60_000), 2)
+                    .await
+                    .unwrap();
+                if claimed.is_empty() {
+                    break;
+                }
+                mine.extend(claimed.into_iter().map(|c| c.record.op()));
+            }
+            mine
+        }));
+    }
+    let mut all = Vec::new();
+    for join in joins {
+        all.extend(join.await.unwrap());
+    }
+    let distinct: BTreeSet<OperationId> = all.iter().copied().collect();
+    assert_eq!(all.len(), distinct.len(), "an operation was claimed twice");
+    assert_eq!(distinct, ops);
+}
+
+/// Uncertain and dead-lettered operations wait for an operator, whose resolution is
+/// recorded with who and why; nothing else can resolve.
+pub async fn uncertain_dead_letter_and_operator_resolution<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "resolve", 1_000_000).await;
+    let first = d.owner_message("one");
+    let a = reserved_op(&first);
+    d.commit(&*store, &first, "event_accepted").await.unwrap();
+    let second = d.owner_message("two");
+    let b = reserved_op(&second);
+    d.commit(&*store, &second, "event_accepted").await.unwrap();
+    let resolution = Resolution {
+        outcome: ResolutionOutcome::Failed,
+        operator: "oscar".to_owned(),
+        reason: "provider says it never ran".to_owned(),
+        at: AT,
+    };
+    assert!(
+        !store.resolve(a, &resolution).await.unwrap(),
+        "an in-flight op is not resolved"
+    );
+    assert!(store.mark_uncertain(a, 1).await.unwrap());
+    assert!(
+        store
+            .dead_letter(b, "recovery gave up after 3 attempts")
+            .await
+            .unwrap()
+    );
+    let uncertain = store
+        .operations(OperationFilter::Status(OperationStatus::Uncertain))
+        .await
+        .unwrap();
+    assert_eq!(
+        uncertain.iter().map(|o| o.op()).collect::<Vec<_>>(),
+        vec![a]
+    );
+    let dead = store
+        .operations(OperationFilter::Status(OperationStatus::DeadLetter))
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        dead[0].dead_letter_reason.as_deref(),
+        Some("recovery gave up after 3 attempts")
+    );
+    assert!(
+        store
+            .claim_expired(lease("x", 1), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "never replayed"
+    );
+    assert!(store.resolve(a, &resolution).await.unwrap());
+    assert!(store.resolve(b, &resolution).await.unwrap());
+    assert!(
+        !store.resolve(b, &resolution).await.unwrap(),
+        "resolved once"
+    );
+    let record = store.operation(a).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::Resolved);
+    assert_eq!(record.resolution, Some(resolution));
+    assert!(
+        store
+            .operations(OperationFilter::Open)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// T1: an event is stored once by its id; the same id with other content is refused.
+pub async fn t1_events_are_stored_once_by_id<S: Store>(store: Arc<S>) {
+    let d = Driver::create(&*store, "events", 1_000_000).await;
+    let event = Event {
+        id: EventId::from_uuid(Uuid::from_u128(42)),
+        room: d.room(),
+        author: p("olive"),
+        body: EventBody::OwnerMessage {
+            text: "hello".to_owned(),
+        },
+    };
+    assert_eq!(
+        store.append_event(&event, AT).await.unwrap(),
+        EventAppend::Inserted
+    );
+    assert_eq!(
+        store.append_event(&event, AT).await.unwrap(),
+        EventAppend::Existed
+    );
+    let mut other = event.clone();
+    other.body = EventBody::OwnerMessage {
+        text: "changed".to_owned(),
+    };
+    assert!(store.append_event(&other, AT).await.is_err());
+    assert_eq!(
+        store.event(&d.room(), event.id).await.unwrap(),
+        Some(event.clone())
+    );
+    assert_eq!(
+        store
+            .event(&d.room(), EventId::from_uuid(Uuid::from_u128(43)))
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+/// T5: notifications are stored with the decision, once per id, until delivered.
+pub async fn t5_notifications_are_stored_once_and_delivered<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "outbox", 1_000_000).await;
+    let decision = d.raise(1);
+    let mut commit = Commit::decided(&d.room(), &d.state, &decision, AT, "raise_limit", None);
+    let note = agentroom_domain::engine::Notification {
+        id: agentroom_domain::ids::NotificationId::from_uuid(Uuid::from_u128(7)),
+        audience: agentroom_domain::engine::Audience::Operators,
+        objective: None,
+        text: "limit raised".to_owned(),
+    };
+    commit.notifications = vec![note.clone(), note.clone()];
+    d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    d.state = decision.state.clone();
+    // The same notification id from a later decision is not stored again.
+    let again = d.raise(1);
+    let mut commit = Commit::decided(&d.room(), &d.state, &again, AT, "raise_limit", None);
+    commit.notifications = vec![note.clone()];
+    store.commit(&d.room(), d.revision, commit).await.unwrap();
+    let pending = store.undelivered(10).await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].notification, note);
+    assert_eq!(pending[0].room, d.room());
+    store.mark_attempt(note.id).await.unwrap();
+    assert_eq!(store.undelivered(10).await.unwrap()[0].attempts, 1);
+    store.mark_delivered(note.id).await.unwrap();
+    store.mark_delivered(note.id).await.unwrap();
+    assert!(store.undelivered(10).await.unwrap().is_empty());
+}
+
+/// The ledger rows replay to the stored state's balances (reservations, settlements).
+pub async fn ledger_rows_replay_to_the_stored_balances<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "ledger", 1_000_000).await;
+    for i in 0..5 {
+        let decision = d.owner_message(&format!("m{i}"));
+        let op = reserved_op(&decision);
+        d.commit(&*store, &decision, "event_accepted")
+            .await
+            .unwrap();
+        let settled = d.decide(Input::CallReturned {
+            op,
+            charge: Charge::Actual(UsdMicros::new(100 * (i + 1))),
+            result: answer().result,
+        });
+        let mut commit = Commit::decided(&d.room(), &d.state, &settled, AT, "call_returned", None);
+        commit.receipts.push((op, 1, answer()));
+        commit.applied.push(op);
+        d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+        d.state = settled.state.clone();
+    }
+    let rows = store.ledger(&d.room()).await.unwrap();
+    assert_eq!(rows, d.state.ledger().entries());
+    let replayed = BudgetLedger::replay(&rows).unwrap();
+    assert_eq!(replayed.balances(), d.state.ledger().balances());
+    assert!(replayed.balances().spent.is_positive());
+}
+
+/// Nothing crosses Rooms.
+pub async fn rooms_do_not_see_each_other<S: Store>(store: Arc<S>) {
+    let a = Driver::create(&*store, "room-a", 1_000_000).await;
+    let b = Driver::create(&*store, "room-b", 2_000_000).await;
+    assert!(
+        store.create(&a.state, AT).await.is_err(),
+        "a Room is created once"
+    );
+    let event = Event {
+        id: EventId::from_uuid(Uuid::from_u128(9)),
+        room: a.room(),
+        author: p("olive"),
+        body: EventBody::OwnerMessage {
+            text: "mine".to_owned(),
+        },
+    };
+    store.append_event(&event, AT).await.unwrap();
+    assert_eq!(store.event(&b.room(), event.id).await.unwrap(), None);
+    assert_eq!(store.load(&b.room()).await.unwrap().unwrap().state, b.state);
+    assert_ne!(
+        store.ledger(&a.room()).await.unwrap(),
+        store.ledger(&b.room()).await.unwrap()
+    );
+    let unknown = RoomId::parse("nowhere").unwrap();
+    assert!(store.load(&unknown).await.unwrap().is_none());
+    let commit = Commit::state(&a.state, &a.state, AT, "x");
+    assert!(matches!(
+        store.commit(&unknown, Revision::FIRST, commit).await,
+        Err(CommitError::UnknownRoom(_))
+    ));
+}
+
+/// A fresh in-memory store (the suite's own check).
+pub async fn memory() -> Arc<MemoryStore> {
+    Arc::new(MemoryStore::new())
+}

@@ -1,0 +1,455 @@
+//! In-memory fakes of the stores (feature `test-util`): the reference the conformance suite
+//! checks itself against, and a quick store for unit tests of the crates above. Never used
+//! by a binary or an end-to-end test. Leases are timed by this process's monotonic clock.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use agentroom_domain::engine::Notification;
+use agentroom_domain::event::Event;
+use agentroom_domain::ids::{EventId, NotificationId, OperationId, RoomId, Timestamp};
+use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::state::RoomState;
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::delta::Delta;
+use crate::notify::{Outbox, OutboxItem};
+use crate::rooms::{Commit, CommitError, EventAppend, Revision, RoomStore, StoreError, StoredRoom};
+use crate::workflows::{
+    ClaimedOperation, Heartbeat, LeaseGrant, OperationFilter, OperationRecord, OperationStatus,
+    Receipt, ReceiptWrite, Resolution, WorkflowStore,
+};
+
+/// Every store in memory.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    rooms: BTreeMap<RoomId, RoomRow>,
+    events: BTreeMap<(RoomId, EventId), Event>,
+    operations: BTreeMap<OperationId, OpRow>,
+    order: u64,
+    ledger: BTreeMap<RoomId, Vec<LedgerEntry>>,
+    outbox: Vec<(RoomId, Notification, u32, bool)>,
+}
+
+#[derive(Debug)]
+struct RoomRow {
+    revision: Revision,
+    first: Value,
+    history: Vec<Delta>,
+    state: RoomState,
+}
+
+#[derive(Debug, Clone)]
+struct OpRow {
+    order: u64,
+    record: OperationRecord,
+    expires: Option<Instant>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn to_json(state: &RoomState) -> Result<Value, StoreError> {
+    serde_json::to_value(state).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn refresh(row: &mut OpRow, now: Instant) {
+    row.record.lease_expired = row.expires.is_none_or(|at| at <= now);
+}
+
+#[async_trait]
+impl RoomStore for MemoryStore {
+    async fn create(&self, state: &RoomState, _at: Timestamp) -> Result<Revision, StoreError> {
+        let mut inner = self.lock();
+        let room = state.room().clone();
+        if inner.rooms.contains_key(&room) {
+            return Err(StoreError::RoomExists(room));
+        }
+        let first = to_json(state)?;
+        inner
+            .ledger
+            .insert(room.clone(), state.ledger().entries().to_vec());
+        inner.rooms.insert(
+            room,
+            RoomRow {
+                revision: Revision::FIRST,
+                first,
+                history: Vec::new(),
+                state: state.clone(),
+            },
+        );
+        Ok(Revision::FIRST)
+    }
+
+    async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError> {
+        Ok(self.lock().rooms.get(room).map(|row| StoredRoom {
+            state: row.state.clone(),
+            revision: row.revision,
+        }))
+    }
+
+    async fn commit(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commit: Commit<'_>,
+    ) -> Result<Revision, CommitError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let Some(row) = inner.rooms.get(room) else {
+            return Err(CommitError::UnknownRoom(room.clone()));
+        };
+        if row.revision != expected {
+            return Err(CommitError::Conflict {
+                room: room.clone(),
+                expected,
+                actual: row.revision,
+            });
+        }
+        for (op, generation, _) in &commit.receipts {
+            let writable = inner
+                .operations
+                .get(op)
+                .is_some_and(|o| o.record.generation == *generation && o.record.receipt.is_none());
+            if !writable {
+                return Err(CommitError::Fenced {
+                    op: *op,
+                    generation: *generation,
+                });
+            }
+        }
+        let delta = Delta::between(&to_json(commit.previous)?, &to_json(commit.state)?);
+        let revision = expected.next();
+        if let Some(row) = inner.rooms.get_mut(room) {
+            row.history.push(delta);
+            row.revision = revision;
+            row.state = commit.state.clone();
+        }
+        for new in commit.operations {
+            let op = new.request.op;
+            if inner.operations.contains_key(&op) {
+                continue;
+            }
+            inner.order += 1;
+            let order = inner.order;
+            let (owner, expires, generation) = match new.lease {
+                Some(lease) => (Some(lease.owner), Some(now + lease.duration), 1),
+                None => (None, None, 0),
+            };
+            inner.operations.insert(
+                op,
+                OpRow {
+                    order,
+                    expires,
+                    record: OperationRecord {
+                        room: new.room,
+                        request: new.request,
+                        status: OperationStatus::InFlight,
+                        generation,
+                        lease_owner: owner,
+                        lease_expired: expires.is_none(),
+                        cancel_requested: false,
+                        receipt: None,
+                        recovery_attempts: 0,
+                        dead_letter_reason: None,
+                        resolution: None,
+                    },
+                },
+            );
+        }
+        for (op, _, receipt) in commit.receipts {
+            if let Some(row) = inner.operations.get_mut(&op) {
+                row.record.receipt = Some(receipt);
+                row.record.status = OperationStatus::Receipted;
+            }
+        }
+        for op in commit.applied {
+            if let Some(row) = inner.operations.get_mut(&op) {
+                row.record.status = OperationStatus::Applied;
+            }
+        }
+        for op in commit.cancellations {
+            if let Some(row) = inner.operations.get_mut(&op) {
+                row.record.cancel_requested = true;
+            }
+        }
+        inner
+            .ledger
+            .entry(room.clone())
+            .or_default()
+            .extend(commit.ledger);
+        for notification in commit.notifications {
+            if !inner
+                .outbox
+                .iter()
+                .any(|(_, n, _, _)| n.id == notification.id)
+            {
+                inner.outbox.push((room.clone(), notification, 0, false));
+            }
+        }
+        Ok(revision)
+    }
+
+    async fn state_at(
+        &self,
+        room: &RoomId,
+        revision: Revision,
+    ) -> Result<Option<RoomState>, StoreError> {
+        let inner = self.lock();
+        let Some(row) = inner.rooms.get(room) else {
+            return Ok(None);
+        };
+        if revision < Revision::FIRST || revision > row.revision {
+            return Ok(None);
+        }
+        let mut value = row.first.clone();
+        let steps = usize::try_from(revision.0 - 1).unwrap_or(usize::MAX);
+        for delta in row.history.iter().take(steps) {
+            delta
+                .apply(&mut value)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        }
+        serde_json::from_value(value)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, StoreError> {
+        Ok(self.lock().ledger.get(room).cloned().unwrap_or_default())
+    }
+
+    async fn append_event(&self, event: &Event, _at: Timestamp) -> Result<EventAppend, StoreError> {
+        let mut inner = self.lock();
+        let key = (event.room.clone(), event.id);
+        match inner.events.get(&key) {
+            Some(stored) if stored == event => Ok(EventAppend::Existed),
+            Some(_) => Err(StoreError::EventMismatch(event.id)),
+            None => {
+                if inner.events.keys().any(|(_, id)| *id == event.id) {
+                    return Err(StoreError::EventMismatch(event.id));
+                }
+                inner.events.insert(key, event.clone());
+                Ok(EventAppend::Inserted)
+            }
+        }
+    }
+
+    async fn event(&self, room: &RoomId, id: EventId) -> Result<Option<Event>, StoreError> {
+        Ok(self.lock().events.get(&(room.clone(), id)).cloned())
+    }
+}
+
+#[async_trait]
+impl WorkflowStore for MemoryStore {
+    async fn claim_expired(
+        &self,
+        lease: LeaseGrant,
+        limit: usize,
+    ) -> Result<Vec<ClaimedOperation>, StoreError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let mut rows: Vec<&mut OpRow> = inner
+            .operations
+            .values_mut()
+            .filter(|row| {
+                row.record.status == OperationStatus::InFlight
+                    && row.record.receipt.is_none()
+                    && row.expires.is_none_or(|at| at <= now)
+            })
+            .collect();
+        rows.sort_by_key(|row| row.order);
+        let mut claimed = Vec::new();
+        for row in rows.into_iter().take(limit) {
+            row.record.generation += 1;
+            row.record.recovery_attempts += 1;
+            row.record.lease_owner = Some(lease.owner.clone());
+            row.expires = Some(now + lease.duration);
+            refresh(row, now);
+            claimed.push(ClaimedOperation {
+                generation: row.record.generation,
+                record: row.record.clone(),
+            });
+        }
+        Ok(claimed)
+    }
+
+    async fn heartbeat(
+        &self,
+        op: OperationId,
+        generation: i64,
+        duration: Duration,
+    ) -> Result<Heartbeat, StoreError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        match inner.operations.get_mut(&op) {
+            Some(row)
+                if row.record.generation == generation
+                    && row.record.status == OperationStatus::InFlight =>
+            {
+                row.expires = Some(now + duration);
+                refresh(row, now);
+                Ok(Heartbeat::Extended {
+                    cancel: row.record.cancel_requested,
+                })
+            }
+            _ => Ok(Heartbeat::Fenced),
+        }
+    }
+
+    async fn record_receipt(
+        &self,
+        op: OperationId,
+        generation: i64,
+        receipt: &Receipt,
+    ) -> Result<ReceiptWrite, StoreError> {
+        let mut inner = self.lock();
+        match inner.operations.get_mut(&op) {
+            Some(row)
+                if row.record.generation == generation
+                    && row.record.receipt.is_none()
+                    && row.record.status == OperationStatus::InFlight =>
+            {
+                row.record.receipt = Some(receipt.clone());
+                row.record.status = OperationStatus::Receipted;
+                Ok(ReceiptWrite::Recorded)
+            }
+            _ => Ok(ReceiptWrite::Fenced),
+        }
+    }
+
+    async fn mark_uncertain(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        match inner.operations.get_mut(&op) {
+            Some(row)
+                if row.record.generation == generation
+                    && row.record.receipt.is_none()
+                    && row.record.status == OperationStatus::InFlight =>
+            {
+                row.record.status = OperationStatus::Uncertain;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn dead_letter(&self, op: OperationId, reason: &str) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        match inner.operations.get_mut(&op) {
+            Some(row)
+                if matches!(
+                    row.record.status,
+                    OperationStatus::InFlight | OperationStatus::Uncertain
+                ) =>
+            {
+                row.record.status = OperationStatus::DeadLetter;
+                row.record.dead_letter_reason = Some(reason.to_owned());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn resolve(&self, op: OperationId, resolution: &Resolution) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        match inner.operations.get_mut(&op) {
+            Some(row)
+                if matches!(
+                    row.record.status,
+                    OperationStatus::Uncertain | OperationStatus::DeadLetter
+                ) =>
+            {
+                row.record.status = OperationStatus::Resolved;
+                row.record.resolution = Some(resolution.clone());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn operation(&self, op: OperationId) -> Result<Option<OperationRecord>, StoreError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        Ok(inner.operations.get_mut(&op).map(|row| {
+            refresh(row, now);
+            row.record.clone()
+        }))
+    }
+
+    async fn operations(
+        &self,
+        filter: OperationFilter,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let mut rows: Vec<&mut OpRow> = inner
+            .operations
+            .values_mut()
+            .filter(|row| match filter {
+                OperationFilter::Open => !matches!(
+                    row.record.status,
+                    OperationStatus::Applied | OperationStatus::Resolved
+                ),
+                OperationFilter::Status(status) => row.record.status == status,
+            })
+            .collect();
+        rows.sort_by_key(|row| row.order);
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                refresh(row, now);
+                row.record.clone()
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Outbox for MemoryStore {
+    async fn undelivered(&self, limit: usize) -> Result<Vec<OutboxItem>, StoreError> {
+        Ok(self
+            .lock()
+            .outbox
+            .iter()
+            .filter(|(_, _, _, delivered)| !delivered)
+            .take(limit)
+            .map(|(room, notification, attempts, _)| OutboxItem {
+                room: room.clone(),
+                notification: notification.clone(),
+                attempts: *attempts,
+            })
+            .collect())
+    }
+
+    async fn mark_delivered(&self, id: NotificationId) -> Result<(), StoreError> {
+        for item in &mut self.lock().outbox {
+            if item.1.id == id {
+                item.3 = true;
+            }
+        }
+        Ok(())
+    }
+
+    async fn mark_attempt(&self, id: NotificationId) -> Result<(), StoreError> {
+        for item in &mut self.lock().outbox {
+            if item.1.id == id {
+                item.2 = item.2.saturating_add(1);
+            }
+        }
+        Ok(())
+    }
+}
