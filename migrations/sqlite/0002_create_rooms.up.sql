@@ -65,9 +65,8 @@ CREATE TABLE operations (
     updated_ms         INTEGER NOT NULL
 ) STRICT;
 
--- Recovery reads only in-flight operations without a receipt, by lease expiry.
-CREATE INDEX operations_claimable ON operations (lease_expires_at)
-    WHERE status = 'in_flight' AND receipt IS NULL;
+-- Lists by status, and recovery: a claim reads the 'in_flight' range (the open calls only,
+-- oldest first), never applied or settled operations.
 CREATE INDEX operations_by_status ON operations (status, op_key);
 
 -- The Room's budget ledger as rows, in order, with the revision that appended each.

@@ -106,8 +106,9 @@ const OUTBOX_SQL: &str = concat!(
 );
 
 /// Claims in-flight operations without a receipt whose lease expired (or never existed),
-/// oldest first; the writer's `BEGIN IMMEDIATE` makes the claim exclusive.
-const CLAIM_SQL: &str = concat!(
+/// oldest first; the writer's `BEGIN IMMEDIATE` makes the claim exclusive. It reads only the
+/// `in_flight` range of `operations_by_status`, never applied or settled operations.
+pub const CLAIM_SQL: &str = concat!(
     "UPDATE operations SET lease_generation = lease_generation + 1, lease_owner = ?1, \
      lease_expires_at = ",
     now_ms!(),
@@ -131,16 +132,14 @@ const HEARTBEAT_SQL: &str = concat!(
 );
 
 const UNCERTAIN_SQL: &str = concat!(
-    "UPDATE operations SET status = 'uncertain', lease_owner = NULL, lease_expires_at = NULL, \
-     updated_ms = ",
+    "UPDATE operations SET status = 'uncertain', updated_ms = ",
     now_ms!(),
     " WHERE op_id = ?1 AND lease_generation = ?2 AND status = 'in_flight' \
        AND receipt IS NULL"
 );
 
 const DEAD_LETTER_SQL: &str = concat!(
-    "UPDATE operations SET status = 'dead_letter', dead_letter_reason = ?2, \
-     lease_owner = NULL, lease_expires_at = NULL, updated_ms = ",
+    "UPDATE operations SET status = 'dead_letter', dead_letter_reason = ?2, updated_ms = ",
     now_ms!(),
     " WHERE op_id = ?1 AND status IN ('in_flight', 'uncertain') AND receipt IS NULL"
 );
@@ -150,6 +149,11 @@ const RESOLVE_SQL: &str = concat!(
     now_ms!(),
     " WHERE op_id = ?1 AND status IN ('uncertain', 'dead_letter')"
 );
+
+/// The undelivered notifications, oldest first: the partial index `outbox_undelivered`
+/// holds only those.
+pub const UNDELIVERED_SQL: &str = "SELECT room_id, body, attempts FROM outbox \
+     WHERE delivered_ms IS NULL ORDER BY outbox_key LIMIT ?1";
 
 const OPERATION_SQL: &str = concat!(
     "SELECT ",
@@ -398,6 +402,23 @@ impl SqliteRooms {
             })
             .map_err(db("reading a history row"))?;
         Ok(bytes.unwrap_or(0))
+    }
+
+    /// The query plan SQLite chooses for `sql` (for the tests that check what a claim and
+    /// the outbox read).
+    pub fn explain(&self, sql: &str) -> Result<Vec<String>, StoreError> {
+        let connection = self.connections.reader();
+        let err = db("explain");
+        let mut statement = connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .map_err(&err)?;
+        let params: Vec<i64> = vec![1; statement.parameter_count()];
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(params), |row| {
+                row.get::<_, String>(3)
+            })
+            .map_err(&err)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(&err)
     }
 
     fn write_ledger(
@@ -884,12 +905,7 @@ impl Outbox for SqliteRooms {
     async fn undelivered(&self, limit_to: usize) -> Result<Vec<OutboxItem>, StoreError> {
         let connection = self.connections.reader();
         let err = db("reading the outbox");
-        let mut statement = connection
-            .prepare_cached(
-                "SELECT room_id, body, attempts FROM outbox WHERE delivered_ms IS NULL \
-                 ORDER BY outbox_key LIMIT ?1",
-            )
-            .map_err(&err)?;
+        let mut statement = connection.prepare_cached(UNDELIVERED_SQL).map_err(&err)?;
         let rows = statement
             .query_map([limit(limit_to)], |row| {
                 Ok((

@@ -486,3 +486,25 @@ fn d5_the_room_store_refuses_an_unmigrated_file() {
         "{empty}"
     );
 }
+
+#[test]
+fn a_claim_reads_only_in_flight_operations_and_the_outbox_only_undelivered_ones() {
+    let (_dir, path) = migrated();
+    let store = open(&path);
+    let claim = store
+        .explain(agentroom_store_sqlite::rooms::CLAIM_SQL)
+        .unwrap()
+        .join("\n");
+    assert!(
+        claim.contains("SEARCH operations USING INDEX operations_by_status (status=?)"),
+        "{claim}"
+    );
+    assert!(!claim.contains("SCAN"), "{claim}");
+    assert!(!claim.contains("TEMP B-TREE"), "{claim}");
+    let outbox = store
+        .explain(agentroom_store_sqlite::rooms::UNDELIVERED_SQL)
+        .unwrap()
+        .join("\n");
+    assert!(outbox.contains("outbox_undelivered"), "{outbox}");
+    assert!(!outbox.contains("TEMP B-TREE"), "{outbox}");
+}
