@@ -3,7 +3,9 @@
 //! leases are timed by the database's clock and every write of a running operation is fenced
 //! on its lease generation (D2, D3).
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use agentroom_domain::engine::Notification;
@@ -18,8 +20,8 @@ use agentroom_ports::{
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Durability;
@@ -176,6 +178,7 @@ const OPERATIONS_BY_STATUS_SQL: &str = concat!(
 /// Room state, history, events, operations, the ledger and the outbox on one SQLite file.
 pub struct SqliteRooms {
     connections: Connections,
+    latest: Latest,
 }
 
 impl std::fmt::Debug for SqliteRooms {
@@ -280,14 +283,14 @@ impl OperationRow {
     }
 }
 
-/// The state of `room` at `revision` (the current one when `None`), rebuilt from the nearest
-/// snapshot at or before it and the deltas after that snapshot. Reads inside one transaction,
-/// so it sees one committed version of the file.
+/// The state of `room` at `revision` (the current one when `None`) as JSON, rebuilt from the
+/// nearest snapshot at or before it and the deltas after that snapshot. Reads inside one
+/// transaction, so it sees one committed version of the file.
 fn rebuild(
     connection: &mut Connection,
     room: &RoomId,
     revision: Option<Revision>,
-) -> Result<Option<StoredRoom>, StoreError> {
+) -> Result<Option<(Revision, Value)>, StoreError> {
     let err = db("reading a room");
     let tx = connection.transaction().map_err(&err)?;
     let current: Option<i64> = tx
@@ -362,12 +365,55 @@ fn rebuild(
             )));
         }
     }
-    let state: RoomState = serde_json::from_value(value)
-        .map_err(|e| StoreError::Corrupt(format!("room {room} at {target}: {e}")))?;
-    Ok(Some(StoredRoom {
-        state,
-        revision: Revision(target),
-    }))
+    Ok(Some((Revision(target), value)))
+}
+
+/// Reads a state out of its JSON without copying the JSON.
+fn state_from(room: &RoomId, revision: Revision, value: &Value) -> Result<RoomState, StoreError> {
+    RoomState::deserialize(value)
+        .map_err(|e| StoreError::Corrupt(format!("room {room} at {revision}: {e}")))
+}
+
+/// Rooms whose latest state this store keeps as JSON.
+const CACHED_ROOMS: usize = 64;
+
+/// The latest state this store committed or rebuilt, per Room, as JSON: a commit diffs
+/// against it instead of serializing the previous state again, and a load at the same
+/// revision reads it instead of rebuilding from history. A (Room, revision) names one state
+/// forever (compare-and-swap admits one commit per revision), so an entry is valid exactly
+/// while the stored revision equals its own; another store's commit only makes it unused.
+#[derive(Default)]
+struct Latest {
+    rooms: Mutex<HashMap<RoomId, (Revision, Arc<Value>)>>,
+}
+
+impl Latest {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RoomId, (Revision, Arc<Value>)>> {
+        self.rooms.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn get(&self, room: &RoomId, revision: Revision) -> Option<Arc<Value>> {
+        match self.lock().get(room) {
+            Some((cached, value)) if *cached == revision => Some(Arc::clone(value)),
+            _ => None,
+        }
+    }
+
+    fn put(&self, room: &RoomId, revision: Revision, value: Arc<Value>) {
+        let mut rooms = self.lock();
+        if let Some((cached, _)) = rooms.get(room)
+            && *cached > revision
+        {
+            return;
+        }
+        if rooms.len() >= CACHED_ROOMS
+            && !rooms.contains_key(room)
+            && let Some(evicted) = rooms.keys().next().cloned()
+        {
+            rooms.remove(&evicted);
+        }
+        rooms.insert(room.clone(), (revision, value));
+    }
 }
 
 impl SqliteRooms {
@@ -378,7 +424,10 @@ impl SqliteRooms {
             OpenError::NotMigrated(detail) => StoreError::NotMigrated(detail),
             OpenError::Database(context, e) => StoreError::Database(format!("{context}: {e}")),
         })?;
-        Ok(Self { connections })
+        Ok(Self {
+            connections,
+            latest: Latest::default(),
+        })
     }
 
     /// The durability its commits have.
@@ -453,6 +502,7 @@ struct PreparedOperation {
 
 /// What a commit writes, serialized before the writer is taken.
 struct Prepared {
+    state: Value,
     delta: String,
     snapshot: Option<String>,
     log: String,
@@ -462,9 +512,20 @@ struct Prepared {
     notifications: Vec<(String, String)>,
 }
 
-fn prepare(commit: &Commit<'_>, new_revision: i64) -> Result<Prepared, StoreError> {
-    let previous = serde_json::to_value(commit.previous)
-        .map_err(|e| StoreError::Corrupt(format!("the previous state: {e}")))?;
+/// Serializes what `commit` writes; `previous` is the stored state's JSON when this store
+/// knows it.
+fn prepare(
+    commit: &Commit<'_>,
+    new_revision: i64,
+    previous: Option<Arc<Value>>,
+) -> Result<Prepared, StoreError> {
+    let previous = match previous {
+        Some(value) => value,
+        None => Arc::new(
+            serde_json::to_value(commit.previous)
+                .map_err(|e| StoreError::Corrupt(format!("the previous state: {e}")))?,
+        ),
+    };
     let state = serde_json::to_value(commit.state)
         .map_err(|e| StoreError::Corrupt(format!("the new state: {e}")))?;
     let delta = to_json(&Delta::between(&previous, &state), "a history delta")?;
@@ -506,6 +567,7 @@ fn prepare(commit: &Commit<'_>, new_revision: i64) -> Result<Prepared, StoreErro
         .map(|n| Ok((n.id.to_string(), to_json(n, "a notification")?)))
         .collect::<Result<Vec<_>, StoreError>>()?;
     Ok(Prepared {
+        state,
         delta,
         snapshot,
         log: to_json(commit.log, "a decision log")?,
@@ -559,7 +621,28 @@ impl RoomStore for SqliteRooms {
 
     async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError> {
         let mut connection = self.connections.reader();
-        rebuild(&mut connection, room, None)
+        let current: Option<i64> = connection
+            .prepare_cached("SELECT revision FROM rooms WHERE room_id = ?1")
+            .and_then(|mut s| s.query_row([room.as_str()], |row| row.get(0)).optional())
+            .map_err(db("reading a room"))?;
+        let Some(current) = current.map(Revision) else {
+            return Ok(None);
+        };
+        if let Some(value) = self.latest.get(room, current) {
+            drop(connection);
+            let state = state_from(room, current, &value)?;
+            return Ok(Some(StoredRoom {
+                state,
+                revision: current,
+            }));
+        }
+        let Some((revision, value)) = rebuild(&mut connection, room, None)? else {
+            return Ok(None);
+        };
+        drop(connection);
+        let state = state_from(room, revision, &value)?;
+        self.latest.put(room, revision, Arc::new(value));
+        Ok(Some(StoredRoom { state, revision }))
     }
 
     #[tracing::instrument(skip_all, fields(room = %room, expected = %expected))]
@@ -570,7 +653,7 @@ impl RoomStore for SqliteRooms {
         commit: Commit<'_>,
     ) -> Result<Revision, CommitError> {
         let next = expected.next();
-        let prepared = prepare(&commit, next.0)?;
+        let prepared = prepare(&commit, next.0, self.latest.get(room, expected))?;
         let mut connection = self.connections.writer();
         let tx = immediate(&mut connection)?;
         let err = db("committing");
@@ -671,6 +754,8 @@ impl RoomStore for SqliteRooms {
             }
         }
         tx.commit().map_err(db("committing"))?;
+        drop(connection);
+        self.latest.put(room, next, Arc::new(prepared.state));
         Ok(next)
     }
 
@@ -679,8 +764,15 @@ impl RoomStore for SqliteRooms {
         room: &RoomId,
         revision: Revision,
     ) -> Result<Option<RoomState>, StoreError> {
+        if let Some(value) = self.latest.get(room, revision) {
+            return state_from(room, revision, &value).map(Some);
+        }
         let mut connection = self.connections.reader();
-        Ok(rebuild(&mut connection, room, Some(revision))?.map(|stored| stored.state))
+        let rebuilt = rebuild(&mut connection, room, Some(revision))?;
+        drop(connection);
+        rebuilt
+            .map(|(revision, value)| state_from(room, revision, &value))
+            .transpose()
     }
 
     async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, StoreError> {

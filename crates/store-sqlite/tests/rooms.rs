@@ -1,6 +1,7 @@
 //! The durable Room store on SQLite, beyond the conformance suite: two writers on one file
 //! (D1, B7), fencing of stale lease generations (D3), rebuilding every revision from history
-//! (D1) and the bytes a commit writes on a long-lived Room.
+//! (D1) and the bytes a commit writes on a long-lived Room. Where a store's cache of the
+//! latest state could hide a mistake, another store instance on the same file reads back.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -250,6 +251,7 @@ fn d1_two_writers_on_one_file_commit_on_the_same_revision_and_exactly_one_wins()
             .unwrap();
     });
     let mut revision = Revision::FIRST;
+    let mut winners = vec![new_room()];
     for round in 0..40_i64 {
         let base = block(first.load(&room_id())).unwrap().unwrap();
         assert_eq!(base.revision, revision);
@@ -293,6 +295,15 @@ fn d1_two_writers_on_one_file_commit_on_the_same_revision_and_exactly_one_wins()
         let stored = block(second.load(&room_id())).unwrap().unwrap();
         assert_eq!(stored.revision, revision);
         assert_eq!(stored.state, won[0].2, "the winner's state is stored");
+        winners.push(won[0].2.clone());
+    }
+    // Each store diffed against the state it knew or was handed: a third store rebuilds
+    // every revision, whichever store wrote it, to the winner's state.
+    let third = open(&path);
+    for (index, state) in winners.iter().enumerate() {
+        let at = Revision(i64::try_from(index).unwrap() + 1);
+        let rebuilt = block(third.state_at(&room_id(), at)).unwrap();
+        assert_eq!(rebuilt.as_ref(), Some(state), "revision {at}");
     }
     // The ledger rows hold the opening and exactly one raise per round: the loser wrote none.
     let ledger = block(first.ledger(&room_id())).unwrap();
@@ -410,12 +421,14 @@ async fn d1_every_revision_rebuilds_from_history_to_what_was_committed() {
         room.answer(&store, &call, 1).await.unwrap();
         room.step(&store, raise(7), None).await.unwrap();
     }
+    // A store that committed nothing has nothing cached: it rebuilds every revision.
+    let store = open(&path);
     for (index, committed) in room.committed.iter().enumerate() {
         let revision = Revision(i64::try_from(index).unwrap() + 1);
         let rebuilt = store.state_at(&room_id(), revision).await.unwrap();
         assert_eq!(rebuilt.as_ref(), Some(committed), "revision {revision}");
     }
-    let loaded = store.load(&room_id()).await.unwrap().unwrap();
+    let loaded = open(&path).load(&room_id()).await.unwrap().unwrap();
     assert_eq!(loaded.revision, room.revision);
     assert_eq!(&loaded.state, room.committed.last().unwrap());
     assert_eq!(
