@@ -49,7 +49,7 @@ async fn b1_b3_the_reservation_is_held_during_the_call_and_settled_after() {
                 *observed.lock().unwrap() = Some(seen);
             }));
         }
-        let decider = TestDecider::new().await;
+        let decider = TestDecider::new("durable-decider").await;
         let config = config("runner-a", 300);
         let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
         let before = room.stored();
@@ -115,7 +115,7 @@ async fn d3_heartbeats_keep_the_lease_alive_through_a_call_longer_than_the_lease
             micros: 300,
             delay: ms(400),
         });
-        let decider = TestDecider::new().await;
+        let decider = TestDecider::new("durable-decider").await;
         let config = config("runner-a", 60);
         let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
         let claimer = {
@@ -158,7 +158,7 @@ async fn d3_a_cancellation_aborts_the_call_cooperatively_and_the_reservation_is_
         let decision = room.driver.owner_message("stop me");
         let op = call_of(&decision).op;
         let provider = TestProvider::new(Behaviour::UntilAborted);
-        let decider = TestDecider::new().await;
+        let decider = TestDecider::new("durable-decider").await;
         let config = config("runner-a", 60);
         let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
         let canceller = {
@@ -209,7 +209,7 @@ async fn d2_an_uncertain_call_is_marked_uncertain_and_never_replayed() {
         let provider = TestProvider::script(vec![CallOutcome::Uncertain {
             reason: "connection reset after sending".to_owned(),
         }]);
-        let decider = TestDecider::new().await;
+        let decider = TestDecider::new("durable-decider").await;
         let config = config("runner-a", 60);
         let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
         let outcome = durable
@@ -259,7 +259,7 @@ async fn not_sent_is_retried_with_backoff_inside_the_lease_then_answered() {
             reason: "connection refused".to_owned(),
         };
         let provider = TestProvider::script(vec![not_sent(None), not_sent(Some(ms(30)))]);
-        let decider = TestDecider::new().await;
+        let decider = TestDecider::new("durable-decider").await;
         let config = config("runner-a", 60);
         let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
         let started = Instant::now();
@@ -294,7 +294,7 @@ async fn not_sent_is_given_up_after_bounded_retries_and_released() {
             reason: "connection refused".to_owned(),
         };
         let provider = TestProvider::script(vec![refused; 10]);
-        let decider = TestDecider::new().await;
+        let decider = TestDecider::new("durable-decider").await;
         let config = config("runner-a", 60);
         let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
         let outcome = durable
@@ -352,7 +352,7 @@ async fn d1_transaction_2_reloads_and_decides_again_after_a_conflict() {
                 Room::raise_elsewhere(&store, &room_id, 5_000).await;
             })
         };
-        let decider = TestDecider::new().await;
+        let decider = TestDecider::new("durable-decider").await;
         let config = config("runner-a", 300);
         let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
         let outcome = durable
@@ -394,7 +394,7 @@ async fn d2_when_transaction_2_gives_up_the_receipt_is_recorded_alone_and_recove
                 Room::raise_elsewhere(&store, &room_id, 5_000).await;
             })
         };
-        let decider = TestDecider::new().await;
+        let decider = TestDecider::new("durable-decider").await;
         let config = config("runner-a", 300).with_conflict_retries(0);
         let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
         let outcome = durable

@@ -148,13 +148,14 @@ pub fn answer(request: &CallRequest, micros: i64) -> Receipt {
     }
 }
 
-/// Decides with the conformance driver's environment.
+/// Decides with the conformance driver's environment. Its ids derive from `name`, so two
+/// deciders with different names never mint the same operation id.
 pub struct TestDecider(Mutex<Driver>);
 
 impl TestDecider {
-    pub async fn new() -> TestDecider {
+    pub async fn new(name: &str) -> TestDecider {
         TestDecider(Mutex::new(
-            Driver::create(&MemoryStore::new(), "decider", 1).await,
+            Driver::create(&MemoryStore::new(), name, 1).await,
         ))
     }
 
@@ -275,7 +276,7 @@ impl TestOwner {
     pub async fn new(store: Arc<MemoryStore>) -> Arc<TestOwner> {
         Arc::new(TestOwner {
             store,
-            decider: TestDecider::new().await,
+            decider: TestDecider::new("owner-decider").await,
             failing: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
         })
