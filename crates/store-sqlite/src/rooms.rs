@@ -140,6 +140,14 @@ const UNCERTAIN_SQL: &str = concat!(
        AND receipt IS NULL"
 );
 
+/// Counts a recovery attempt on an uncertain operation (recovery asked its reconciler again)
+/// and returns the new count.
+const COUNT_ATTEMPT_SQL: &str = concat!(
+    "UPDATE operations SET recovery_attempts = recovery_attempts + 1, updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND status = 'uncertain' RETURNING recovery_attempts"
+);
+
 const DEAD_LETTER_SQL: &str = concat!(
     "UPDATE operations SET status = 'dead_letter', dead_letter_reason = ?2, updated_ms = ",
     now_ms!(),
@@ -929,6 +937,17 @@ impl WorkflowStore for SqliteRooms {
 
     async fn mark_uncertain(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
         self.write_one(UNCERTAIN_SQL, params![op.to_string(), generation])
+    }
+
+    async fn count_recovery_attempt(&self, op: OperationId) -> Result<Option<u32>, StoreError> {
+        let mut connection = self.connections.writer();
+        let tx = immediate(&mut connection)?;
+        let count: Option<i64> = tx
+            .prepare_cached(COUNT_ATTEMPT_SQL)
+            .and_then(|mut s| s.query_row([op.to_string()], |row| row.get(0)).optional())
+            .map_err(db("counting a recovery attempt"))?;
+        tx.commit().map_err(db("committing a recovery attempt"))?;
+        Ok(count.map(|c| u32::try_from(c).unwrap_or(u32::MAX)))
     }
 
     async fn dead_letter(&self, op: OperationId, reason: &str) -> Result<bool, StoreError> {
