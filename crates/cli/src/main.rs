@@ -7,6 +7,7 @@
 mod capabilities;
 mod demo;
 mod migrate;
+mod operations;
 mod serve;
 mod stdio;
 mod store;
@@ -57,6 +58,11 @@ enum Command {
         #[command(flatten)]
         store: store::StoreArgs,
     },
+    /// See uncertain and dead-lettered provider calls and record their resolution.
+    Operations {
+        #[command(subcommand)]
+        command: operations::Command,
+    },
     /// Apply, show or revert the database schema (the only command that changes it).
     Migrate {
         #[command(subcommand)]
@@ -106,6 +112,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(serve::run(listen, room, &store))?,
+        Command::Operations { command } => {
+            let text = current_thread()?.block_on(operations::run(command))?;
+            print!("{text}");
+        }
         Command::Migrate { command } => {
             let text = current_thread()?.block_on(migrate::run(command))?;
             print!("{text}");

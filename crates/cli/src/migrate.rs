@@ -17,11 +17,11 @@ pub(crate) enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Revert every migration, destroying all planner state in the database.
+    /// Revert every migration, destroying everything the database holds.
     Down {
         #[command(flatten)]
         store: StoreArgs,
-        /// Required: says you mean to destroy every plan and task in this database.
+        /// Required: says you mean to destroy everything in this database.
         #[arg(long)]
         confirm_destroy_planner_state: bool,
     },
@@ -78,8 +78,9 @@ async fn postgres(command: Command, url: &str) -> anyhow::Result<String> {
     })
 }
 
-const REFUSE_DOWN: &str = "migrate down destroys every plan and task in the database; nothing \
-     was changed. Run it again with --confirm-destroy-planner-state if you mean it";
+const REFUSE_DOWN: &str = "migrate down destroys everything in the database (plans, tasks, Rooms \
+     and their history, operations, the ledger, the outbox); nothing was changed. Run it again \
+     with --confirm-destroy-planner-state if you mean it";
 
 fn sqlite(command: Command) -> anyhow::Result<String> {
     match command {

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentroom_planning::PlanningRepository;
-use agentroom_store_sqlite::{Durability, SqlitePlanning};
-use anyhow::Context;
+use agentroom_ports::WorkflowStore;
+use agentroom_store_sqlite::{Durability, SqlitePlanning, SqliteRooms};
+use anyhow::{Context, bail};
 use clap::Args;
 
 /// The embedded database's file name under the root.
@@ -57,6 +58,23 @@ impl StoreArgs {
             create_embedded(&self.root, &path)?;
         }
         let store = SqlitePlanning::open(&path, self.durability())?;
+        Ok(Arc::new(store))
+    }
+}
+
+impl StoreArgs {
+    /// Opens the workflow store (operations) of an existing, migrated database. Unlike the
+    /// planning commands, operator commands never create one.
+    pub(crate) async fn open_workflows(&self) -> anyhow::Result<Arc<dyn WorkflowStore>> {
+        if let Some(url) = &self.database_url {
+            bail!(
+                "operations on PostgreSQL land with the PostgreSQL room store (asked for {})",
+                redact(url)
+            );
+        }
+        let path = self.sqlite_path();
+        let store = SqliteRooms::open(&path, self.durability())
+            .with_context(|| format!("opening {}", path.display()))?;
         Ok(Arc::new(store))
     }
 }

@@ -50,6 +50,7 @@ macro_rules! store_conformance {
             claims_take_expired_leases_only_and_bump_the_generation,
             concurrent_claimers_never_share_an_operation,
             uncertain_dead_letter_and_operator_resolution,
+            d2_recovery_attempts_on_uncertain_operations_are_counted,
             t1_events_are_stored_once_by_id,
             t5_notifications_are_stored_once_and_delivered,
             ledger_rows_replay_to_the_stored_balances,
@@ -711,6 +712,48 @@ pub async fn uncertain_dead_letter_and_operator_resolution<S: Store>(store: Arc<
             .unwrap()
             .is_empty()
     );
+}
+
+/// D2: recovery attempts on an uncertain operation are counted durably (the claim counted
+/// the first), so the bound on them holds across restarts; other operations are not counted.
+pub async fn d2_recovery_attempts_on_uncertain_operations_are_counted<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "attempts", 1_000_000).await;
+    let decision = d.owner_message("go");
+    let op = reserved_op(&decision);
+    let commit = Commit::decided(
+        &d.room(),
+        &d.state,
+        &decision,
+        AT,
+        "event_accepted",
+        Some(&lease("gone", 0)),
+    );
+    d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    d.state = decision.state.clone();
+    assert_eq!(
+        store.count_recovery_attempt(op).await.unwrap(),
+        None,
+        "an in-flight operation is not counted"
+    );
+    let claimed = store.claim_expired(lease("r", 60_000), 10).await.unwrap();
+    assert_eq!(claimed[0].record.recovery_attempts, 1);
+    assert!(
+        store
+            .mark_uncertain(op, claimed[0].generation)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.count_recovery_attempt(op).await.unwrap(), Some(2));
+    assert_eq!(store.count_recovery_attempt(op).await.unwrap(), Some(3));
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.recovery_attempts),
+        (OperationStatus::Uncertain, 3)
+    );
+    assert!(store.dead_letter(op, "gave up").await.unwrap());
+    assert_eq!(store.count_recovery_attempt(op).await.unwrap(), None);
+    let unknown = OperationId::from_uuid(Uuid::from_u128(0xdead));
+    assert_eq!(store.count_recovery_attempt(unknown).await.unwrap(), None);
 }
 
 /// T1: an event is stored once by its id; the same id with other content is refused.

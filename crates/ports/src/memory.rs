@@ -347,6 +347,17 @@ impl WorkflowStore for MemoryStore {
         }
     }
 
+    async fn count_recovery_attempt(&self, op: OperationId) -> Result<Option<u32>, StoreError> {
+        let mut inner = self.lock();
+        match inner.operations.get_mut(&op) {
+            Some(row) if row.record.status == OperationStatus::Uncertain => {
+                row.record.recovery_attempts = row.record.recovery_attempts.saturating_add(1);
+                Ok(Some(row.record.recovery_attempts))
+            }
+            _ => Ok(None),
+        }
+    }
+
     async fn dead_letter(&self, op: OperationId, reason: &str) -> Result<bool, StoreError> {
         let mut inner = self.lock();
         match inner.operations.get_mut(&op) {

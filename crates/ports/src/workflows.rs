@@ -214,6 +214,11 @@ pub trait WorkflowStore: Send + Sync {
     /// Marks an in-flight operation without a receipt uncertain (D2), fenced on `generation`.
     async fn mark_uncertain(&self, op: OperationId, generation: i64) -> Result<bool, StoreError>;
 
+    /// Counts one more recovery attempt on an uncertain operation (recovery asked its
+    /// reconciler again), so the bound on attempts holds across restarts; the new count, or
+    /// `None` when the operation is not uncertain.
+    async fn count_recovery_attempt(&self, op: OperationId) -> Result<Option<u32>, StoreError>;
+
     /// Moves an operation to the dead letters with a reason.
     async fn dead_letter(&self, op: OperationId, reason: &str) -> Result<bool, StoreError>;
 

@@ -7,11 +7,14 @@
 //! connection behind a mutex; readers are a small pool (WAL lets them read while a write
 //! commits). Schemas come from `migrations/sqlite`, applied only by [`migrate`] (D5).
 
+mod connections;
 pub mod migrate;
 pub mod planning;
+pub mod rooms;
 
 pub use migrate::{MIGRATOR, MigrateError, MigrationState};
 pub use planning::SqlitePlanning;
+pub use rooms::SqliteRooms;
 
 /// How hard a commit holds on to what it wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -2,8 +2,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use agentroom_domain::ids::{ObjectiveId, RoomId, Timestamp};
 use agentroom_planning::{
@@ -13,10 +11,8 @@ use agentroom_planning::{
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::{Durability, connect, migrate};
-
-/// Read connections kept open (WAL lets them read while the writer commits).
-const READERS: usize = 4;
+use crate::Durability;
+use crate::connections::{Connections, OpenError};
 
 /// The SQL a board runs: one plan's range of `planning_tasks` (clustered by plan), nothing
 /// else.
@@ -42,16 +38,13 @@ const PLAN_SQL: &str = "SELECT plan_key, plan_id, name, description, columns, ob
 
 /// The planning repository on one SQLite file.
 pub struct SqlitePlanning {
-    writer: Mutex<Connection>,
-    readers: Vec<Mutex<Connection>>,
-    next_reader: AtomicUsize,
-    durability: Durability,
+    connections: Connections,
 }
 
 impl std::fmt::Debug for SqlitePlanning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqlitePlanning")
-            .field("durability", &self.durability)
+            .field("durability", &self.connections.durability())
             .finish_non_exhaustive()
     }
 }
@@ -60,59 +53,24 @@ fn db(context: &'static str) -> impl Fn(rusqlite::Error) -> RepoError {
     move |e| RepoError::Database(format!("{context}: {e}"))
 }
 
-fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    // A panic while holding a connection leaves no transaction open (rusqlite rolls back on
-    // drop), so the connection is still good.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl SqlitePlanning {
     /// Opens an existing, migrated database. Never creates or migrates (D5): a missing file
     /// or a schema behind this binary is [`RepoError::NotMigrated`].
     pub fn open(path: &Path, durability: Durability) -> Result<Self, RepoError> {
-        if !path.exists() {
-            return Err(RepoError::NotMigrated {
-                detail: format!("there is no database at {}", path.display()),
-            });
-        }
-        let writer = connect(path, durability, false).map_err(db("opening the database"))?;
-        if let Some(detail) =
-            migrate::pending(&writer).map_err(db("reading the migrations table"))?
-        {
-            return Err(RepoError::NotMigrated {
-                detail: format!("{}: {detail}", path.display()),
-            });
-        }
-        let readers = (0..READERS)
-            .map(|_| connect(path, durability, false).map(Mutex::new))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(db("opening a reader"))?;
-        Ok(Self {
-            writer: Mutex::new(writer),
-            readers,
-            next_reader: AtomicUsize::new(0),
-            durability,
-        })
+        let connections = Connections::open(path, durability).map_err(|e| match e {
+            OpenError::NotMigrated(detail) => RepoError::NotMigrated { detail },
+            OpenError::Database(context, e) => RepoError::Database(format!("{context}: {e}")),
+        })?;
+        Ok(Self { connections })
     }
 
     /// The durability its commits have.
     pub fn durability(&self) -> Durability {
-        self.durability
+        self.connections.durability()
     }
 
-    fn reader(&self) -> MutexGuard<'_, Connection> {
-        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        for i in 0..self.readers.len() {
-            if let Some(mutex) = self.readers.get((start + i) % self.readers.len())
-                && let Ok(guard) = mutex.try_lock()
-            {
-                return guard;
-            }
-        }
-        match self.readers.get(start % self.readers.len().max(1)) {
-            Some(mutex) => lock(mutex),
-            None => lock(&self.writer),
-        }
+    fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.connections.reader()
     }
 
     /// The query plan SQLite chooses for `sql` (for the tests that check boards read only
@@ -225,7 +183,7 @@ fn unknown_task(task_id: &str) -> Refusal {
 #[async_trait]
 impl PlanningRepository for SqlitePlanning {
     async fn create_plan(&self, room: &RoomId, plan: &NewPlan) -> Result<PlanRecord, RepoError> {
-        let connection = lock(&self.writer);
+        let connection = self.connections.writer();
         let key: i64 = connection
             .prepare_cached(
                 "INSERT INTO planning_plans (plan_id, room_id, name, description, columns, \
@@ -289,7 +247,7 @@ impl PlanningRepository for SqlitePlanning {
         task: &NewTask,
     ) -> Result<Result<(), Refusal>, RepoError> {
         let column = i64::try_from(task.column).unwrap_or(i64::MAX);
-        let connection = lock(&self.writer);
+        let connection = self.connections.writer();
         if !task.deps.is_empty() {
             // Tasks are never deleted, so a dependency known now stays known: the check
             // needs no transaction around the insert.
@@ -349,7 +307,7 @@ impl PlanningRepository for SqlitePlanning {
     ) -> Result<Result<(), Refusal>, RepoError> {
         let column = change.column.map(|c| i64::try_from(c).unwrap_or(i64::MAX));
         let deps = change.deps.as_deref().map(deps_json);
-        let mut connection = lock(&self.writer);
+        let mut connection = self.connections.writer();
         // Dependency changes read the plan's graph and write in one IMMEDIATE transaction,
         // which excludes every other writer, also in other processes.
         let tx = connection

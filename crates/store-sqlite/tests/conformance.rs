@@ -81,7 +81,7 @@ fn d5_opening_never_creates_or_migrates() {
         "{empty}"
     );
 
-    assert_eq!(migrate::up(&path).unwrap(), vec![1]);
+    assert_eq!(migrate::up(&path).unwrap(), vec![1, 2]);
     assert_eq!(
         migrate::up(&path).unwrap(),
         Vec::<i64>::new(),
@@ -89,9 +89,10 @@ fn d5_opening_never_creates_or_migrates() {
     );
     SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap();
     let status = migrate::status(&path).unwrap();
-    assert_eq!(status.len(), 1);
-    assert!(status[0].applied);
+    assert_eq!(status.len(), 2);
+    assert!(status.iter().all(|s| s.applied));
     assert_eq!(status[0].description, "create planning");
+    assert_eq!(status[1].description, "create rooms");
 }
 
 #[test]
@@ -99,13 +100,13 @@ fn d5_down_reverts_everything_and_the_store_refuses_to_open() {
     let (dir, store) = migrated();
     drop(store);
     let path = dir.path().join("planning.db");
-    assert_eq!(migrate::down(&path).unwrap(), vec![1]);
+    assert_eq!(migrate::down(&path).unwrap(), vec![2, 1]);
     let status = migrate::status(&path).unwrap();
-    assert!(!status[0].applied);
+    assert!(status.iter().all(|s| !s.applied));
     let connection = rusqlite::Connection::open(&path).unwrap();
     let tables: i64 = connection
         .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name LIKE 'planning_%'",
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name <> '_sqlx_migrations'",
             [],
             |r| r.get(0),
         )
@@ -113,7 +114,9 @@ fn d5_down_reverts_everything_and_the_store_refuses_to_open() {
     assert_eq!(tables, 0);
     let refused = SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap_err();
     assert!(
-        refused.to_string().contains("pending: 1 create planning"),
+        refused
+            .to_string()
+            .contains("pending: 1 create planning, 2 create rooms"),
         "{refused}"
     );
 }

@@ -1,0 +1,1064 @@
+//! `RoomStore`, `WorkflowStore` and `Outbox` on SQLite: the tables of
+//! `migrations/sqlite/0002`. A commit is one `BEGIN IMMEDIATE` transaction (D1, B1, B7, T5);
+//! leases are timed by the database's clock and every write of a running operation is fenced
+//! on its lease generation (D2, D3).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use agentroom_domain::engine::Notification;
+use agentroom_domain::event::Event;
+use agentroom_domain::ids::{EventId, NotificationId, OperationId, RoomId, Timestamp};
+use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::state::RoomState;
+use agentroom_ports::{
+    ClaimedOperation, Commit, CommitError, Delta, EventAppend, Heartbeat, LeaseGrant,
+    OperationFilter, OperationRecord, OperationStatus, Outbox, OutboxItem, Receipt, ReceiptWrite,
+    Resolution, Revision, RoomStore, StoreError, StoredRoom, WorkflowStore,
+};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Durability;
+use crate::connections::{Connections, OpenError};
+
+/// A snapshot of the whole state is written at the first revision and every this many
+/// revisions after it, so a load applies at most this many deltas minus one, and a commit
+/// otherwise writes only what changed.
+pub const SNAPSHOT_EVERY: i64 = 64;
+
+/// Now, in milliseconds since the Unix epoch, by the database's clock (leases, D3).
+macro_rules! now_ms {
+    () => {
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    };
+}
+
+/// The columns an [`OperationRecord`] is read from, in the order [`operation_from_row`]
+/// reads them.
+macro_rules! operation_columns {
+    () => {
+        concat!(
+            "op_key, room_id, request, status, lease_generation, lease_owner, \
+             (lease_expires_at IS NULL OR lease_expires_at <= ",
+            now_ms!(),
+            ") AS lease_expired, cancel_requested, receipt, recovery_attempts, \
+             dead_letter_reason, resolution"
+        )
+    };
+}
+
+const CAS_SQL: &str = "UPDATE rooms SET revision = revision + 1, updated_ms = ?3 \
+     WHERE room_id = ?1 AND revision = ?2";
+
+const HISTORY_SQL: &str = "INSERT INTO room_history \
+     (room_id, revision, input, event_id, delta, log, at_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+const SNAPSHOT_SQL: &str =
+    "INSERT INTO room_snapshots (room_id, revision, state) VALUES (?1, ?2, ?3)";
+
+const LEDGER_SQL: &str = "INSERT INTO ledger_entries (room_id, seq, entry, revision) \
+     VALUES (?1, coalesce((SELECT max(seq) FROM ledger_entries WHERE room_id = ?1), 0) + 1, \
+             ?2, ?3)";
+
+const NEW_OPERATION_SQL: &str = concat!(
+    "INSERT INTO operations (op_id, room_id, request, status, lease_generation, lease_owner, \
+     lease_expires_at, created_ms, updated_ms) \
+     VALUES (?1, ?2, ?3, 'in_flight', ?4, ?5, \
+             CASE WHEN ?6 IS NULL THEN NULL ELSE ",
+    now_ms!(),
+    " + ?6 END, ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    ") ON CONFLICT (op_id) DO NOTHING"
+);
+
+/// A receipt is written once, only by the current lease generation, only on an operation
+/// still in flight.
+const RECEIPT_SQL: &str = concat!(
+    "UPDATE operations SET receipt = ?3, status = 'receipted', updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND lease_generation = ?2 AND status = 'in_flight' \
+       AND receipt IS NULL"
+);
+
+const APPLIED_SQL: &str = concat!(
+    "UPDATE operations SET status = 'applied', updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND room_id = ?2"
+);
+
+const CANCEL_SQL: &str = concat!(
+    "UPDATE operations SET cancel_requested = 1, updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND room_id = ?2"
+);
+
+const OUTBOX_SQL: &str = concat!(
+    "INSERT INTO outbox (notification_id, room_id, body, created_ms) VALUES (?1, ?2, ?3, ",
+    now_ms!(),
+    ") ON CONFLICT (notification_id) DO NOTHING"
+);
+
+/// Claims in-flight operations without a receipt whose lease expired (or never existed),
+/// oldest first; the writer's `BEGIN IMMEDIATE` makes the claim exclusive. It reads only the
+/// `in_flight` range of `operations_by_status`, never applied or settled operations.
+pub const CLAIM_SQL: &str = concat!(
+    "UPDATE operations SET lease_generation = lease_generation + 1, lease_owner = ?1, \
+     lease_expires_at = ",
+    now_ms!(),
+    " + ?2, recovery_attempts = recovery_attempts + 1, updated_ms = ",
+    now_ms!(),
+    " WHERE op_key IN (SELECT op_key FROM operations \
+        WHERE status = 'in_flight' AND receipt IS NULL \
+          AND (lease_expires_at IS NULL OR lease_expires_at <= ",
+    now_ms!(),
+    ") ORDER BY op_key LIMIT ?3) RETURNING ",
+    operation_columns!()
+);
+
+const HEARTBEAT_SQL: &str = concat!(
+    "UPDATE operations SET lease_expires_at = ",
+    now_ms!(),
+    " + ?3, updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND lease_generation = ?2 AND status = 'in_flight' \
+       AND receipt IS NULL RETURNING cancel_requested"
+);
+
+const UNCERTAIN_SQL: &str = concat!(
+    "UPDATE operations SET status = 'uncertain', updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND lease_generation = ?2 AND status = 'in_flight' \
+       AND receipt IS NULL"
+);
+
+/// Counts a recovery attempt on an uncertain operation (recovery asked its reconciler again)
+/// and returns the new count.
+const COUNT_ATTEMPT_SQL: &str = concat!(
+    "UPDATE operations SET recovery_attempts = recovery_attempts + 1, updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND status = 'uncertain' RETURNING recovery_attempts"
+);
+
+const DEAD_LETTER_SQL: &str = concat!(
+    "UPDATE operations SET status = 'dead_letter', dead_letter_reason = ?2, updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND status IN ('in_flight', 'uncertain') AND receipt IS NULL"
+);
+
+const RESOLVE_SQL: &str = concat!(
+    "UPDATE operations SET status = 'resolved', resolution = ?2, updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND status IN ('uncertain', 'dead_letter')"
+);
+
+/// The undelivered notifications, oldest first: the partial index `outbox_undelivered`
+/// holds only those.
+pub const UNDELIVERED_SQL: &str = "SELECT room_id, body, attempts FROM outbox \
+     WHERE delivered_ms IS NULL ORDER BY outbox_key LIMIT ?1";
+
+const OPERATION_SQL: &str = concat!(
+    "SELECT ",
+    operation_columns!(),
+    " FROM operations WHERE op_id = ?1"
+);
+
+const OPEN_OPERATIONS_SQL: &str = concat!(
+    "SELECT ",
+    operation_columns!(),
+    " FROM operations WHERE status NOT IN ('applied', 'resolved') ORDER BY op_key"
+);
+
+const OPERATIONS_BY_STATUS_SQL: &str = concat!(
+    "SELECT ",
+    operation_columns!(),
+    " FROM operations WHERE status = ?1 ORDER BY op_key"
+);
+
+/// Room state, history, events, operations, the ledger and the outbox on one SQLite file.
+pub struct SqliteRooms {
+    connections: Connections,
+    latest: Latest,
+}
+
+impl std::fmt::Debug for SqliteRooms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteRooms")
+            .field("durability", &self.connections.durability())
+            .finish_non_exhaustive()
+    }
+}
+
+fn db(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| StoreError::Database(format!("{context}: {e}"))
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn millis(duration: Duration) -> i64 {
+    // Clamped far below i64::MAX, so the database's `now + duration` cannot overflow.
+    i64::try_from(duration.as_millis())
+        .unwrap_or(i64::MAX)
+        .min(i64::MAX / 4)
+}
+
+fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn immediate(connection: &mut Connection) -> Result<Transaction<'_>, StoreError> {
+    connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db("starting a write"))
+}
+
+/// An operation row as read, before its JSON is parsed.
+struct OperationRow {
+    room: String,
+    request: String,
+    status: String,
+    generation: i64,
+    lease_owner: Option<String>,
+    lease_expired: bool,
+    cancel_requested: bool,
+    receipt: Option<String>,
+    recovery_attempts: i64,
+    dead_letter_reason: Option<String>,
+    resolution: Option<String>,
+}
+
+fn operation_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OperationRow> {
+    Ok(OperationRow {
+        room: row.get(1)?,
+        request: row.get(2)?,
+        status: row.get(3)?,
+        generation: row.get(4)?,
+        lease_owner: row.get(5)?,
+        lease_expired: row.get(6)?,
+        cancel_requested: row.get(7)?,
+        receipt: row.get(8)?,
+        recovery_attempts: row.get(9)?,
+        dead_letter_reason: row.get(10)?,
+        resolution: row.get(11)?,
+    })
+}
+
+impl OperationRow {
+    fn parse(self) -> Result<OperationRecord, StoreError> {
+        let room = RoomId::parse(&self.room)
+            .map_err(|e| StoreError::Corrupt(format!("room of an operation: {e}")))?;
+        let request: agentroom_domain::engine::CallRequest =
+            from_json(&self.request, "an operation's request")?;
+        let op = request.op;
+        let status = OperationStatus::parse(&self.status).ok_or_else(|| {
+            StoreError::Corrupt(format!("operation {op} has status `{}`", self.status))
+        })?;
+        let receipt = self
+            .receipt
+            .map(|r| from_json::<Receipt>(&r, "an operation's receipt"))
+            .transpose()?;
+        let resolution = self
+            .resolution
+            .map(|r| from_json::<Resolution>(&r, "an operation's resolution"))
+            .transpose()?;
+        Ok(OperationRecord {
+            room,
+            request,
+            status,
+            generation: self.generation,
+            lease_owner: self.lease_owner,
+            lease_expired: self.lease_expired,
+            cancel_requested: self.cancel_requested,
+            receipt,
+            recovery_attempts: u32::try_from(self.recovery_attempts).unwrap_or(u32::MAX),
+            dead_letter_reason: self.dead_letter_reason,
+            resolution,
+        })
+    }
+}
+
+/// The state of `room` at `revision` (the current one when `None`) as JSON, rebuilt from the
+/// nearest snapshot at or before it and the deltas after that snapshot. Reads inside one
+/// transaction, so it sees one committed version of the file.
+fn rebuild(
+    connection: &mut Connection,
+    room: &RoomId,
+    revision: Option<Revision>,
+) -> Result<Option<(Revision, Value)>, StoreError> {
+    let err = db("reading a room");
+    let tx = connection.transaction().map_err(&err)?;
+    let current: Option<i64> = tx
+        .prepare_cached("SELECT revision FROM rooms WHERE room_id = ?1")
+        .and_then(|mut s| s.query_row([room.as_str()], |row| row.get(0)).optional())
+        .map_err(&err)?;
+    let Some(current) = current else {
+        return Ok(None);
+    };
+    let target = revision.map_or(current, |r| r.0);
+    if target < 1 || target > current {
+        return Ok(None);
+    }
+    let snapshot: Option<(i64, String)> = tx
+        .prepare_cached(
+            "SELECT revision, state FROM room_snapshots \
+             WHERE room_id = ?1 AND revision <= ?2 ORDER BY revision DESC LIMIT 1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![room.as_str(), target], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .optional()
+        })
+        .map_err(&err)?;
+    let Some((base, state)) = snapshot else {
+        return Err(StoreError::Corrupt(format!(
+            "room {room} has no snapshot at or before revision {target}"
+        )));
+    };
+    let mut value: Value = from_json(&state, "a snapshot")?;
+    {
+        let mut statement = tx
+            .prepare_cached(
+                "SELECT revision, delta FROM room_history \
+                 WHERE room_id = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision",
+            )
+            .map_err(&err)?;
+        let mut rows = statement
+            .query(params![room.as_str(), base, target])
+            .map_err(&err)?;
+        let mut expected = base;
+        while let Some(row) = rows.next().map_err(&err)? {
+            let revision: i64 = row.get(0).map_err(&err)?;
+            expected += 1;
+            if revision != expected {
+                return Err(StoreError::Corrupt(format!(
+                    "room {room} has no history row for revision {expected}"
+                )));
+            }
+            let text = row
+                .get_ref(1)
+                .map_err(&err)?
+                .as_str_or_null()
+                .map_err(|e| {
+                    StoreError::Corrupt(format!("history of room {room} at {revision}: {e}"))
+                })?;
+            let Some(text) = text else {
+                return Err(StoreError::Corrupt(format!(
+                    "room {room} has no change stored for revision {revision}"
+                )));
+            };
+            let delta: Delta = from_json(text, "a history row")?;
+            delta
+                .apply(&mut value)
+                .map_err(|e| StoreError::Corrupt(format!("room {room} at {revision}: {e}")))?;
+        }
+        if expected != target {
+            return Err(StoreError::Corrupt(format!(
+                "room {room} has no history row for revision {}",
+                expected + 1
+            )));
+        }
+    }
+    Ok(Some((Revision(target), value)))
+}
+
+/// Reads a state out of its JSON without copying the JSON.
+fn state_from(room: &RoomId, revision: Revision, value: &Value) -> Result<RoomState, StoreError> {
+    RoomState::deserialize(value)
+        .map_err(|e| StoreError::Corrupt(format!("room {room} at {revision}: {e}")))
+}
+
+/// Rooms whose latest state this store keeps as JSON.
+const CACHED_ROOMS: usize = 64;
+
+/// The latest state this store committed or rebuilt, per Room, as JSON: a commit diffs
+/// against it instead of serializing the previous state again, and a load at the same
+/// revision reads it instead of rebuilding from history. A (Room, revision) names one state
+/// forever (compare-and-swap admits one commit per revision), so an entry is valid exactly
+/// while the stored revision equals its own; another store's commit only makes it unused.
+#[derive(Default)]
+struct Latest {
+    rooms: Mutex<HashMap<RoomId, (Revision, Arc<Value>)>>,
+}
+
+impl Latest {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RoomId, (Revision, Arc<Value>)>> {
+        self.rooms.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn get(&self, room: &RoomId, revision: Revision) -> Option<Arc<Value>> {
+        match self.lock().get(room) {
+            Some((cached, value)) if *cached == revision => Some(Arc::clone(value)),
+            _ => None,
+        }
+    }
+
+    fn put(&self, room: &RoomId, revision: Revision, value: Arc<Value>) {
+        let mut rooms = self.lock();
+        if let Some((cached, _)) = rooms.get(room)
+            && *cached > revision
+        {
+            return;
+        }
+        if rooms.len() >= CACHED_ROOMS
+            && !rooms.contains_key(room)
+            && let Some(evicted) = rooms.keys().next().cloned()
+        {
+            rooms.remove(&evicted);
+        }
+        rooms.insert(room.clone(), (revision, value));
+    }
+}
+
+impl SqliteRooms {
+    /// Opens an existing, migrated database. Never creates or migrates it (D5): a missing
+    /// file or a schema behind this binary is [`StoreError::NotMigrated`].
+    pub fn open(path: &Path, durability: Durability) -> Result<Self, StoreError> {
+        let connections = Connections::open(path, durability).map_err(|e| match e {
+            OpenError::NotMigrated(detail) => StoreError::NotMigrated(detail),
+            OpenError::Database(context, e) => StoreError::Database(format!("{context}: {e}")),
+        })?;
+        Ok(Self {
+            connections,
+            latest: Latest::default(),
+        })
+    }
+
+    /// The durability its commits have.
+    pub fn durability(&self) -> Durability {
+        self.connections.durability()
+    }
+
+    /// The stored history row of `revision`: its delta and decision log as stored, in bytes
+    /// (for the tests and the benchmark that check a commit writes only what changed).
+    pub fn history_row_bytes(&self, room: &RoomId, revision: Revision) -> Result<i64, StoreError> {
+        let connection = self.connections.reader();
+        let bytes: Option<i64> = connection
+            .prepare_cached(
+                "SELECT coalesce(length(CAST(delta AS BLOB)), 0) + length(CAST(log AS BLOB)) \
+                 + length(CAST(input AS BLOB)) FROM room_history \
+                 WHERE room_id = ?1 AND revision = ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![room.as_str(), revision.0], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(db("reading a history row"))?;
+        Ok(bytes.unwrap_or(0))
+    }
+
+    /// The query plan SQLite chooses for `sql` (for the tests that check what a claim and
+    /// the outbox read).
+    pub fn explain(&self, sql: &str) -> Result<Vec<String>, StoreError> {
+        let connection = self.connections.reader();
+        let err = db("explain");
+        let mut statement = connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .map_err(&err)?;
+        let params: Vec<i64> = vec![1; statement.parameter_count()];
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(params), |row| {
+                row.get::<_, String>(3)
+            })
+            .map_err(&err)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(&err)
+    }
+
+    fn write_ledger(
+        tx: &Transaction<'_>,
+        room: &RoomId,
+        entries: &[LedgerEntry],
+        revision: i64,
+    ) -> Result<(), StoreError> {
+        let err = db("appending ledger entries");
+        let mut statement = tx.prepare_cached(LEDGER_SQL).map_err(&err)?;
+        for entry in entries {
+            statement
+                .execute(params![
+                    room.as_str(),
+                    to_json(entry, "a ledger entry")?,
+                    revision
+                ])
+                .map_err(&err)?;
+        }
+        Ok(())
+    }
+}
+
+/// A new operation row, serialized.
+struct PreparedOperation {
+    op: String,
+    request: String,
+    generation: i64,
+    owner: Option<String>,
+    lease_ms: Option<i64>,
+}
+
+/// What a commit writes, serialized before the writer is taken.
+struct Prepared {
+    state: Value,
+    delta: String,
+    snapshot: Option<String>,
+    log: String,
+    operations: Vec<PreparedOperation>,
+    receipts: Vec<(OperationId, i64, String)>,
+    ledger: Vec<String>,
+    notifications: Vec<(String, String)>,
+}
+
+/// Serializes what `commit` writes; `previous` is the stored state's JSON when this store
+/// knows it.
+fn prepare(
+    commit: &Commit<'_>,
+    new_revision: i64,
+    previous: Option<Arc<Value>>,
+) -> Result<Prepared, StoreError> {
+    let previous = match previous {
+        Some(value) => value,
+        None => Arc::new(
+            serde_json::to_value(commit.previous)
+                .map_err(|e| StoreError::Corrupt(format!("the previous state: {e}")))?,
+        ),
+    };
+    let state = serde_json::to_value(commit.state)
+        .map_err(|e| StoreError::Corrupt(format!("the new state: {e}")))?;
+    let delta = to_json(&Delta::between(&previous, &state), "a history delta")?;
+    let snapshot = if (new_revision - 1) % SNAPSHOT_EVERY == 0 {
+        Some(to_json(&state, "a snapshot")?)
+    } else {
+        None
+    };
+    let operations = commit
+        .operations
+        .iter()
+        .map(|op| {
+            let (generation, owner, lease_ms) = match &op.lease {
+                Some(lease) => (1, Some(lease.owner.clone()), Some(millis(lease.duration))),
+                None => (0, None, None),
+            };
+            Ok(PreparedOperation {
+                op: op.request.op.to_string(),
+                request: to_json(&op.request, "an operation's request")?,
+                generation,
+                owner,
+                lease_ms,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let receipts = commit
+        .receipts
+        .iter()
+        .map(|(op, generation, receipt)| Ok((*op, *generation, to_json(receipt, "a receipt")?)))
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let ledger = commit
+        .ledger
+        .iter()
+        .map(|e| to_json(e, "a ledger entry"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let notifications = commit
+        .notifications
+        .iter()
+        .map(|n| Ok((n.id.to_string(), to_json(n, "a notification")?)))
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(Prepared {
+        state,
+        delta,
+        snapshot,
+        log: to_json(commit.log, "a decision log")?,
+        operations,
+        receipts,
+        ledger,
+        notifications,
+    })
+}
+
+#[async_trait]
+impl RoomStore for SqliteRooms {
+    #[tracing::instrument(skip_all, fields(room = %state.room()))]
+    async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError> {
+        let room = state.room();
+        let snapshot = to_json(state, "a snapshot")?;
+        let mut connection = self.connections.writer();
+        let tx = immediate(&mut connection)?;
+        let err = db("creating a room");
+        let inserted = tx
+            .prepare_cached(
+                "INSERT INTO rooms (room_id, revision, created_ms, updated_ms) \
+                 VALUES (?1, 1, ?2, ?2) ON CONFLICT (room_id) DO NOTHING",
+            )
+            .and_then(|mut s| s.execute(params![room.as_str(), at.as_millis()]))
+            .map_err(&err)?;
+        if inserted == 0 {
+            return Err(StoreError::RoomExists(room.clone()));
+        }
+        let first = Revision::FIRST.0;
+        tx.prepare_cached(HISTORY_SQL)
+            .and_then(|mut s| {
+                s.execute(params![
+                    room.as_str(),
+                    first,
+                    "create",
+                    None::<String>,
+                    None::<String>,
+                    "[]",
+                    at.as_millis()
+                ])
+            })
+            .map_err(&err)?;
+        tx.prepare_cached(SNAPSHOT_SQL)
+            .and_then(|mut s| s.execute(params![room.as_str(), first, snapshot]))
+            .map_err(&err)?;
+        Self::write_ledger(&tx, room, state.ledger().entries(), first)?;
+        tx.commit().map_err(db("committing a new room"))?;
+        Ok(Revision::FIRST)
+    }
+
+    async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError> {
+        let mut connection = self.connections.reader();
+        let current: Option<i64> = connection
+            .prepare_cached("SELECT revision FROM rooms WHERE room_id = ?1")
+            .and_then(|mut s| s.query_row([room.as_str()], |row| row.get(0)).optional())
+            .map_err(db("reading a room"))?;
+        let Some(current) = current.map(Revision) else {
+            return Ok(None);
+        };
+        if let Some(value) = self.latest.get(room, current) {
+            drop(connection);
+            let state = state_from(room, current, &value)?;
+            return Ok(Some(StoredRoom {
+                state,
+                revision: current,
+            }));
+        }
+        let Some((revision, value)) = rebuild(&mut connection, room, None)? else {
+            return Ok(None);
+        };
+        drop(connection);
+        let state = state_from(room, revision, &value)?;
+        self.latest.put(room, revision, Arc::new(value));
+        Ok(Some(StoredRoom { state, revision }))
+    }
+
+    #[tracing::instrument(skip_all, fields(room = %room, expected = %expected))]
+    async fn commit(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commit: Commit<'_>,
+    ) -> Result<Revision, CommitError> {
+        let next = expected.next();
+        let prepared = prepare(&commit, next.0, self.latest.get(room, expected))?;
+        let mut connection = self.connections.writer();
+        let tx = immediate(&mut connection)?;
+        let err = db("committing");
+        let swapped = tx
+            .prepare_cached(CAS_SQL)
+            .and_then(|mut s| s.execute(params![room.as_str(), expected.0, commit.at.as_millis()]))
+            .map_err(&err)?;
+        if swapped == 0 {
+            let actual: Option<i64> = tx
+                .prepare_cached("SELECT revision FROM rooms WHERE room_id = ?1")
+                .and_then(|mut s| s.query_row([room.as_str()], |row| row.get(0)).optional())
+                .map_err(&err)?;
+            return Err(match actual {
+                None => CommitError::UnknownRoom(room.clone()),
+                Some(actual) => CommitError::Conflict {
+                    room: room.clone(),
+                    expected,
+                    actual: Revision(actual),
+                },
+            });
+        }
+        tx.prepare_cached(HISTORY_SQL)
+            .and_then(|mut s| {
+                s.execute(params![
+                    room.as_str(),
+                    next.0,
+                    commit.input,
+                    commit.event.map(|e| e.to_string()),
+                    prepared.delta,
+                    prepared.log,
+                    commit.at.as_millis()
+                ])
+            })
+            .map_err(&err)?;
+        if let Some(snapshot) = &prepared.snapshot {
+            tx.prepare_cached(SNAPSHOT_SQL)
+                .and_then(|mut s| s.execute(params![room.as_str(), next.0, snapshot]))
+                .map_err(&err)?;
+        }
+        if !prepared.operations.is_empty() {
+            let mut statement = tx.prepare_cached(NEW_OPERATION_SQL).map_err(&err)?;
+            for op in &prepared.operations {
+                statement
+                    .execute(params![
+                        op.op,
+                        room.as_str(),
+                        op.request,
+                        op.generation,
+                        op.owner,
+                        op.lease_ms
+                    ])
+                    .map_err(&err)?;
+            }
+        }
+        if !prepared.receipts.is_empty() {
+            let mut statement = tx.prepare_cached(RECEIPT_SQL).map_err(&err)?;
+            for (op, generation, receipt) in &prepared.receipts {
+                let written = statement
+                    .execute(params![op.to_string(), generation, receipt])
+                    .map_err(&err)?;
+                if written == 0 {
+                    // Dropping the transaction rolls back everything this commit wrote.
+                    return Err(CommitError::Fenced {
+                        op: *op,
+                        generation: *generation,
+                    });
+                }
+            }
+        }
+        for (sql, ops) in [
+            (APPLIED_SQL, &commit.applied),
+            (CANCEL_SQL, &commit.cancellations),
+        ] {
+            if ops.is_empty() {
+                continue;
+            }
+            let mut statement = tx.prepare_cached(sql).map_err(&err)?;
+            for op in ops {
+                statement
+                    .execute(params![op.to_string(), room.as_str()])
+                    .map_err(&err)?;
+            }
+        }
+        if !prepared.ledger.is_empty() {
+            let mut statement = tx.prepare_cached(LEDGER_SQL).map_err(&err)?;
+            for entry in &prepared.ledger {
+                statement
+                    .execute(params![room.as_str(), entry, next.0])
+                    .map_err(&err)?;
+            }
+        }
+        if !prepared.notifications.is_empty() {
+            let mut statement = tx.prepare_cached(OUTBOX_SQL).map_err(&err)?;
+            for (id, body) in &prepared.notifications {
+                statement
+                    .execute(params![id, room.as_str(), body])
+                    .map_err(&err)?;
+            }
+        }
+        tx.commit().map_err(db("committing"))?;
+        drop(connection);
+        self.latest.put(room, next, Arc::new(prepared.state));
+        Ok(next)
+    }
+
+    async fn state_at(
+        &self,
+        room: &RoomId,
+        revision: Revision,
+    ) -> Result<Option<RoomState>, StoreError> {
+        if let Some(value) = self.latest.get(room, revision) {
+            return state_from(room, revision, &value).map(Some);
+        }
+        let mut connection = self.connections.reader();
+        let rebuilt = rebuild(&mut connection, room, Some(revision))?;
+        drop(connection);
+        rebuilt
+            .map(|(revision, value)| state_from(room, revision, &value))
+            .transpose()
+    }
+
+    async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, StoreError> {
+        let connection = self.connections.reader();
+        let err = db("reading the ledger");
+        let mut statement = connection
+            .prepare_cached("SELECT entry FROM ledger_entries WHERE room_id = ?1 ORDER BY seq")
+            .map_err(&err)?;
+        let mut rows = statement.query([room.as_str()]).map_err(&err)?;
+        let mut entries = Vec::new();
+        while let Some(row) = rows.next().map_err(&err)? {
+            let text = row.get_ref(0).and_then(|v| Ok(v.as_str()?)).map_err(&err)?;
+            entries.push(from_json(text, "a ledger entry")?);
+        }
+        Ok(entries)
+    }
+
+    #[tracing::instrument(skip_all, fields(room = %event.room, event = %event.id))]
+    async fn append_event(&self, event: &Event, at: Timestamp) -> Result<EventAppend, StoreError> {
+        let text = to_json(event, "an event")?;
+        let mut connection = self.connections.writer();
+        let tx = immediate(&mut connection)?;
+        let err = db("appending an event");
+        let inserted = tx
+            .prepare_cached(
+                "INSERT INTO room_events (event_id, room_id, event, at_ms) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (event_id) DO NOTHING",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    event.id.to_string(),
+                    event.room.as_str(),
+                    text,
+                    at.as_millis()
+                ])
+            })
+            .map_err(&err)?;
+        if inserted == 1 {
+            tx.commit().map_err(&err)?;
+            return Ok(EventAppend::Inserted);
+        }
+        let stored: String = tx
+            .prepare_cached("SELECT event FROM room_events WHERE event_id = ?1")
+            .and_then(|mut s| s.query_row([event.id.to_string()], |row| row.get(0)))
+            .map_err(&err)?;
+        let stored: Event = from_json(&stored, "a stored event")?;
+        if &stored == event {
+            Ok(EventAppend::Existed)
+        } else {
+            Err(StoreError::EventMismatch(event.id))
+        }
+    }
+
+    async fn event(&self, room: &RoomId, id: EventId) -> Result<Option<Event>, StoreError> {
+        let connection = self.connections.reader();
+        let text: Option<String> = connection
+            .prepare_cached("SELECT event FROM room_events WHERE event_id = ?1 AND room_id = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![id.to_string(), room.as_str()], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(db("reading an event"))?;
+        text.map(|t| from_json(&t, "a stored event")).transpose()
+    }
+}
+
+fn collect_operations(
+    statement: &mut rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+    context: &'static str,
+) -> Result<Vec<(i64, OperationRecord)>, StoreError> {
+    let err = db(context);
+    let rows = statement
+        .query_map(params, |row| {
+            Ok((row.get::<_, i64>(0)?, operation_from_row(row)?))
+        })
+        .map_err(&err)?;
+    let mut records = Vec::new();
+    for row in rows {
+        let (key, row) = row.map_err(&err)?;
+        records.push((key, row.parse()?));
+    }
+    Ok(records)
+}
+
+#[async_trait]
+impl WorkflowStore for SqliteRooms {
+    #[tracing::instrument(skip_all, fields(owner = %lease.owner, limit))]
+    async fn claim_expired(
+        &self,
+        lease: LeaseGrant,
+        limit_to: usize,
+    ) -> Result<Vec<ClaimedOperation>, StoreError> {
+        let mut connection = self.connections.writer();
+        let tx = immediate(&mut connection)?;
+        let mut claimed = {
+            let mut statement = tx.prepare_cached(CLAIM_SQL).map_err(db("claiming"))?;
+            collect_operations(
+                &mut statement,
+                params![lease.owner, millis(lease.duration), limit(limit_to)],
+                "claiming",
+            )?
+        };
+        tx.commit().map_err(db("committing a claim"))?;
+        claimed.sort_by_key(|(key, _)| *key);
+        Ok(claimed
+            .into_iter()
+            .map(|(_, record)| ClaimedOperation {
+                generation: record.generation,
+                record,
+            })
+            .collect())
+    }
+
+    async fn heartbeat(
+        &self,
+        op: OperationId,
+        generation: i64,
+        duration: Duration,
+    ) -> Result<Heartbeat, StoreError> {
+        let mut connection = self.connections.writer();
+        let tx = immediate(&mut connection)?;
+        let cancel: Option<bool> = tx
+            .prepare_cached(HEARTBEAT_SQL)
+            .and_then(|mut s| {
+                s.query_row(
+                    params![op.to_string(), generation, millis(duration)],
+                    |row| row.get(0),
+                )
+                .optional()
+            })
+            .map_err(db("heartbeat"))?;
+        tx.commit().map_err(db("committing a heartbeat"))?;
+        Ok(match cancel {
+            Some(cancel) => Heartbeat::Extended { cancel },
+            None => Heartbeat::Fenced,
+        })
+    }
+
+    async fn record_receipt(
+        &self,
+        op: OperationId,
+        generation: i64,
+        receipt: &Receipt,
+    ) -> Result<ReceiptWrite, StoreError> {
+        let text = to_json(receipt, "a receipt")?;
+        let written = self.write_one(RECEIPT_SQL, params![op.to_string(), generation, text])?;
+        Ok(if written {
+            ReceiptWrite::Recorded
+        } else {
+            ReceiptWrite::Fenced
+        })
+    }
+
+    async fn mark_uncertain(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
+        self.write_one(UNCERTAIN_SQL, params![op.to_string(), generation])
+    }
+
+    async fn count_recovery_attempt(&self, op: OperationId) -> Result<Option<u32>, StoreError> {
+        let mut connection = self.connections.writer();
+        let tx = immediate(&mut connection)?;
+        let count: Option<i64> = tx
+            .prepare_cached(COUNT_ATTEMPT_SQL)
+            .and_then(|mut s| s.query_row([op.to_string()], |row| row.get(0)).optional())
+            .map_err(db("counting a recovery attempt"))?;
+        tx.commit().map_err(db("committing a recovery attempt"))?;
+        Ok(count.map(|c| u32::try_from(c).unwrap_or(u32::MAX)))
+    }
+
+    async fn dead_letter(&self, op: OperationId, reason: &str) -> Result<bool, StoreError> {
+        self.write_one(DEAD_LETTER_SQL, params![op.to_string(), reason])
+    }
+
+    async fn resolve(&self, op: OperationId, resolution: &Resolution) -> Result<bool, StoreError> {
+        let text = to_json(resolution, "a resolution")?;
+        self.write_one(RESOLVE_SQL, params![op.to_string(), text])
+    }
+
+    async fn operation(&self, op: OperationId) -> Result<Option<OperationRecord>, StoreError> {
+        let connection = self.connections.reader();
+        let mut statement = connection
+            .prepare_cached(OPERATION_SQL)
+            .map_err(db("reading an operation"))?;
+        let found = collect_operations(&mut statement, [op.to_string()], "reading an operation")?;
+        Ok(found.into_iter().next().map(|(_, record)| record))
+    }
+
+    async fn operations(
+        &self,
+        filter: OperationFilter,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let connection = self.connections.reader();
+        let context = "listing operations";
+        let found = match filter {
+            OperationFilter::Open => {
+                let mut statement = connection
+                    .prepare_cached(OPEN_OPERATIONS_SQL)
+                    .map_err(db(context))?;
+                collect_operations(&mut statement, [], context)?
+            }
+            OperationFilter::Status(status) => {
+                let mut statement = connection
+                    .prepare_cached(OPERATIONS_BY_STATUS_SQL)
+                    .map_err(db(context))?;
+                collect_operations(&mut statement, [status.as_str()], context)?
+            }
+        };
+        Ok(found.into_iter().map(|(_, record)| record).collect())
+    }
+}
+
+impl SqliteRooms {
+    /// Runs one write statement in its own `BEGIN IMMEDIATE` transaction; true if it changed
+    /// a row.
+    fn write_one(
+        &self,
+        sql: &'static str,
+        params: impl rusqlite::Params,
+    ) -> Result<bool, StoreError> {
+        let mut connection = self.connections.writer();
+        let tx = immediate(&mut connection)?;
+        let changed = tx
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute(params))
+            .map_err(db("writing an operation"))?;
+        tx.commit().map_err(db("committing an operation write"))?;
+        Ok(changed > 0)
+    }
+}
+
+#[async_trait]
+impl Outbox for SqliteRooms {
+    async fn undelivered(&self, limit_to: usize) -> Result<Vec<OutboxItem>, StoreError> {
+        let connection = self.connections.reader();
+        let err = db("reading the outbox");
+        let mut statement = connection.prepare_cached(UNDELIVERED_SQL).map_err(&err)?;
+        let rows = statement
+            .query_map([limit(limit_to)], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            })
+            .map_err(&err)?;
+        let mut items = Vec::new();
+        for row in rows {
+            let (room, body, attempts) = row.map_err(&err)?;
+            let room = RoomId::parse(&room)
+                .map_err(|e| StoreError::Corrupt(format!("room of a notification: {e}")))?;
+            let notification: Notification = from_json(&body, "a notification")?;
+            items.push(OutboxItem {
+                room,
+                notification,
+                attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            });
+        }
+        Ok(items)
+    }
+
+    async fn mark_delivered(&self, id: NotificationId) -> Result<(), StoreError> {
+        self.write_one(
+            concat!(
+                "UPDATE outbox SET delivered_ms = ",
+                now_ms!(),
+                " WHERE notification_id = ?1 AND delivered_ms IS NULL"
+            ),
+            [id.to_string()],
+        )
+        .map(|_| ())
+    }
+
+    async fn mark_attempt(&self, id: NotificationId) -> Result<(), StoreError> {
+        self.write_one(
+            "UPDATE outbox SET attempts = attempts + 1 \
+             WHERE notification_id = ?1 AND delivered_ms IS NULL",
+            [id.to_string()],
+        )
+        .map(|_| ())
+    }
+}

@@ -1,0 +1,67 @@
+//! Named crash points for crash tests: when `AGENTROOM_CRASH_AT` names a point, the process
+//! aborts there at once (`std::process::abort`, no unwinding, no cleanup), as a SIGKILL would
+//! leave it. Tests run the real binary with the variable set and restart it.
+
+use std::sync::OnceLock;
+
+/// The environment variable naming the point to crash at.
+pub const ENV: &str = "AGENTROOM_CRASH_AT";
+
+/// After transaction 1: operation, reservation and lease committed; nothing called.
+pub const AFTER_RESERVE: &str = "after_reserve";
+/// After the provider returned; nothing recorded.
+pub const AFTER_CALL: &str = "after_call";
+/// After the receipt is recorded alone; the owner has not applied it.
+pub const AFTER_RECEIPT: &str = "after_receipt";
+/// After transaction 2: receipt and settled state committed.
+pub const AFTER_SETTLE: &str = "after_settle";
+/// After the operation was marked uncertain; the owner has not decided it.
+pub const AFTER_UNCERTAIN: &str = "after_uncertain";
+/// After recovery claimed an expired operation; it is not yet marked uncertain.
+pub const AFTER_CLAIM: &str = "after_claim";
+
+/// Every named point, in the order a call passes them.
+pub const POINTS: &[&str] = &[
+    AFTER_RESERVE,
+    AFTER_CALL,
+    AFTER_RECEIPT,
+    AFTER_SETTLE,
+    AFTER_UNCERTAIN,
+    AFTER_CLAIM,
+];
+
+/// The point this process crashes at, read once.
+pub fn configured() -> Option<&'static str> {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    AT.get_or_init(|| std::env::var(ENV).ok().filter(|v| !v.is_empty()))
+        .as_deref()
+}
+
+/// Whether a process configured with `configured` crashes at `point`.
+pub fn crashes_at(configured: Option<&str>, point: &str) -> bool {
+    configured == Some(point)
+}
+
+/// Aborts the process if `AGENTROOM_CRASH_AT` names `point`.
+pub fn crash_point(point: &'static str) {
+    if crashes_at(configured(), point) {
+        tracing::error!(point, "crash point reached: aborting the process");
+        std::process::abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_named_point_crashes() {
+        assert!(crashes_at(Some("after_call"), AFTER_CALL));
+        assert!(!crashes_at(Some("after_call"), AFTER_RECEIPT));
+        assert!(!crashes_at(None, AFTER_CALL));
+        let mut names = POINTS.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), POINTS.len(), "point names are distinct");
+    }
+}

@@ -1,0 +1,279 @@
+//! Holding a lease while a call runs: heartbeats at most a third of the lease apart, fenced on
+//! the generation; the abort fires when the heartbeat says fenced or cancel, or when no
+//! heartbeat got through for a whole lease (D3). Also the call loop shared by the runner and
+//! `durable_call`: bounded retries with backoff of calls that reached nothing.
+
+use std::future::Future;
+use std::time::Duration;
+
+use agentroom_ports::domain::engine::CallRequest;
+use agentroom_ports::domain::ids::OperationId;
+use agentroom_ports::{Heartbeat, Receipt, ReceiptWrite, StoreError, WorkflowStore};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+
+use crate::abort::{Abort, AbortReason, AbortTrigger};
+use crate::config::RunnerConfig;
+use crate::provider::{CallOutcome, Provider};
+
+/// Keeps one lease alive and fires the abort.
+struct LeaseKeeper<'a, W: ?Sized> {
+    store: &'a W,
+    op: OperationId,
+    generation: i64,
+    lease: Duration,
+    every: Duration,
+    grace: Duration,
+    trigger: AbortTrigger,
+    next_beat: Instant,
+    extended_at: Instant,
+}
+
+impl<'a, W: WorkflowStore + ?Sized> LeaseKeeper<'a, W> {
+    fn new(store: &'a W, op: OperationId, generation: i64, config: &RunnerConfig) -> Self {
+        let now = Instant::now();
+        let every = config.heartbeat().max(Duration::from_millis(1));
+        Self {
+            store,
+            op,
+            generation,
+            lease: config.lease(),
+            every,
+            grace: config.abort_grace(),
+            trigger: Abort::new().0,
+            next_beat: now + every,
+            extended_at: now,
+        }
+    }
+
+    fn signal(&self) -> Abort {
+        self.trigger.signal()
+    }
+
+    fn reason(&self) -> Option<AbortReason> {
+        self.trigger.reason()
+    }
+
+    /// A cancelled call keeps its lease while it stops; a fenced or lost one has none.
+    fn beating(&self) -> bool {
+        !matches!(
+            self.reason(),
+            Some(AbortReason::Fenced | AbortReason::LeaseLost)
+        )
+    }
+
+    /// Runs `fut` while heartbeating. `None` if the abort fired and `fut` did not finish
+    /// within the grace period (it is dropped).
+    async fn guard<F: Future>(&mut self, fut: F) -> Option<F::Output> {
+        tokio::pin!(fut);
+        let mut give_up = self.reason().map(|_| Instant::now() + self.grace);
+        loop {
+            let beat_at = self.next_beat;
+            let give_up_at = give_up.unwrap_or(beat_at);
+            tokio::select! {
+                biased;
+                out = &mut fut => return Some(out),
+                () = sleep_until(give_up_at), if give_up.is_some() => return None,
+                () = sleep_until(beat_at), if self.beating() => {
+                    self.beat().await;
+                    if give_up.is_none() && self.reason().is_some() {
+                        give_up = Some(Instant::now() + self.grace);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn beat(&mut self) {
+        let started = Instant::now();
+        self.next_beat = started + self.every;
+        let answer = timeout(
+            self.every,
+            self.store.heartbeat(self.op, self.generation, self.lease),
+        )
+        .await;
+        match answer {
+            Ok(Ok(Heartbeat::Extended { cancel })) => {
+                self.extended_at = started;
+                if cancel {
+                    tracing::info!(op = %self.op, "cancel requested: aborting the call");
+                    self.trigger.abort(AbortReason::Cancelled);
+                }
+            }
+            Ok(Ok(Heartbeat::Fenced)) => {
+                tracing::warn!(op = %self.op, generation = self.generation, "fenced: aborting the call");
+                self.trigger.abort(AbortReason::Fenced);
+            }
+            Ok(Err(err)) => self.missed(&err.to_string()),
+            Err(_) => self.missed("the heartbeat timed out"),
+        }
+    }
+
+    fn missed(&mut self, why: &str) {
+        tracing::warn!(op = %self.op, why, "heartbeat failed");
+        if Instant::now() >= self.extended_at + self.lease {
+            tracing::warn!(op = %self.op, "no heartbeat for a whole lease: aborting the call");
+            self.trigger.abort(AbortReason::LeaseLost);
+        }
+    }
+}
+
+/// How a call ended, after retries, as far as the runner knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Execution {
+    /// The provider returned (possibly after a cancel: the result is late, not lost, D4).
+    Returned(Receipt),
+    /// The heartbeat said fenced: whatever came back is dropped.
+    Fenced,
+    /// It may have run: no receipt.
+    Uncertain(String),
+    /// Nothing reached the provider, and no more retries are allowed.
+    NotSent(String),
+}
+
+/// Calls the provider under the lease at `generation`, retrying calls that reached nothing.
+#[tracing::instrument(skip_all, fields(op = %request.op, generation))]
+pub(crate) async fn execute<W, P>(
+    store: &W,
+    provider: &P,
+    config: &RunnerConfig,
+    generation: i64,
+    request: &CallRequest,
+) -> Execution
+where
+    W: WorkflowStore + ?Sized,
+    P: Provider + ?Sized,
+{
+    let mut keeper = LeaseKeeper::new(store, request.op, generation, config);
+    let mut attempt = 0_u32;
+    loop {
+        let outcome = keeper.guard(provider.call(request, keeper.signal())).await;
+        let aborted = keeper.reason();
+        let (retry_after, reason) = match (outcome, aborted) {
+            (_, Some(AbortReason::Fenced)) => return Execution::Fenced,
+            (None, reason) => {
+                let reason = reason.map_or("unknown", AbortReason::as_str);
+                return Execution::Uncertain(format!(
+                    "the provider did not stop after its abort ({reason}) and was dropped"
+                ));
+            }
+            (Some(CallOutcome::Returned(receipt)), _) => return Execution::Returned(receipt),
+            (Some(CallOutcome::Uncertain { reason }), _) => return Execution::Uncertain(reason),
+            (Some(CallOutcome::Aborted), reason) => {
+                let reason = reason.map_or("unasked", AbortReason::as_str);
+                return Execution::Uncertain(format!("the call was aborted ({reason})"));
+            }
+            (
+                Some(CallOutcome::NotSent {
+                    retry_after,
+                    reason,
+                }),
+                _,
+            ) => (retry_after, reason),
+        };
+        attempt = attempt.saturating_add(1);
+        if let Some(aborted) = aborted {
+            return Execution::NotSent(format!("{reason}; not retried ({})", aborted.as_str()));
+        }
+        if attempt > config.not_sent_retries() {
+            return Execution::NotSent(format!("{reason} (gave up after {attempt} attempts)"));
+        }
+        let wait = config.backoff(attempt, retry_after);
+        tracing::info!(
+            attempt,
+            ?wait,
+            reason,
+            "nothing reached the provider: retrying"
+        );
+        let signal = keeper.signal();
+        keeper
+            .guard(async {
+                tokio::select! {
+                    () = sleep(wait) => {}
+                    _ = signal.aborted() => {}
+                }
+            })
+            .await;
+        match keeper.reason() {
+            Some(AbortReason::Fenced) => return Execution::Fenced,
+            Some(other) => {
+                return Execution::NotSent(format!("{reason}; not retried ({})", other.as_str()));
+            }
+            None => {}
+        }
+    }
+}
+
+/// Retries a store call up to the configured bound, with backoff.
+pub(crate) async fn retrying<T, F, Fut>(
+    config: &RunnerConfig,
+    what: &str,
+    mut call: F,
+) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let mut attempt = 0_u32;
+    loop {
+        match call().await {
+            Ok(value) => return Ok(value),
+            Err(err) => {
+                attempt = attempt.saturating_add(1);
+                if attempt > config.store_retries() {
+                    return Err(err);
+                }
+                tracing::warn!(what, attempt, %err, "store call failed: retrying");
+                sleep(config.backoff(attempt, None)).await;
+            }
+        }
+    }
+}
+
+/// Writes `receipt` fenced on `generation`, retrying store failures. A retry that finds the
+/// receipt written reads it back: if it is this one at this generation, it was recorded.
+pub(crate) async fn write_receipt<W: WorkflowStore + ?Sized>(
+    store: &W,
+    config: &RunnerConfig,
+    op: OperationId,
+    generation: i64,
+    receipt: &Receipt,
+) -> Result<ReceiptWrite, StoreError> {
+    let mut tries = 0_u32;
+    let written = retrying(config, "record_receipt", || {
+        tries += 1;
+        store.record_receipt(op, generation, receipt)
+    })
+    .await?;
+    if written == ReceiptWrite::Fenced && tries > 1 {
+        let mine = store.operation(op).await?.is_some_and(|record| {
+            record.generation == generation && record.receipt.as_ref() == Some(receipt)
+        });
+        if mine {
+            return Ok(ReceiptWrite::Recorded);
+        }
+    }
+    Ok(written)
+}
+
+/// Marks the operation uncertain fenced on `generation`, retrying store failures (a retry
+/// that finds it uncertain at this generation counts as marked).
+pub(crate) async fn mark_uncertain<W: WorkflowStore + ?Sized>(
+    store: &W,
+    config: &RunnerConfig,
+    op: OperationId,
+    generation: i64,
+) -> Result<bool, StoreError> {
+    let mut tries = 0_u32;
+    let marked = retrying(config, "mark_uncertain", || {
+        tries += 1;
+        store.mark_uncertain(op, generation)
+    })
+    .await?;
+    if !marked && tries > 1 {
+        return Ok(store.operation(op).await?.is_some_and(|record| {
+            record.generation == generation
+                && record.status == agentroom_ports::OperationStatus::Uncertain
+        }));
+    }
+    Ok(marked)
+}

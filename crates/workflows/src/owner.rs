@@ -1,0 +1,44 @@
+//! The operation's owner (the coordinator; a small consumer in tests): it takes what the runner
+//! and recovery learned and lets the domain decide it. The runner never decides.
+
+use agentroom_ports::domain::engine::Reconciliation;
+use agentroom_ports::{OperationRecord, Receipt};
+use async_trait::async_trait;
+
+/// The owner could not take an outcome now; recovery hands durable outcomes over again.
+#[derive(Debug, thiserror::Error)]
+#[error("the operation's owner failed: {0}")]
+pub struct OwnerError(pub String);
+
+/// Takes the outcomes of operations. Every method may be called again for the same operation
+/// (after a crash, or on each recovery), so each must be idempotent: an outcome the Room has
+/// applied already is acknowledged, not applied twice.
+#[async_trait]
+pub trait ReceiptOwner: Send + Sync {
+    /// A receipt is durably recorded at `generation`: decide `Input::CallReturned` and commit
+    /// it with the operation in `Commit::applied`.
+    async fn deliver(
+        &self,
+        record: &OperationRecord,
+        receipt: &Receipt,
+        generation: i64,
+    ) -> Result<(), OwnerError>;
+
+    /// The operation is uncertain (no receipt; reservation held, never replayed, D2): decide
+    /// `Input::CallUncertain`.
+    async fn uncertain(&self, record: &OperationRecord) -> Result<(), OwnerError>;
+
+    /// A reconciler confirmed an uncertain operation's outcome (D2): decide
+    /// `Input::Reconciled` and commit it with the operation in `Commit::applied`.
+    async fn reconciled(
+        &self,
+        record: &OperationRecord,
+        outcome: &Reconciliation,
+    ) -> Result<(), OwnerError>;
+
+    /// Nothing reached the provider and the bounded retries are spent: the call is known not
+    /// to have run. Decide `Input::CallSettled` with a zero charge and commit it with the
+    /// operation in `Commit::applied`. If this never commits, the lease expires and recovery
+    /// treats the operation as uncertain.
+    async fn not_sent(&self, record: &OperationRecord, reason: &str) -> Result<(), OwnerError>;
+}

@@ -1,0 +1,205 @@
+//! The runner on a leased operation: receipts fenced on the generation and handed to the
+//! owner; fencing, cancellation and a provider that ignores its abort.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::sync::Arc;
+
+use agentroom_ports::conformance::lease;
+use agentroom_ports::domain::money::UsdMicros;
+use agentroom_ports::domain::state::OperationState;
+use agentroom_ports::{OperationStatus, WorkflowStore};
+use agentroom_workflows::{AbortReason, CallOutcome, Leased, RunOutcome, Runner};
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_receipt_is_recorded_on_the_generation_and_the_owner_applies_it() {
+    within(async {
+        let mut room = Room::new("runner").await;
+        let decision = room.driver.owner_message("hello");
+        let request = call_of(&decision);
+        room.commit_leased(&decision, "runner-a", 300).await;
+        let provider = TestProvider::new(Behaviour::Answer {
+            micros: 700,
+            delay: ms(5),
+        });
+        let owner = TestOwner::new(Arc::clone(&room.store)).await;
+        let runner = Runner::new(
+            Arc::clone(&room.store),
+            Arc::clone(&provider),
+            Arc::clone(&owner),
+            config("runner-a", 300),
+        );
+        let outcome = runner
+            .run(Leased::created(room.id(), request.clone()))
+            .await
+            .unwrap();
+        assert_eq!(outcome, RunOutcome::Receipted { delivered: true });
+        assert_eq!(owner.took(), vec![(request.op, "deliver")]);
+        let record = room.record(request.op).await;
+        assert_eq!(record.status, OperationStatus::Applied);
+        assert_eq!(record.receipt, Some(answer(&request, 700)));
+        let balances = room.balances().await;
+        assert_eq!(
+            (balances.spent, balances.reserved),
+            (UsdMicros::new(700), UsdMicros::ZERO)
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_a_fenced_runner_aborts_and_its_result_is_dropped() {
+    within(async {
+        let mut room = Room::new("fenced").await;
+        let decision = room.driver.owner_message("contested");
+        let request = call_of(&decision);
+        // Runner A's lease expired at once; runner B claims the operation (generation 2).
+        room.commit_leased(&decision, "runner-a", 0).await;
+        let provider = TestProvider::new(Behaviour::UntilAborted);
+        let owner = TestOwner::new(Arc::clone(&room.store)).await;
+        let runner = Runner::new(
+            Arc::clone(&room.store),
+            Arc::clone(&provider),
+            Arc::clone(&owner),
+            config("runner-a", 60),
+        );
+        let claimed = room
+            .store
+            .claim_expired(lease("runner-b", 60_000), 10)
+            .await
+            .unwrap();
+        assert_eq!(claimed[0].generation, 2);
+        let outcome = runner
+            .run(Leased::created(room.id(), request.clone()))
+            .await
+            .unwrap();
+        assert_eq!(outcome, RunOutcome::Fenced);
+        assert_eq!(provider.aborts(), vec![AbortReason::Fenced]);
+        let record = room.record(request.op).await;
+        assert_eq!(
+            (record.status, record.generation, record.receipt),
+            (OperationStatus::InFlight, 2, None),
+            "runner B's lease is untouched"
+        );
+        assert!(owner.took().is_empty());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d2_a_result_that_arrives_after_the_fence_is_dropped() {
+    within(async {
+        let mut room = Room::new("late").await;
+        let decision = room.driver.owner_message("slow and stubborn");
+        let request = call_of(&decision);
+        room.commit_leased(&decision, "runner-a", 0).await;
+        // It ignores its abort and returns a result anyway.
+        let provider = TestProvider::new(Behaviour::Stubborn {
+            micros: 100,
+            delay: ms(80),
+        });
+        let owner = TestOwner::new(Arc::clone(&room.store)).await;
+        let runner = Runner::new(
+            Arc::clone(&room.store),
+            Arc::clone(&provider),
+            Arc::clone(&owner),
+            config("runner-a", 60),
+        );
+        room.store
+            .claim_expired(lease("runner-b", 60_000), 10)
+            .await
+            .unwrap();
+        let outcome = runner
+            .run(Leased::created(room.id(), request.clone()))
+            .await
+            .unwrap();
+        assert_eq!(outcome, RunOutcome::Fenced);
+        assert_eq!(provider.aborts(), vec![AbortReason::Fenced]);
+        assert_eq!(room.record(request.op).await.receipt, None, "dropped");
+        assert_eq!(room.balances().await.spent, UsdMicros::ZERO);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_a_cancelled_call_that_ignores_its_abort_is_dropped_and_uncertain() {
+    within(async {
+        let mut room = Room::new("hang").await;
+        let decision = room.driver.owner_message("never answers");
+        let request = call_of(&decision);
+        room.commit_leased(&decision, "runner-a", 60).await;
+        let provider = TestProvider::new(Behaviour::Hang);
+        let owner = TestOwner::new(Arc::clone(&room.store)).await;
+        let runner = Runner::new(
+            Arc::clone(&room.store),
+            Arc::clone(&provider),
+            Arc::clone(&owner),
+            config("runner-a", 60).with_abort_grace(ms(50)),
+        );
+        Room::cancel_elsewhere(&room.store, &room.id(), request.op).await;
+        let outcome = runner
+            .run(Leased::created(room.id(), request.clone()))
+            .await
+            .unwrap();
+        match outcome {
+            RunOutcome::Uncertain { reason } => {
+                assert!(reason.contains("did not stop"), "{reason}");
+            }
+            other => panic!("expected uncertain, got {other:?}"),
+        }
+        assert_eq!(
+            room.record(request.op).await.status,
+            OperationStatus::Uncertain
+        );
+        assert_eq!(owner.took(), vec![(request.op, "uncertain")]);
+        let stored = room.load().await;
+        assert_eq!(
+            stored.state.operation(request.op).unwrap().state(),
+            OperationState::Uncertain
+        );
+        assert_eq!(
+            stored.state.ledger().balances().uncertain,
+            UsdMicros::new(1_000)
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_sent_retries_are_bounded_and_the_owner_releases_the_call() {
+    within(async {
+        let mut room = Room::new("runner-not-sent").await;
+        let decision = room.driver.owner_message("unreachable");
+        let request = call_of(&decision);
+        room.commit_leased(&decision, "runner-a", 60).await;
+        let refused = CallOutcome::NotSent {
+            retry_after: None,
+            reason: "connection refused".to_owned(),
+        };
+        let provider = TestProvider::script(vec![refused; 5]);
+        let owner = TestOwner::new(Arc::clone(&room.store)).await;
+        let runner = Runner::new(
+            Arc::clone(&room.store),
+            Arc::clone(&provider),
+            Arc::clone(&owner),
+            config("runner-a", 60).with_not_sent_retries(1, ms(5), ms(5)),
+        );
+        let outcome = runner
+            .run(Leased::created(room.id(), request.clone()))
+            .await
+            .unwrap();
+        assert!(matches!(outcome, RunOutcome::NotSent { .. }), "{outcome:?}");
+        assert_eq!(provider.calls(), 2);
+        assert_eq!(owner.took(), vec![(request.op, "not_sent")]);
+        let stored = room.load().await;
+        assert_eq!(stored.state.ledger().held_by(request.op), None);
+        assert_eq!(stored.state.ledger().balances().spent, UsdMicros::ZERO);
+        assert_eq!(
+            room.record(request.op).await.status,
+            OperationStatus::Applied
+        );
+    })
+    .await;
+}

@@ -1,0 +1,448 @@
+//! Shared test support: a Room in the in-memory store, small providers, an owner that decides
+//! outcomes with the domain and commits them, a scripted reconciler.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    dead_code,
+    unreachable_pub
+)]
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentroom_ports::conformance::Driver;
+use agentroom_ports::domain::engine::{
+    CallRequest, CallResult, Charge, Decision, Effect, Input, InputError, Proposal, ProposalKind,
+    ReasonerResult, Reconciliation,
+};
+use agentroom_ports::domain::ids::{OperationId, RoomId, Timestamp};
+use agentroom_ports::domain::ledger::Balances;
+use agentroom_ports::domain::money::UsdMicros;
+use agentroom_ports::domain::state::{OperationState, RoomState};
+use agentroom_ports::memory::MemoryStore;
+use agentroom_ports::{
+    Commit, CommitError, OperationRecord, Receipt, ReconcileError, Reconciler, RoomStore,
+    StoredRoom, WorkflowStore,
+};
+use agentroom_workflows::{
+    Abort, AbortReason, CallOutcome, Decider, OwnerError, Provider, ReceiptOwner, RunnerConfig,
+};
+use async_trait::async_trait;
+
+pub const AT: Timestamp = Timestamp::from_millis(1_764_460_800_000);
+
+/// Runs a test body with a deadline, so nothing can hang CI.
+pub async fn within<F: Future>(fut: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(20), fut)
+        .await
+        .expect("the test took too long")
+}
+
+pub fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
+
+/// A runner config with a short lease.
+pub fn config(runner: &str, lease_ms: u64) -> RunnerConfig {
+    RunnerConfig::new(runner, ms(lease_ms))
+        .with_abort_grace(ms(200))
+        .with_not_sent_retries(3, ms(5), ms(40))
+        .with_store_retries(1)
+}
+
+/// A Room with a limit of 1,000,000 micros and a reasoner quote of 1,000.
+pub struct Room {
+    pub store: Arc<MemoryStore>,
+    pub driver: Driver,
+}
+
+impl Room {
+    pub async fn new(name: &str) -> Room {
+        let store = Arc::new(MemoryStore::new());
+        let driver = Driver::create(&*store, name, 1_000_000).await;
+        Room { store, driver }
+    }
+
+    pub fn id(&self) -> RoomId {
+        self.driver.room()
+    }
+
+    pub fn stored(&self) -> StoredRoom {
+        StoredRoom {
+            state: self.driver.state.clone(),
+            revision: self.driver.revision,
+        }
+    }
+
+    pub async fn load(&self) -> StoredRoom {
+        self.store.load(&self.id()).await.unwrap().unwrap()
+    }
+
+    pub async fn balances(&self) -> Balances {
+        self.load().await.state.ledger().balances()
+    }
+
+    pub async fn record(&self, op: OperationId) -> OperationRecord {
+        self.store.operation(op).await.unwrap().unwrap()
+    }
+
+    /// Commits `decision` with a lease of `lease_ms` for `owner` (0: expired at once).
+    pub async fn commit_leased(&mut self, decision: &Decision, owner: &str, lease_ms: u64) {
+        let grant = agentroom_ports::conformance::lease(owner, lease_ms);
+        let room = self.id();
+        let commit = Commit::decided(&room, &self.driver.state, decision, AT, "x", Some(&grant));
+        self.driver.revision = self
+            .store
+            .commit(&room, self.driver.revision, commit)
+            .await
+            .unwrap();
+        self.driver.state = decision.state.clone();
+    }
+
+    /// Another writer moves the Room (a limit raise by the operator).
+    pub async fn raise_elsewhere(store: &MemoryStore, room: &RoomId, by: i64) {
+        let stored = store.load(room).await.unwrap().unwrap();
+        let mut driver = Driver::create(&MemoryStore::new(), room.as_str(), 1).await;
+        driver.state = stored.state.clone();
+        driver.revision = stored.revision;
+        let decision = driver.raise(by);
+        let commit = Commit::decided(room, &stored.state, &decision, AT, "raise_limit", None);
+        store.commit(room, stored.revision, commit).await.unwrap();
+    }
+
+    /// Asks the running call `op` to abort (D3), as a control decision would.
+    pub async fn cancel_elsewhere(store: &MemoryStore, room: &RoomId, op: OperationId) {
+        let stored = store.load(room).await.unwrap().unwrap();
+        let mut commit = Commit::state(&stored.state, &stored.state, AT, "control");
+        commit.cancellations.push(op);
+        store.commit(room, stored.revision, commit).await.unwrap();
+    }
+}
+
+/// The reserved call of a decision.
+pub fn call_of(decision: &Decision) -> CallRequest {
+    decision
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::ReserveAndCall(request) => Some(request.clone()),
+            _ => None,
+        })
+        .expect("a reserved call")
+}
+
+/// An ordinary answer to the call, charged `micros`.
+pub fn answer(request: &CallRequest, micros: i64) -> Receipt {
+    Receipt {
+        charge: Charge::Actual(UsdMicros::new(micros)),
+        result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
+            observed: request.observed,
+            kind: ProposalKind::Answer {
+                text: "forty-two".to_owned(),
+            },
+        })),
+    }
+}
+
+/// Decides with the conformance driver's environment. Its ids derive from `name`, so two
+/// deciders with different names never mint the same operation id.
+pub struct TestDecider(Mutex<Driver>);
+
+impl TestDecider {
+    pub async fn new(name: &str) -> TestDecider {
+        TestDecider(Mutex::new(
+            Driver::create(&MemoryStore::new(), name, 1).await,
+        ))
+    }
+
+    fn decide_now(&self, state: &RoomState, input: Input) -> Decision {
+        let mut driver = self.0.lock().unwrap();
+        driver.state = state.clone();
+        driver.decide(input)
+    }
+}
+
+impl Decider for TestDecider {
+    fn decide(&self, state: &RoomState, input: Input) -> Result<Decision, InputError> {
+        Ok(self.decide_now(state, input))
+    }
+}
+
+/// What a provider saw.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub calls: AtomicU32,
+    pub aborts: Mutex<Vec<AbortReason>>,
+}
+
+/// How a [`TestProvider`] behaves.
+pub enum Behaviour {
+    /// Returns an answer charged `micros` after `delay`, stopping early when aborted.
+    Answer { micros: i64, delay: Duration },
+    /// Returns an answer after `delay` whatever the abort says.
+    Stubborn { micros: i64, delay: Duration },
+    /// Never returns, ignores the abort.
+    Hang,
+    /// Waits for the abort, then stops.
+    UntilAborted,
+    /// Plays these outcomes in order, then answers.
+    Script(Mutex<VecDeque<CallOutcome>>),
+}
+
+/// A check run while the call runs.
+pub type During = Box<dyn FnMut(&CallRequest) + Send>;
+
+pub struct TestProvider {
+    pub behaviour: Behaviour,
+    pub seen: Seen,
+    /// Checked while the call runs (e.g. that the reservation is held).
+    pub during: Mutex<Option<During>>,
+}
+
+impl TestProvider {
+    pub fn new(behaviour: Behaviour) -> Arc<TestProvider> {
+        Arc::new(TestProvider {
+            behaviour,
+            seen: Seen::default(),
+            during: Mutex::new(None),
+        })
+    }
+
+    pub fn script(outcomes: Vec<CallOutcome>) -> Arc<TestProvider> {
+        Self::new(Behaviour::Script(Mutex::new(outcomes.into())))
+    }
+
+    pub fn calls(&self) -> u32 {
+        self.seen.calls.load(Ordering::SeqCst)
+    }
+
+    pub fn aborts(&self) -> Vec<AbortReason> {
+        self.seen.aborts.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Provider for TestProvider {
+    async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome {
+        self.seen.calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(check) = self.during.lock().unwrap().as_mut() {
+            check(request);
+        }
+        match &self.behaviour {
+            Behaviour::Answer { micros, delay } => {
+                tokio::select! {
+                    () = tokio::time::sleep(*delay) => CallOutcome::Returned(answer(request, *micros)),
+                    reason = abort.aborted() => {
+                        self.seen.aborts.lock().unwrap().push(reason);
+                        CallOutcome::Aborted
+                    }
+                }
+            }
+            Behaviour::Stubborn { micros, delay } => {
+                tokio::time::sleep(*delay).await;
+                if let Some(reason) = abort.reason() {
+                    self.seen.aborts.lock().unwrap().push(reason);
+                }
+                CallOutcome::Returned(answer(request, *micros))
+            }
+            Behaviour::Hang => std::future::pending().await,
+            Behaviour::UntilAborted => {
+                let reason = abort.aborted().await;
+                self.seen.aborts.lock().unwrap().push(reason);
+                CallOutcome::Aborted
+            }
+            Behaviour::Script(outcomes) => {
+                let next = outcomes.lock().unwrap().pop_front();
+                next.unwrap_or_else(|| CallOutcome::Returned(answer(request, 400)))
+            }
+        }
+    }
+}
+
+/// The operation's owner: decides each outcome with the domain and commits it, marking the
+/// operation applied where the outcome settles it.
+pub struct TestOwner {
+    pub store: Arc<MemoryStore>,
+    decider: TestDecider,
+    pub failing: AtomicBool,
+    pub log: Mutex<Vec<(OperationId, &'static str)>>,
+}
+
+impl TestOwner {
+    pub async fn new(store: Arc<MemoryStore>) -> Arc<TestOwner> {
+        Arc::new(TestOwner {
+            store,
+            decider: TestDecider::new("owner-decider").await,
+            failing: AtomicBool::new(false),
+            log: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn took(&self) -> Vec<(OperationId, &'static str)> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Decides `input` (if the operation's domain state allows it) and commits it.
+    async fn apply(
+        &self,
+        record: &OperationRecord,
+        what: &'static str,
+        input: impl Fn(OperationState) -> Option<Input>,
+        applied: bool,
+    ) -> Result<(), OwnerError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(OwnerError("the owner is down".to_owned()));
+        }
+        let room = &record.room;
+        let op = record.op();
+        for _ in 0..8 {
+            let stored = self
+                .store
+                .load(room)
+                .await
+                .map_err(|e| OwnerError(e.to_string()))?
+                .ok_or_else(|| OwnerError("no room".to_owned()))?;
+            let state = stored.state.operation(op).map(|o| o.state());
+            let decision = state
+                .and_then(&input)
+                .map(|input| self.decider.decide_now(&stored.state, input));
+            if decision.is_none() && !applied {
+                return Ok(()); // nothing to decide: already done
+            }
+            let mut commit = match &decision {
+                Some(decision) => Commit::decided(room, &stored.state, decision, AT, what, None),
+                None => Commit::state(&stored.state, &stored.state, AT, what),
+            };
+            if applied {
+                commit.applied.push(op);
+            }
+            match self.store.commit(room, stored.revision, commit).await {
+                Ok(_) => {
+                    self.log.lock().unwrap().push((op, what));
+                    return Ok(());
+                }
+                Err(CommitError::Conflict { .. }) => continue,
+                Err(err) => return Err(OwnerError(err.to_string())),
+            }
+        }
+        Err(OwnerError("still conflicting".to_owned()))
+    }
+}
+
+fn running(state: OperationState) -> bool {
+    matches!(
+        state,
+        OperationState::InFlight | OperationState::CancelRequested
+    )
+}
+
+#[async_trait]
+impl ReceiptOwner for TestOwner {
+    async fn deliver(
+        &self,
+        record: &OperationRecord,
+        receipt: &Receipt,
+        _generation: i64,
+    ) -> Result<(), OwnerError> {
+        let op = record.op();
+        self.apply(
+            record,
+            "deliver",
+            |state| {
+                running(state).then(|| Input::CallReturned {
+                    op,
+                    charge: receipt.charge,
+                    result: receipt.result.clone(),
+                })
+            },
+            true,
+        )
+        .await
+    }
+
+    async fn uncertain(&self, record: &OperationRecord) -> Result<(), OwnerError> {
+        let op = record.op();
+        self.apply(
+            record,
+            "uncertain",
+            |state| running(state).then_some(Input::CallUncertain { op }),
+            false,
+        )
+        .await
+    }
+
+    async fn reconciled(
+        &self,
+        record: &OperationRecord,
+        outcome: &Reconciliation,
+    ) -> Result<(), OwnerError> {
+        let op = record.op();
+        self.apply(
+            record,
+            "reconciled",
+            |state| {
+                (state == OperationState::Uncertain).then(|| Input::Reconciled {
+                    op,
+                    outcome: outcome.clone(),
+                })
+            },
+            true,
+        )
+        .await
+    }
+
+    async fn not_sent(&self, record: &OperationRecord, _reason: &str) -> Result<(), OwnerError> {
+        let op = record.op();
+        self.apply(
+            record,
+            "not_sent",
+            |state| {
+                running(state).then_some(Input::CallSettled {
+                    op,
+                    charge: Charge::Actual(UsdMicros::ZERO),
+                })
+            },
+            true,
+        )
+        .await
+    }
+}
+
+/// Answers with a fixed outcome and counts how often it was asked.
+pub struct TestReconciler {
+    pub outcome: Mutex<Option<Reconciliation>>,
+    pub asked: AtomicU32,
+    pub failing: AtomicBool,
+}
+
+impl TestReconciler {
+    pub fn new(outcome: Option<Reconciliation>) -> TestReconciler {
+        TestReconciler {
+            outcome: Mutex::new(outcome),
+            asked: AtomicU32::new(0),
+            failing: AtomicBool::new(false),
+        }
+    }
+
+    pub fn asked(&self) -> u32 {
+        self.asked.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Reconciler for TestReconciler {
+    async fn reconcile(
+        &self,
+        _operation: &OperationRecord,
+    ) -> Result<Option<Reconciliation>, ReconcileError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(ReconcileError("the provider's records are down".to_owned()));
+        }
+        Ok(self.outcome.lock().unwrap().clone())
+    }
+}
