@@ -304,6 +304,13 @@ SET status = 'uncertain', updated_at = clock_timestamp() \
 WHERE op_id = $1::uuid AND lease_generation = $2 AND status = 'in_flight' \
   AND receipt IS NULL";
 
+/// Counts one more recovery attempt on uncertain operation `$1`; returns the new count.
+pub const COUNT_RECOVERY_ATTEMPT: &str = "\
+UPDATE operations \
+SET recovery_attempts = recovery_attempts + 1, updated_at = clock_timestamp() \
+WHERE op_id = $1::uuid AND status = 'uncertain' \
+RETURNING recovery_attempts";
+
 /// Dead-letters operation `$1` (in flight or uncertain) with reason `$2`.
 pub const DEAD_LETTER: &str = "\
 UPDATE operations \

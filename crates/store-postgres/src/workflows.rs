@@ -140,6 +140,20 @@ impl WorkflowStore for PgRooms {
     }
 
     #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]
+    async fn count_recovery_attempt(&self, op: OperationId) -> Result<Option<u32>, StoreError> {
+        let count: Option<i32> = sqlx::query_scalar(sql::COUNT_RECOVERY_ATTEMPT)
+            .bind(op.to_string())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(failed("counting a recovery attempt"))?;
+        count
+            .map(|n| {
+                u32::try_from(n).map_err(|_| StoreError::Corrupt(format!("recovery attempts {n}")))
+            })
+            .transpose()
+    }
+
+    #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]
     async fn dead_letter(&self, op: OperationId, reason: &str) -> Result<bool, StoreError> {
         let done = sqlx::query(sql::DEAD_LETTER)
             .bind(op.to_string())
