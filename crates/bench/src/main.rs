@@ -5,6 +5,8 @@
 // Printing figures is this binary's job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod durable;
+mod floor;
 mod planning;
 
 use clap::{Parser, Subcommand};
@@ -21,10 +23,13 @@ enum Command {
     /// The planning messages: task/add rate through `handle` and through the stdio
     /// transport; board and filtered-list latency at 100,000 tasks.
     Planning(planning::Args),
+    /// Durable call overhead on PostgreSQL next to the raw commit floor of the same run.
+    Durable(durable::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Planning(args) => planning::run(&args),
+        Command::Durable(args) => durable::run(&args),
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use agentroom_planning::PlanningRepository;
 use agentroom_ports::WorkflowStore;
 use agentroom_store_sqlite::{Durability, SqlitePlanning, SqliteRooms};
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 
 /// The embedded database's file name under the root.
@@ -67,10 +67,10 @@ impl StoreArgs {
     /// planning commands, operator commands never create one.
     pub(crate) async fn open_workflows(&self) -> anyhow::Result<Arc<dyn WorkflowStore>> {
         if let Some(url) = &self.database_url {
-            bail!(
-                "operations on PostgreSQL land with the PostgreSQL room store (asked for {})",
-                redact(url)
-            );
+            let store = agentroom_store_postgres::PgRooms::connect(url)
+                .await
+                .with_context(|| format!("opening {}", redact(url)))?;
+            return Ok(Arc::new(store));
         }
         let path = self.sqlite_path();
         let store = SqliteRooms::open(&path, self.durability())

@@ -247,6 +247,12 @@ fn d5_on_postgresql_nothing_migrates_but_migrate_and_down_needs_its_confirmation
 
     let up = agentroom(&["migrate", "up", "--database-url", &url]);
     assert!(up.status.success(), "{up:?}");
+    let operations = agentroom(&["operations", "list", "--database-url", &url]);
+    assert!(operations.status.success(), "{operations:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&operations.stdout),
+        "no operations\n"
+    );
     assert!(
         String::from_utf8_lossy(&up.stdout).contains("applied 0001"),
         "{up:?}"

@@ -1,0 +1,110 @@
+//! The raw commit floor of a PostgreSQL server (DESIGN.md): one autocommit single-row
+//! `INSERT` of a 64-byte row on one connection — one round trip, one WAL flush — measured by
+//! this binary, so every durable-call figure can be printed next to it from the same run.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+
+/// Per-commit latencies (µs, sorted) on one connection, and commits per second with `conns`
+/// connections.
+pub(crate) struct Floor {
+    pub(crate) one_connection_us: Vec<f64>,
+}
+
+/// A fresh database for one bench run on the server of `admin_url`, dropped by [`drop_db`].
+pub(crate) async fn create_db(
+    admin_url: &str,
+    prefix: &str,
+) -> anyhow::Result<(PgPool, String, String)> {
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(admin_url)
+        .await
+        .with_context(|| format!("connecting to {admin_url}"))?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos();
+    let name = format!("{prefix}_{nanos}");
+    // The name is ours (a fixed prefix and digits); CREATE DATABASE takes no parameters.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await?;
+    let url = match admin_url.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{name}"),
+        None => anyhow::bail!("the database URL names no database: {admin_url}"),
+    };
+    Ok((admin, name, url))
+}
+
+/// Drops a database made by [`create_db`].
+pub(crate) async fn drop_db(admin: &PgPool, name: &str) -> anyhow::Result<()> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(admin)
+    .await?;
+    Ok(())
+}
+
+/// Measures the floor on the database at `url`: `warmup` then `n` commits on one connection.
+pub(crate) async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Result<Floor> {
+    let pool = PgPoolOptions::new().max_connections(1).connect(url).await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
+    )
+    .execute(&pool)
+    .await?;
+    let payload = vec![7u8; 64];
+    let mut times = Vec::with_capacity(n);
+    for i in 0..warmup + n {
+        let started = Instant::now();
+        sqlx::query("INSERT INTO bench_floor (payload) VALUES ($1)")
+            .bind(&payload)
+            .execute(&pool)
+            .await?;
+        if i >= warmup {
+            times.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    pool.close().await;
+    Ok(Floor {
+        one_connection_us: times,
+    })
+}
+
+/// Commits per second with `conns` connections, each doing `per_conn` floor commits.
+pub(crate) async fn throughput(url: &str, conns: usize, per_conn: usize) -> anyhow::Result<f64> {
+    let pool = PgPoolOptions::new()
+        .max_connections(u32::try_from(conns).unwrap_or(u32::MAX))
+        .connect(url)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
+    )
+    .execute(&pool)
+    .await?;
+    let started = Instant::now();
+    let mut joins = Vec::new();
+    for _ in 0..conns {
+        let pool = pool.clone();
+        joins.push(tokio::spawn(async move {
+            let payload = vec![7u8; 64];
+            for _ in 0..per_conn {
+                sqlx::query("INSERT INTO bench_floor (payload) VALUES ($1)")
+                    .bind(&payload)
+                    .execute(&pool)
+                    .await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for join in joins {
+        join.await??;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    pool.close().await;
+    Ok((conns * per_conn) as f64 / secs)
+}
