@@ -6,6 +6,7 @@
 
 mod capabilities;
 mod demo;
+mod drill;
 mod migrate;
 mod operations;
 mod serve;
@@ -73,6 +74,12 @@ enum Command {
         #[command(subcommand)]
         command: capabilities::Command,
     },
+    /// Drive durable calls on the embedded database for crash tests (not a product command).
+    #[command(hide = true)]
+    Drill {
+        #[command(subcommand)]
+        command: drill::Command,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -118,6 +125,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Migrate { command } => {
             let text = current_thread()?.block_on(migrate::run(command))?;
+            print!("{text}");
+        }
+        Command::Drill { command } => {
+            let text = current_thread()?.block_on(drill::run(command))?;
             print!("{text}");
         }
     }

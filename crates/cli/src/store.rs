@@ -79,7 +79,7 @@ impl StoreArgs {
     }
 }
 
-fn create_embedded(root: &Path, path: &Path) -> anyhow::Result<()> {
+pub(crate) fn create_embedded(root: &Path, path: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(root)
         .with_context(|| format!("creating the data directory {}", root.display()))?;
     agentroom_store_sqlite::migrate::up(path)?;
