@@ -13,6 +13,12 @@ pub struct OwnerError(pub String);
 /// Takes the outcomes of operations. Every method may be called again for the same operation
 /// (after a crash, or on each recovery), so each must be idempotent: an outcome the Room has
 /// applied already is acknowledged, not applied twice.
+///
+/// A decision an owner commits may create new calls (a failed interpretation is reissued,
+/// O11). The owner must commit those with its own lease and run them: committed without a
+/// lease they look expired at once, recovery marks them uncertain without calling them, the
+/// reconciler finds they never ran, the domain reissues them — and recovery never ends (found
+/// by the crash drill).
 #[async_trait]
 pub trait ReceiptOwner: Send + Sync {
     /// A receipt is durably recorded at `generation`: decide `Input::CallReturned` and commit
