@@ -46,6 +46,7 @@ macro_rules! store_conformance {
             b1_operations_are_created_with_their_reservation_and_the_committers_lease,
             d2_a_receipt_is_written_once_and_only_by_the_current_generation,
             d2_a_commit_with_a_fenced_receipt_writes_nothing,
+            d2_a_commit_writes_receipts_only_on_its_own_rooms_operations_in_flight,
             d3_a_cancellation_reaches_the_heartbeat,
             claims_take_expired_leases_only_and_bump_the_generation,
             concurrent_claimers_never_share_an_operation,
@@ -522,6 +523,47 @@ pub async fn d2_a_commit_with_a_fenced_receipt_writes_nothing<S: Store>(store: A
         open.iter().all(|o| o.op() != op),
         "an applied operation is not open"
     );
+}
+
+/// D2 and Room isolation: a commit cannot write a receipt onto another Room's operation, nor
+/// onto an operation that is no longer in flight (uncertain).
+pub async fn d2_a_commit_writes_receipts_only_on_its_own_rooms_operations_in_flight<S: Store>(
+    store: Arc<S>,
+) {
+    let mut a = Driver::create(&*store, "own-a", 1_000_000).await;
+    let mut b = Driver::create(&*store, "own-b", 1_000_000).await;
+    let decision = a.owner_message("go");
+    let op = reserved_op(&decision);
+    a.commit(&*store, &decision, "event_accepted")
+        .await
+        .unwrap();
+    let raise = b.raise(1);
+    let mut commit = Commit::decided(&b.room(), &b.state, &raise, AT, "raise_limit", None);
+    commit.receipts.push((op, 1, answer()));
+    match store.commit(&b.room(), b.revision, commit).await {
+        Err(CommitError::Fenced { op: fenced, .. }) => assert_eq!(fenced, op),
+        other => panic!("another Room's operation took a receipt: {other:?}"),
+    }
+    assert_eq!(store.operation(op).await.unwrap().unwrap().receipt, None);
+    assert_eq!(
+        store.load(&b.room()).await.unwrap().unwrap().revision,
+        b.revision
+    );
+
+    assert!(store.mark_uncertain(op, 1).await.unwrap());
+    let raise = a.raise(1);
+    let mut commit = Commit::decided(&a.room(), &a.state, &raise, AT, "raise_limit", None);
+    commit.receipts.push((op, 1, answer()));
+    assert!(matches!(
+        store.commit(&a.room(), a.revision, commit).await,
+        Err(CommitError::Fenced { .. })
+    ));
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.receipt),
+        (OperationStatus::Uncertain, None)
+    );
+    b.revision = store.load(&b.room()).await.unwrap().unwrap().revision;
 }
 
 /// D3: a cancellation committed with a decision reaches the running call's heartbeat.

@@ -122,10 +122,12 @@ impl RoomStore for MemoryStore {
             });
         }
         for (op, generation, _) in &commit.receipts {
-            let writable = inner
-                .operations
-                .get(op)
-                .is_some_and(|o| o.record.generation == *generation && o.record.receipt.is_none());
+            let writable = inner.operations.get(op).is_some_and(|o| {
+                o.record.room == *room
+                    && o.record.generation == *generation
+                    && o.record.receipt.is_none()
+                    && o.record.status == OperationStatus::InFlight
+            });
             if !writable {
                 return Err(CommitError::Fenced {
                     op: *op,

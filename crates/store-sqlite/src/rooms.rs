@@ -89,6 +89,14 @@ const RECEIPT_SQL: &str = concat!(
        AND receipt IS NULL"
 );
 
+/// [`RECEIPT_SQL`] inside a commit: the operation must also belong to the committing Room.
+const COMMIT_RECEIPT_SQL: &str = concat!(
+    "UPDATE operations SET receipt = ?3, status = 'receipted', updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND lease_generation = ?2 AND status = 'in_flight' \
+       AND receipt IS NULL AND room_id = ?4"
+);
+
 const APPLIED_SQL: &str = concat!(
     "UPDATE operations SET status = 'applied', updated_ms = ",
     now_ms!(),
@@ -717,10 +725,10 @@ impl RoomStore for SqliteRooms {
             }
         }
         if !prepared.receipts.is_empty() {
-            let mut statement = tx.prepare_cached(RECEIPT_SQL).map_err(&err)?;
+            let mut statement = tx.prepare_cached(COMMIT_RECEIPT_SQL).map_err(&err)?;
             for (op, generation, receipt) in &prepared.receipts {
                 let written = statement
-                    .execute(params![op.to_string(), generation, receipt])
+                    .execute(params![op.to_string(), generation, receipt, room.as_str()])
                     .map_err(&err)?;
                 if written == 0 {
                     // Dropping the transaction rolls back everything this commit wrote.
