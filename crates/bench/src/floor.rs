@@ -7,8 +7,7 @@ use std::time::Instant;
 use anyhow::Context;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
-/// Per-commit latencies (µs, sorted) on one connection, and commits per second with `conns`
-/// connections.
+/// Per-commit latencies (µs, sorted) on one connection.
 pub(crate) struct Floor {
     pub(crate) one_connection_us: Vec<f64>,
 }

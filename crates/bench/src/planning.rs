@@ -54,6 +54,9 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    if args.plans == 0 || args.tasks_per_plan == 0 || args.reps == 0 {
+        bail!("--plans, --tasks-per-plan and --reps must be at least 1");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -100,19 +103,7 @@ fn sqlite(
 /// A fresh database on the server of `admin_url`, dropped when the run ends.
 async fn postgres(args: &Args, admin_url: &str) -> anyhow::Result<()> {
     use agentroom_store_postgres::{PgPlanning, migrate};
-    let admin = migrate::connect(admin_url).await?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_nanos();
-    let name = format!("agentroom_bench_{nanos}");
-    // The name is ours (digits only); CREATE DATABASE takes no bind parameters.
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&admin)
-        .await?;
-    let url = match admin_url.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{name}"),
-        None => bail!("the database URL names no database: {admin_url}"),
-    };
+    let (admin, name, url) = crate::floor::create_db(admin_url, "agentroom_bench").await?;
     let result = async {
         let pool = migrate::connect(&url).await?;
         migrate::up(&pool).await?;
@@ -136,11 +127,7 @@ async fn postgres(args: &Args, admin_url: &str) -> anyhow::Result<()> {
         anyhow::Ok(())
     }
     .await;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await?;
+    crate::floor::drop_db(&admin, &name).await?;
     result
 }
 

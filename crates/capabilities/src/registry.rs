@@ -190,6 +190,53 @@ impl Registry {
         Ok(())
     }
 
+    /// The first requirement cycle reachable from `capability`, as a chain that starts and ends
+    /// at the same capability. Unlike [`Registry::closure`], a missing or unavailable
+    /// requirement does not stop the walk, so a cycle behind one is still found.
+    fn requirement_cycle(&self, capability: &Capability) -> Option<Vec<String>> {
+        fn walk(
+            registry: &Registry,
+            capability: &Capability,
+            path: &mut Vec<CapabilityRef>,
+            done: &mut BTreeSet<CapabilityRef>,
+        ) -> Option<Vec<String>> {
+            for requirement in &capability.spec.requirements {
+                let Ok(followed) = registry.follow(requirement.capability(), &mut Vec::new())
+                else {
+                    continue;
+                };
+                let reached = followed.capability.reference();
+                if let Some(at) = path.iter().position(|p| *p == reached) {
+                    let mut chain: Vec<String> = path
+                        .get(at..)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect();
+                    chain.push(reached.to_string());
+                    return Some(chain);
+                }
+                if done.contains(&reached) {
+                    continue;
+                }
+                path.push(reached.clone());
+                let found = walk(registry, followed.capability, path, done);
+                path.pop();
+                if found.is_some() {
+                    return found;
+                }
+                done.insert(reached);
+            }
+            None
+        }
+        walk(
+            self,
+            capability,
+            &mut vec![capability.reference()],
+            &mut BTreeSet::new(),
+        )
+    }
+
     /// Reports every replacement cycle once, at the capability of the cycle that sorts first.
     fn report_replacement_cycles(&self, errors: &mut Vec<ResourceError>) {
         for capability in self.capabilities.values() {
@@ -220,7 +267,7 @@ impl Registry {
     fn report_requirement_cycles(&self, errors: &mut Vec<ResourceError>) {
         let mut reported = BTreeSet::new();
         for capability in self.capabilities.values() {
-            if let Err(ResolveError::RequirementCycle { chain }) = self.closure(capability) {
+            if let Some(chain) = self.requirement_cycle(capability) {
                 // Reported from a capability on the cycle, once per cycle.
                 if chain.first() != Some(&capability.reference().to_string()) {
                     continue;

@@ -99,6 +99,21 @@ fn a_replacement_that_is_unavailable_is_refused() {
 }
 
 #[test]
+fn a_requirement_cycle_behind_a_missing_requirement_is_still_refused() {
+    // a requires x (not defined) before b, and b requires a: the cycle is reported even
+    // though resolving a stops at the missing x.
+    let caps = cap("a", "", "  requirements: [{name: x}, {name: b}]\n")
+        + &cap("b", "", "  requirements: [{name: a}]\n");
+    let errors = Catalog::parse([("caps.yaml", caps.as_str())]).unwrap_err();
+    assert!(
+        errors.errors().iter().any(
+            |e| matches!(e.kind(), ErrorKind::RequirementCycle(chain) if chain == &["a", "b", "a"])
+        ),
+        "{errors}"
+    );
+}
+
+#[test]
 fn requirements_resolve_transitively_through_replacements() {
     let caps = cap("a", "", "  requirements: [{name: b}]\n")
         + &cap("b", "", "  requirements: [{capability: old-c}]\n")

@@ -192,7 +192,8 @@ async fn recover<R: Reconciler>(
     lease: Duration,
     ends: &mut BTreeMap<&'static str, u32>,
 ) -> anyhow::Result<(RecoveryReport, u32)> {
-    let deadline = Instant::now() + lease * 4 + Duration::from_secs(2);
+    let deadline =
+        Instant::now() + lease.min(agentroom_ports::MAX_LEASE) * 4 + Duration::from_secs(2);
     let mut total = RecoveryReport::default();
     let mut passes = 0;
     loop {

@@ -120,10 +120,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<String> {
     Ok(format!(
         "operation {} resolved as {} by {}\n",
         args.op,
-        match outcome {
-            ResolutionOutcome::Succeeded => "succeeded",
-            ResolutionOutcome::Failed => "failed",
-        },
+        outcome.as_str(),
         resolution.operator
     ))
 }
@@ -135,7 +132,7 @@ fn as_json(records: &[OperationRecord]) -> String {
             "op": r.op().to_string(),
             "room": r.room.as_str(),
             "state": r.status.as_str(),
-            "role": format!("{:?}", r.request.role).to_lowercase(),
+            "role": r.request.role.as_str(),
             "reservation_micros": r.request.reservation.micros(),
             "generation": r.generation,
             "recovery_attempts": r.recovery_attempts,
@@ -161,7 +158,7 @@ fn as_table(records: &[OperationRecord]) -> String {
             (Some(res), _) => format!(
                 "{} ({}): {}",
                 res.operator,
-                format!("{:?}", res.outcome).to_lowercase(),
+                res.outcome.as_str(),
                 res.reason
             ),
             (None, Some(reason)) => reason.clone(),
@@ -172,7 +169,7 @@ fn as_table(records: &[OperationRecord]) -> String {
             r.op(),
             r.room.as_str(),
             r.status.as_str(),
-            format!("{:?}", r.request.role).to_lowercase(),
+            r.request.role.as_str(),
             r.request.reservation.to_string(),
             r.recovery_attempts,
             note

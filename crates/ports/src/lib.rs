@@ -33,6 +33,7 @@ pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
 pub use reconcile::{ReconcileError, Reconciler};
 pub use rooms::{Commit, CommitError, EventAppend, Revision, RoomStore, StoreError, StoredRoom};
 pub use workflows::{
-    ClaimedOperation, Heartbeat, LeaseGrant, NewOperation, OperationFilter, OperationRecord,
-    OperationStatus, Receipt, ReceiptWrite, Resolution, ResolutionOutcome, WorkflowStore,
+    ClaimedOperation, Heartbeat, LeaseGrant, MAX_LEASE, NewOperation, OperationFilter,
+    OperationRecord, OperationStatus, Receipt, ReceiptWrite, Resolution, ResolutionOutcome,
+    WorkflowStore, lease_millis,
 };

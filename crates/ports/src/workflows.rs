@@ -22,6 +22,16 @@ pub struct NewOperation {
     pub lease: Option<LeaseGrant>,
 }
 
+/// The longest lease a store grants; a longer one is cut to it (a call that needs more keeps
+/// its lease by heartbeats). Keeps `now + lease` far from overflowing in every database.
+pub const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A lease duration in whole milliseconds, at most [`MAX_LEASE`]: what stores write.
+pub fn lease_millis(duration: Duration) -> i64 {
+    let capped = duration.min(MAX_LEASE).as_millis();
+    i64::try_from(capped).unwrap_or(i64::MAX)
+}
+
 /// A lease to take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseGrant {
@@ -95,6 +105,16 @@ pub enum ResolutionOutcome {
     Succeeded,
     /// It did not run, or failed (`--confirm-failed`).
     Failed,
+}
+
+impl ResolutionOutcome {
+    /// The name on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResolutionOutcome::Succeeded => "succeeded",
+            ResolutionOutcome::Failed => "failed",
+        }
+    }
 }
 
 /// An operator's resolution, recorded with who and why.

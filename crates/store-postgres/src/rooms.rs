@@ -358,7 +358,7 @@ impl RoomStore for PgRooms {
                     lease_ms: o
                         .lease
                         .as_ref()
-                        .map(|l| i64::try_from(l.duration.as_millis()).unwrap_or(i64::MAX)),
+                        .map(|l| agentroom_ports::lease_millis(l.duration)),
                 })
                 .collect(),
             receipts: commit

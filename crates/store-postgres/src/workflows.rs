@@ -19,7 +19,7 @@ use crate::rooms::{PgRooms, failed, parse_json, to_json};
 use crate::sql;
 
 fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+    agentroom_ports::lease_millis(duration)
 }
 
 /// Reads a row of `operation_columns!` (see `sql`).

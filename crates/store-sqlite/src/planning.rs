@@ -128,7 +128,8 @@ fn task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
     Ok(TaskRow {
         task_id: row.get(0)?,
         title: row.get(1)?,
-        column: usize::try_from(column).unwrap_or(usize::MAX),
+        column: usize::try_from(column)
+            .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(2, column))?,
         assignee: row.get(3)?,
     })
 }
@@ -142,7 +143,9 @@ fn collect_rows(
     fixed_column: Option<usize>,
 ) -> rusqlite::Result<Result<TaskRows, RepoError>> {
     let mut rows = statement.query(params)?;
-    let mut tasks = TaskRows::with_capacity(4096, 4096 * 64);
+    // Modest: a Room's every plan gets one of these on an all-plans board; doubling covers
+    // large plans in a handful of steps.
+    let mut tasks = TaskRows::with_capacity(256, 256 * 64);
     while let Some(row) = rows.next()? {
         let (column, assignee) = match fixed_column {
             Some(column) => (column, 2),

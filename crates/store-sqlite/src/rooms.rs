@@ -218,10 +218,7 @@ fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreErro
 }
 
 fn millis(duration: Duration) -> i64 {
-    // Clamped far below i64::MAX, so the database's `now + duration` cannot overflow.
-    i64::try_from(duration.as_millis())
-        .unwrap_or(i64::MAX)
-        .min(i64::MAX / 4)
+    agentroom_ports::lease_millis(duration)
 }
 
 fn limit(n: usize) -> i64 {

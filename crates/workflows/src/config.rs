@@ -25,6 +25,8 @@ impl RunnerConfig {
     /// Defaults for runner `runner` holding leases of `lease`: heartbeat every lease/3, three
     /// retries of an unsent call, three recovery attempts before a dead letter.
     pub fn new(runner: impl Into<String>, lease: Duration) -> Self {
+        // Stores grant at most MAX_LEASE; heartbeats must be timed on what they grant.
+        let lease = lease.min(agentroom_ports::MAX_LEASE);
         let heartbeat = lease / 3;
         Self {
             runner: runner.into(),

@@ -4,7 +4,7 @@
 //! operation's owner; recovery on start classifies every open operation from durable evidence
 //! only (D2); named crash points abort the process for crash tests.
 //!
-//! The crate never decides: the Room rules are the domain's. [`durable_call`] asks a
+//! The crate never decides: the Room rules are the domain's. [`DurableCall`] asks a
 //! [`Decider`] the caller supplies, and the [`Runner`] reports outcomes to a [`ReceiptOwner`].
 //! A call whose receipt is missing is uncertain and never replayed.
 
