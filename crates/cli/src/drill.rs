@@ -34,7 +34,7 @@ use agentroom_ports::{
 use agentroom_store_sqlite::{Durability, SqliteRooms};
 use agentroom_workflows::{
     Abort, CallEnd, CallOutcome, Decider, DurableCall, Leased, OwnerError, Provider, ReceiptOwner,
-    RecoveryReport, RunOutcome, Runner, RunnerConfig, WorkflowError,
+    RecoveryReport, RunOutcome, Runner, RunnerConfig, WorkflowError, settled_by,
 };
 use anyhow::{Context, bail};
 use async_trait::async_trait;
@@ -609,7 +609,7 @@ impl DrillOwner {
                 }
                 None => Commit::state(&stored.state, &stored.state, now, what),
             };
-            if applied {
+            if applied && decision.as_ref().is_none_or(|d| settled_by(d, op)) {
                 commit.applied.push(op);
             }
             match self.store.commit(room, stored.revision, commit).await {

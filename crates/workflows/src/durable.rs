@@ -97,6 +97,15 @@ pub struct Completed {
     pub next: Vec<Leased>,
 }
 
+/// Whether `decision` leaves operation `op` settled in the Room (no longer holding its
+/// reservation): only then may a commit mark the operation applied.
+pub fn settled_by(decision: &Decision, op: OperationId) -> bool {
+    decision
+        .state
+        .operation(op)
+        .is_none_or(|operation| !operation.state().is_open())
+}
+
 /// A whole durable call.
 #[derive(Debug, Clone)]
 pub struct DurableOutcome {
@@ -328,7 +337,9 @@ where
             if let Some(receipt) = receipt {
                 commit.receipts.push((op, call.generation, receipt.clone()));
             }
-            if applied {
+            // Marked applied only when the decision really settled it: the domain may refuse
+            // (e.g. a charge it cannot add) and then the receipt waits for recovery.
+            if applied && settled_by(&decision, op) {
                 commit.applied.push(op);
             }
             match self.store.commit(id, current.revision, commit).await {

@@ -21,7 +21,7 @@ mod runner;
 
 pub use abort::{Abort, AbortReason, AbortTrigger};
 pub use config::RunnerConfig;
-pub use durable::{CallEnd, Completed, Decider, DurableCall, DurableOutcome, Reserved};
+pub use durable::{CallEnd, Completed, Decider, DurableCall, DurableOutcome, Reserved, settled_by};
 pub use error::WorkflowError;
 pub use owner::{OwnerError, ReceiptOwner};
 pub use provider::{CallOutcome, Provider};

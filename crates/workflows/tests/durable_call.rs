@@ -429,3 +429,50 @@ async fn d2_when_transaction_2_gives_up_the_receipt_is_recorded_alone_and_recove
     })
     .await;
 }
+
+/// B3/D2: when the domain refuses to settle a returned call (here a charge the ledger cannot
+/// add), the receipt is kept but the operation is not marked applied, so its reservation is
+/// never silently abandoned: recovery hands the receipt to the owner again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_a_settlement_the_domain_refuses_is_not_marked_applied() {
+    within(async {
+        let mut room = Room::new("refused-settle").await;
+        let decider = TestDecider::new("refused-decider").await;
+        let config = config("runner-r", 300);
+        // A first call spends something, so that the next charge cannot be added.
+        let first = room.driver.owner_message("a fair bill");
+        let fair = TestProvider::new(Behaviour::Answer {
+            micros: 400,
+            delay: ms(1),
+        });
+        let durable = DurableCall::new(&*room.store, &*fair, &decider, &SystemClock, &config);
+        let done = durable
+            .run(&room.stored(), &first, "event_accepted")
+            .await
+            .unwrap();
+        let after = done.calls[0].room.clone().unwrap();
+        room.driver.state = after.state.clone();
+        room.driver.revision = after.revision;
+
+        let decision = room.driver.owner_message("an absurd bill");
+        let request = call_of(&decision);
+        let absurd = TestProvider::new(Behaviour::Answer {
+            micros: i64::MAX,
+            delay: ms(1),
+        });
+        let durable = DurableCall::new(&*room.store, &*absurd, &decider, &SystemClock, &config);
+        let outcome = durable
+            .run(&room.stored(), &decision, "event_accepted")
+            .await
+            .unwrap();
+        assert_eq!(outcome.calls.len(), 1);
+        let record = room.record(request.op).await;
+        assert_ne!(record.status, OperationStatus::Applied, "{record:?}");
+        assert!(record.receipt.is_some(), "the receipt is kept for recovery");
+        let stored = room.load().await;
+        let operation = stored.state.operation(request.op).unwrap();
+        assert!(operation.state().is_open(), "the Room still holds it");
+        assert!(stored.state.ledger().balances().reserved.is_positive());
+    })
+    .await;
+}

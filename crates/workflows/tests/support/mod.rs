@@ -30,6 +30,7 @@ use agentroom_ports::{
 };
 use agentroom_workflows::{
     Abort, AbortReason, CallOutcome, Decider, OwnerError, Provider, ReceiptOwner, RunnerConfig,
+    settled_by,
 };
 use async_trait::async_trait;
 
@@ -317,7 +318,7 @@ impl TestOwner {
                 Some(decision) => Commit::decided(room, &stored.state, decision, AT, what, None),
                 None => Commit::state(&stored.state, &stored.state, AT, what),
             };
-            if applied {
+            if applied && decision.as_ref().is_none_or(|d| settled_by(d, op)) {
                 commit.applied.push(op);
             }
             match self.store.commit(room, stored.revision, commit).await {
