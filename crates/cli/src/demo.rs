@@ -379,8 +379,8 @@ impl Demo {
         )?;
         let mut charged = 0i64;
         // Operations in the order their reservations entered the ledger.
-        let order = state.ledger().entries().iter().filter_map(|e| match e {
-            LedgerEntry::Reserved { op, .. } => state.operation(*op),
+        let order = self.sim.ledger().iter().filter_map(|e| match e {
+            LedgerEntry::Reserved { op, .. } => self.sim.operation(*op),
             _ => None,
         });
         for op in order {

@@ -229,14 +229,9 @@ async fn one_message(
 ) -> anyhow::Result<Vec<&'static str>> {
     for _ in 0..=CONFLICT_RETRIES {
         let room = load(store, room_id).await?;
-        let event = next_message(&room.state)?;
+        let event = next_message(&room)?;
         store.append_event(&event, SystemClock.now()).await?;
-        let decision = match decider.decide(&room.state, Input::EventAccepted(event)) {
-            Ok(decision) => decision,
-            // Accepted by another writer meanwhile: take the next one.
-            Err(InputError::AlreadyAccepted(_)) => continue,
-            Err(err) => return Err(err.into()),
-        };
+        let decision = decider.decide(&room.state, Input::EventAccepted(event))?;
         let ends = match path {
             CallPath::Durable => match durable.run(&room, &decision, "event_accepted").await {
                 Ok(outcome) => {
@@ -249,7 +244,11 @@ async fn one_message(
                     }
                     ends
                 }
-                Err(WorkflowError::Conflict { .. }) => continue,
+                // Moved, or the event accepted by another writer meanwhile: take the next one.
+                Err(
+                    WorkflowError::Conflict { .. }
+                    | WorkflowError::Commit(CommitError::AlreadyAccepted { .. }),
+                ) => continue,
                 Err(err) => return Err(err.into()),
             },
             CallPath::Runner => match durable.reserve(&room, &decision, "event_accepted").await {
@@ -260,7 +259,10 @@ async fn one_message(
                     }
                     ends
                 }
-                Err(WorkflowError::Conflict { .. }) => continue,
+                Err(
+                    WorkflowError::Conflict { .. }
+                    | WorkflowError::Commit(CommitError::AlreadyAccepted { .. }),
+                ) => continue,
                 Err(err) => return Err(err.into()),
             },
         };
@@ -269,27 +271,22 @@ async fn one_message(
     bail!("room {room_id} kept moving: still conflicting after {CONFLICT_RETRIES} reloads")
 }
 
-/// The next owner message: its id derives from how many the Room has accepted, so a run after
-/// a crash continues the sequence instead of repeating an accepted event.
-fn next_message(state: &RoomState) -> anyhow::Result<Event> {
-    let mut n = state.intake().len();
-    loop {
-        let id = EventId::from_uuid(Uuid::new_v5(
+/// The next owner message: its id derives from the Room's revision, so a run after a crash
+/// decides again an event it persisted but did not get accepted (T1: the same id, the same
+/// content), and an accepted one, which moved the revision, is never repeated.
+fn next_message(room: &StoredRoom) -> anyhow::Result<Event> {
+    let n = room.revision.0;
+    Ok(Event {
+        id: EventId::from_uuid(Uuid::new_v5(
             &NAMESPACE,
             format!("owner-message-{n}").as_bytes(),
-        ));
-        if !state.has_consumed(id) {
-            return Ok(Event {
-                id,
-                room: state.room().clone(),
-                author: principal(OWNER)?,
-                body: EventBody::OwnerMessage {
-                    text: format!("drill message {n}"),
-                },
-            });
-        }
-        n += 1;
-    }
+        )),
+        room: room.state.room().clone(),
+        author: principal(OWNER)?,
+        body: EventBody::OwnerMessage {
+            text: format!("drill message {n}"),
+        },
+    })
 }
 
 fn end_name(end: &CallEnd) -> &'static str {

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use agentroom_ports::domain::ids::{OperationId, RoomId};
 use agentroom_ports::domain::ledger::{BudgetLedger, LedgerEntry};
 use agentroom_ports::domain::money::UsdMicros;
-use agentroom_ports::domain::state::{OperationState, RoomState};
 use agentroom_ports::{
     OperationFilter, OperationRecord, OperationStatus, RoomStore, WorkflowStore,
 };
@@ -79,7 +78,8 @@ fn ops(summary: &Value, field: &str) -> Vec<OperationId> {
 struct Facts {
     records: BTreeMap<OperationId, OperationRecord>,
     executed: BTreeSet<OperationId>,
-    state: RoomState,
+    /// The ledger entry that closed each closed operation: settled or released.
+    closing: BTreeMap<OperationId, LedgerEntry>,
 }
 
 impl Facts {
@@ -88,7 +88,11 @@ impl Facts {
     }
 
     fn charged(&self, op: OperationId) -> Option<UsdMicros> {
-        self.state.operation(op).unwrap().charged()
+        match self.closing.get(&op)? {
+            LedgerEntry::Settled { charged, .. } => Some(*charged),
+            LedgerEntry::Released { .. } => Some(UsdMicros::ZERO),
+            _ => None,
+        }
     }
 }
 
@@ -140,16 +144,21 @@ async fn invariants(root: &Path) -> Facts {
         records.keys().copied().collect::<BTreeSet<_>>(),
         "operation rows and ledger reservations differ"
     );
-    assert_eq!(
-        stored
-            .state
-            .operations()
-            .keys()
-            .copied()
-            .collect::<BTreeSet<_>>(),
-        distinct,
-        "the Room's operations and the rows differ"
+    // Everything closed: the live state holds no operation.
+    assert!(
+        stored.state.operations().is_empty(),
+        "open operations remain: {:?}",
+        stored.state.operations()
     );
+    let closing: BTreeMap<OperationId, LedgerEntry> = rows
+        .iter()
+        .filter_map(|e| match e {
+            LedgerEntry::Settled { op, .. } | LedgerEntry::Released { op, .. } => {
+                Some((*op, e.clone()))
+            }
+            _ => None,
+        })
+        .collect();
 
     // No call executed twice, and none that has no row.
     let log = std::fs::read_to_string(root.join("executions.log")).unwrap_or_default();
@@ -165,30 +174,35 @@ async fn invariants(root: &Path) -> Facts {
     let facts = Facts {
         records,
         executed,
-        state: stored.state.clone(),
+        closing,
     };
     for (op, record) in &facts.records {
         // Nothing left in flight, receipted, uncertain or dead-lettered: all applied.
         assert_eq!(record.status, OperationStatus::Applied, "{op}: {record:?}");
-        let operation = facts.state.operation(*op).unwrap();
-        assert!(
-            !operation.state().is_open(),
-            "{op} still holds its reservation"
-        );
-        let charged = operation.charged().unwrap();
+        let closing = facts
+            .closing
+            .get(op)
+            .unwrap_or_else(|| panic!("{op} still holds its reservation"));
         if facts.executed.contains(op) {
-            assert_eq!(operation.state(), OperationState::Settled, "{op}");
+            let LedgerEntry::Settled {
+                reserved, charged, ..
+            } = *closing
+            else {
+                panic!("{op} ran but was not settled: {closing:?}");
+            };
             match &record.receipt {
                 // The provider's answer: actual usage charged, the rest released (B3).
                 Some(_) => assert_eq!(charged, UsdMicros::new(400), "{op}"),
                 // Ran, result lost: reconciled and charged its whole reservation (B3).
-                None => assert_eq!(charged, operation.reservation(), "{op}"),
+                None => assert_eq!(charged, reserved, "{op}"),
             }
         } else {
             // Never ran: no receipt, released without charge, never called afterwards.
             assert!(record.receipt.is_none(), "{op} has a receipt but never ran");
-            assert_eq!(operation.state(), OperationState::Released, "{op}");
-            assert_eq!(charged, UsdMicros::ZERO, "{op}");
+            assert!(
+                matches!(closing, LedgerEntry::Released { .. }),
+                "{op} never ran but was charged: {closing:?}"
+            );
         }
     }
 

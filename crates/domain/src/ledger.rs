@@ -190,8 +190,15 @@ struct Hold {
 }
 
 /// The Room's budget ledger. Every change goes through a method that keeps the invariants
-/// and appends its entry; [`BudgetLedger::replay`] rebuilds the same ledger from the entries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// and appends its entry to the journal; [`BudgetLedger::replay`] rebuilds the same ledger
+/// from the entries.
+///
+/// The ledger is its balances and open holds: it stays as small as the open work, however
+/// long the Room lives. The entries are the record; they leave through the journal (each
+/// decision takes the entries it appended, and the stores keep them as rows), and are never
+/// part of the serialized state. Two ledgers are equal when their balances, holds and
+/// overrun are, whatever their journals hold.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BudgetLedger {
     limit: UsdMicros,
     spent: UsdMicros,
@@ -199,8 +206,33 @@ pub struct BudgetLedger {
     uncertain: UsdMicros,
     overrun: Option<Overrun>,
     holds: BTreeMap<OperationId, Hold>,
-    entries: Vec<LedgerEntry>,
+    /// Entries appended since the ledger was opened, replayed, deserialized or its journal
+    /// taken.
+    #[serde(skip)]
+    journal: Vec<LedgerEntry>,
 }
+
+impl PartialEq for BudgetLedger {
+    fn eq(&self, other: &Self) -> bool {
+        let Self {
+            limit,
+            spent,
+            reserved,
+            uncertain,
+            overrun,
+            holds,
+            journal: _,
+        } = self;
+        *limit == other.limit
+            && *spent == other.spent
+            && *reserved == other.reserved
+            && *uncertain == other.uncertain
+            && *overrun == other.overrun
+            && *holds == other.holds
+    }
+}
+
+impl Eq for BudgetLedger {}
 
 impl BudgetLedger {
     /// A ledger with an opening `limit` (zero or more).
@@ -218,7 +250,7 @@ impl BudgetLedger {
             uncertain: UsdMicros::ZERO,
             overrun: None,
             holds: BTreeMap::new(),
-            entries: vec![LedgerEntry::Opened { limit }],
+            journal: vec![LedgerEntry::Opened { limit }],
         })
     }
 
@@ -297,9 +329,30 @@ impl BudgetLedger {
         self.overrun
     }
 
-    /// The append-only log.
-    pub fn entries(&self) -> &[LedgerEntry] {
-        &self.entries
+    /// The entries appended since this ledger was opened, replayed, deserialized or its
+    /// journal last taken: in a decision, what the decision appended to the log.
+    pub fn journal(&self) -> &[LedgerEntry] {
+        &self.journal
+    }
+
+    /// Takes the journal, leaving it empty.
+    pub fn take_journal(&mut self) -> Vec<LedgerEntry> {
+        std::mem::take(&mut self.journal)
+    }
+
+    /// The log a new Room's ledger starts with: its opening at the current limit, when nothing
+    /// was reserved, charged or stopped yet (it replays to this ledger); `None` otherwise.
+    pub fn opening(&self) -> Option<LedgerEntry> {
+        let untouched = self.holds.is_empty()
+            && self.spent == UsdMicros::ZERO
+            && self.reserved == UsdMicros::ZERO
+            && self.overrun.is_none();
+        untouched.then_some(LedgerEntry::Opened { limit: self.limit })
+    }
+
+    /// The number of open reservations.
+    pub fn open_holds(&self) -> usize {
+        self.holds.len()
     }
 
     /// The amount `op` holds, if it holds a reservation.
@@ -338,7 +391,7 @@ impl BudgetLedger {
                 uncertain: false,
             },
         );
-        self.entries.push(LedgerEntry::Reserved { op, amount });
+        self.journal.push(LedgerEntry::Reserved { op, amount });
         Ok(())
     }
 
@@ -361,7 +414,7 @@ impl BudgetLedger {
                 uncertain: true,
             },
         );
-        self.entries.push(LedgerEntry::MarkedUncertain { op });
+        self.journal.push(LedgerEntry::MarkedUncertain { op });
         Ok(())
     }
 
@@ -403,7 +456,7 @@ impl BudgetLedger {
                 limit: self.limit,
             });
         }
-        self.entries.push(LedgerEntry::Settled {
+        self.journal.push(LedgerEntry::Settled {
             op,
             reserved: hold.amount,
             charged: actual,
@@ -429,7 +482,7 @@ impl BudgetLedger {
         self.reserved = reserved;
         self.uncertain = uncertain;
         self.holds.remove(&op);
-        self.entries.push(LedgerEntry::Released {
+        self.journal.push(LedgerEntry::Released {
             op,
             amount: hold.amount,
         });
@@ -447,7 +500,7 @@ impl BudgetLedger {
         }
         self.limit = self.limit.checked_add(by)?;
         self.overrun = None;
-        self.entries.push(LedgerEntry::LimitRaised { by });
+        self.journal.push(LedgerEntry::LimitRaised { by });
         Ok(())
     }
 
@@ -457,7 +510,7 @@ impl BudgetLedger {
             return Err(LedgerError::NoOverrun);
         }
         self.overrun = None;
-        self.entries.push(LedgerEntry::OverrunAcknowledged);
+        self.journal.push(LedgerEntry::OverrunAcknowledged);
         Ok(())
     }
 }

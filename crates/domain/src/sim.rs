@@ -1,12 +1,28 @@
 //! A pure, in-memory driver of `decide` for tests and scripted runs: it holds a Room's state,
-//! a logical clock and derived ids, and keeps every decision. It does no IO.
+//! a logical clock and derived ids, and keeps what a store would keep of each decision (the
+//! log, the ledger entries, the closed operations, the accepted events). It does no IO.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
 use crate::catalog::CapabilityCatalog;
 use crate::engine::{Decision, Env, Input, InputError, LogEntry};
-use crate::ids::{DerivedIds, Timestamp};
-use crate::state::RoomState;
+use crate::ids::{DerivedIds, EventId, OperationId, Timestamp};
+use crate::ledger::LedgerEntry;
+use crate::state::{Operation, RoomState};
+
+/// Why the simulation refused an input; nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The domain refused it.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The event was accepted before: like a store, the simulation commits each event's
+    /// acceptance once (T1).
+    #[error("event {0} was already accepted in this room")]
+    AlreadyAccepted(EventId),
+}
 
 /// The namespace the simulation derives each input's ids from.
 const SIM_NAMESPACE: u128 = 0x6167_656e_7472_6f6f_6d2d_7369_6d00_0000;
@@ -18,23 +34,35 @@ pub struct Simulation<C> {
     clock: Timestamp,
     inputs: u64,
     log: Vec<LogEntry>,
+    ledger: Vec<LedgerEntry>,
+    closed: BTreeMap<OperationId, Operation>,
+    accepted: BTreeSet<EventId>,
 }
 
 impl<C: CapabilityCatalog> Simulation<C> {
     /// A simulation of `state`, resolving capabilities through `catalog`, starting at `start`.
     pub fn new(state: RoomState, catalog: C, start: Timestamp) -> Self {
+        let ledger = state.ledger().journal().to_vec();
         Self {
             state,
             catalog,
             clock: start,
             inputs: 0,
             log: Vec::new(),
+            ledger,
+            closed: BTreeMap::new(),
+            accepted: BTreeSet::new(),
         }
     }
 
     /// Decides `input` and, when it concerns this Room, keeps the new state. Ids derive from
     /// the input's sequence number, as production derives them from the persisted input id.
-    pub fn apply(&mut self, input: Input) -> Result<Decision, InputError> {
+    pub fn apply(&mut self, input: Input) -> Result<Decision, SimError> {
+        if let Input::EventAccepted(event) = &input
+            && self.accepted.contains(&event.id)
+        {
+            return Err(SimError::AlreadyAccepted(event.id));
+        }
         self.inputs += 1;
         self.clock = Timestamp::from_millis(self.clock.as_millis().saturating_add(1_000));
         let mut ids = DerivedIds::new(Uuid::from_u128(SIM_NAMESPACE ^ u128::from(self.inputs)));
@@ -46,7 +74,26 @@ impl<C: CapabilityCatalog> Simulation<C> {
         let decision = crate::engine::decide(&self.state, input, &mut env)?;
         self.state = decision.state.clone();
         self.log.extend(decision.log.iter().cloned());
+        self.ledger.extend(decision.ledger.iter().cloned());
+        self.closed
+            .extend(decision.closed.iter().map(|op| (op.id(), op.clone())));
+        self.accepted.extend(decision.event);
         Ok(decision)
+    }
+
+    /// The Room's whole ledger log, from its opening entry.
+    pub fn ledger(&self) -> &[LedgerEntry] {
+        &self.ledger
+    }
+
+    /// Every closed operation, with its final state and charge.
+    pub fn closed(&self) -> &BTreeMap<OperationId, Operation> {
+        &self.closed
+    }
+
+    /// The operation of this id, open or closed.
+    pub fn operation(&self, id: OperationId) -> Option<&Operation> {
+        self.state.operation(id).or_else(|| self.closed.get(&id))
     }
 
     /// The current state.

@@ -1,6 +1,6 @@
 //! `RoomState`: everything one Room knows, as the engine reads and returns it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -234,7 +234,6 @@ pub struct RoomState {
     pub(crate) intake: BTreeMap<EventId, Interpretation>,
     pub(crate) operations: BTreeMap<OperationId, Operation>,
     pub(crate) contributions: BTreeMap<ContributionId, Contribution>,
-    pub(crate) consumed: BTreeSet<EventId>,
     pub(crate) held: BTreeMap<OperationId, HeldResult>,
 }
 
@@ -263,7 +262,6 @@ impl RoomState {
             intake: BTreeMap::new(),
             operations: BTreeMap::new(),
             contributions: BTreeMap::new(),
-            consumed: BTreeSet::new(),
             held: BTreeMap::new(),
         })
     }
@@ -304,7 +302,7 @@ impl RoomState {
     pub fn intake(&self) -> &BTreeMap<EventId, Interpretation> {
         &self.intake
     }
-    /// Every operation, open and closed.
+    /// The open operations (closed ones leave with the decision that closed them).
     pub fn operations(&self) -> &BTreeMap<OperationId, Operation> {
         &self.operations
     }
@@ -315,10 +313,6 @@ impl RoomState {
     /// Every contribution, superseded ones included.
     pub fn contributions(&self) -> &BTreeMap<ContributionId, Contribution> {
         &self.contributions
-    }
-    /// Whether the event was already accepted.
-    pub fn has_consumed(&self, event: EventId) -> bool {
-        self.consumed.contains(&event)
     }
     /// Results held for readmission (D4).
     pub fn held_results(&self) -> &BTreeMap<OperationId, HeldResult> {

@@ -24,6 +24,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::{
     CallBrief, CallRequest, CallResult, Charge, ControlAction, Decision, Input, InputError,
     LateDecision, MembershipChange, PlanProposal, Proposal, ProposalKind, ProposedTask,
@@ -38,6 +39,7 @@ use agentroom_domain::review::{
     Artifact, ContributionDraft, CriterionVerdict, ReviewOutcome, ReviewSubmission, Source, Verdict,
 };
 use agentroom_domain::room::Role;
+use agentroom_domain::sim::{SimError, Simulation};
 use agentroom_domain::state::{CallRole, OperationState, RoomState};
 use common::*;
 use proptest::prelude::*;
@@ -316,7 +318,7 @@ impl Driver {
             closed: Vec::new(),
             fresh: 0,
         };
-        check_state(driver.room.state());
+        check_state(&driver.room.sim);
         driver.play(Move::OwnerMessage);
         driver
     }
@@ -335,7 +337,7 @@ impl Driver {
     }
 
     fn op_state(&self, op: OperationId) -> OperationState {
-        self.room.state().operation(op).unwrap().state()
+        self.room.sim.operation(op).unwrap().state()
     }
 
     fn last_objective(&self) -> Option<ObjectiveId> {
@@ -683,7 +685,7 @@ impl Driver {
                 };
                 assert_eq!(
                     err,
-                    InputError::OperationClosed(op),
+                    SimError::Input(InputError::NotOpen(op)),
                     "a closed operation stays closed"
                 );
                 assert_eq!(
@@ -702,7 +704,7 @@ impl Driver {
                 self.track(&decision);
             }
         }
-        check_state(self.room.state());
+        check_state(&self.room.sim);
     }
 
     /// Keeps the decision's new calls and moves every call whose operation closed.
@@ -712,7 +714,7 @@ impl Driver {
         let (open, closed): (Vec<_>, Vec<_>) = self
             .open
             .drain(..)
-            .partition(|c| state.operation(c.op).unwrap().state().is_open());
+            .partition(|c| state.operation(c.op).is_some());
         self.open = open;
         self.closed.extend(closed);
     }
@@ -828,12 +830,12 @@ fn check_decision(before: &RoomState, decision: &Decision) {
     let old = before.ledger();
     let new = after.ledger();
 
-    // [1] The ledger log is append-only.
+    // [1] The ledger log is append-only: a decision only appends its own entries.
     assert!(
-        new.entries().starts_with(old.entries()),
-        "[1 ledger] the log is append-only"
+        new.journal().is_empty(),
+        "[1 ledger] the decision took its journal"
     );
-    let appended = &new.entries()[old.entries().len()..];
+    let appended = &decision.ledger[..];
 
     // [3 B2/B5] Walk the appended entries with a model of the balance kept here: every
     // reservation is admitted within the available balance at that moment, never while an
@@ -1002,31 +1004,54 @@ fn check_decision(before: &RoomState, decision: &Decision) {
         }
     }
 
-    // [2] A closed operation stays closed, with its charge.
+    // [2] An open operation stays in the state until a decision closes it, with its charge;
+    // a closed one never comes back.
     for (id, was) in before.operations() {
-        let now = after
-            .operation(*id)
-            .expect("[2] operations are never removed");
-        if !was.state().is_open() {
-            assert_eq!(was, now, "[2] a closed operation never changes");
+        match (
+            after.operation(*id),
+            decision.closed.iter().find(|c| c.id() == *id),
+        ) {
+            (Some(_), None) => {}
+            (None, Some(closed)) => {
+                assert!(!closed.state().is_open(), "[2] {id} closed as open");
+                assert_eq!(
+                    closed.reservation(),
+                    was.reservation(),
+                    "[2] {id} kept its reservation"
+                );
+                assert!(closed.charged().is_some(), "[2] closed {id} has a charge");
+            }
+            other => panic!("[2] {id} is open and closed at once, or vanished: {other:?}"),
         }
+    }
+    for closed in &decision.closed {
+        assert!(
+            after.operation(closed.id()).is_none(),
+            "[2] a closed operation leaves the state"
+        );
     }
 }
 
 /// Invariants of every state.
-fn check_state(state: &RoomState) {
+fn check_state(sim: &Simulation<MemoryCatalog>) {
+    let state = sim.state();
     let ledger = state.ledger();
     let b = ledger.balances();
 
     // [1] The ledger replays from its log.
     assert_eq!(
-        BudgetLedger::replay(ledger.entries()).as_ref(),
+        BudgetLedger::replay(sim.ledger()).as_ref(),
         Ok(ledger),
         "[1 ledger] the log replays to the same ledger"
     );
 
-    // [2] No micro lost or created.
-    let ops = state.operations().values();
+    // [2] No micro lost or created: open operations are in the state, closed ones are the
+    // record the decisions handed out.
+    assert!(
+        state.operations().values().all(|o| o.state().is_open()),
+        "[2] the live state holds open operations only"
+    );
+    let ops = state.operations().values().chain(sim.closed().values());
     let open: i64 = ops
         .clone()
         .filter(|o| o.state().is_open())

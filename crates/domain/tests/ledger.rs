@@ -166,7 +166,7 @@ fn b3_an_uncertain_call_keeps_its_whole_reservation() {
     assert_eq!(ledger.balances(), balances(1_000, 500, 500, 0, 500));
     assert_eq!(ledger.held_by(op(0)), Some(usd(500)));
     assert_eq!(
-        ledger.entries().last(),
+        ledger.journal().last(),
         Some(&LedgerEntry::MarkedUncertain { op: op(0) })
     );
 }
@@ -190,7 +190,7 @@ fn b3_releasing_an_uncertain_call_clears_both_held_balances_without_charge() {
     assert_eq!(ledger.release(op(0)), Ok(usd(500)));
     assert_eq!(ledger.balances(), balances(1_000, 0, 0, 0, 1_000));
     assert_eq!(
-        ledger.entries().last(),
+        ledger.journal().last(),
         Some(&LedgerEntry::Released {
             op: op(0),
             amount: usd(500),
@@ -211,7 +211,7 @@ fn b4_raising_the_limit_keeps_historical_spend() {
     ledger.raise_limit(usd(500)).unwrap();
     assert_eq!(ledger.balances(), balances(1_500, 100, 0, 300, 1_100));
     assert_eq!(
-        ledger.entries().last(),
+        ledger.journal().last(),
         Some(&LedgerEntry::LimitRaised { by: usd(500) })
     );
 }
@@ -271,7 +271,7 @@ fn b5_an_actual_above_its_reservation_stops_admissions_until_acknowledged() {
     ledger.acknowledge_overrun().unwrap();
     assert_eq!(ledger.overrun(), None);
     assert_eq!(
-        ledger.entries().last(),
+        ledger.journal().last(),
         Some(&LedgerEntry::OverrunAcknowledged)
     );
     ledger.reserve(op(1), usd(1)).unwrap();
@@ -486,7 +486,7 @@ fn a_negative_opening_limit_is_refused() {
     );
     assert_eq!(opened(0).balances(), balances(0, 0, 0, 0, 0));
     assert_eq!(
-        opened(0).entries(),
+        opened(0).journal(),
         &[LedgerEntry::Opened {
             limit: UsdMicros::ZERO
         }]
@@ -513,7 +513,7 @@ fn a_zero_or_negative_reservation_is_refused_and_changes_nothing() {
 fn a_replay_of_a_log_that_does_not_start_with_opened_is_refused() {
     let ledger = eventful();
     let before = ledger.clone();
-    let entries = ledger.entries();
+    let entries = ledger.journal();
     assert_eq!(BudgetLedger::replay(&[]), Err(LedgerError::MissingOpening));
     assert_eq!(
         BudgetLedger::replay(&entries[1..]),
@@ -537,14 +537,14 @@ fn a_replay_of_a_log_that_does_not_start_with_opened_is_refused() {
 fn replay_rebuilds_the_same_ledger() {
     let ledger = eventful();
     assert_eq!(ledger.balances(), balances(1_500, 200, 200, 200, 1_100));
-    assert_eq!(BudgetLedger::replay(ledger.entries()), Ok(ledger.clone()));
+    assert_eq!(BudgetLedger::replay(ledger.journal()), Ok(ledger.clone()));
     // Through the log's JSON form too, as a store would keep it.
-    let json = serde_json::to_string(ledger.entries()).unwrap();
+    let json = serde_json::to_string(ledger.journal()).unwrap();
     let entries: Vec<LedgerEntry> = serde_json::from_str(&json).unwrap();
     assert_eq!(BudgetLedger::replay(&entries), Ok(ledger.clone()));
     // Every prefix of the log replays too.
-    for end in 1..=ledger.entries().len() {
-        assert!(BudgetLedger::replay(&ledger.entries()[..end]).is_ok());
+    for end in 1..=ledger.journal().len() {
+        assert!(BudgetLedger::replay(&ledger.journal()[..end]).is_ok());
     }
 }
 
@@ -552,7 +552,7 @@ fn replay_rebuilds_the_same_ledger() {
 fn every_change_appends_exactly_one_entry_in_this_wire_form() {
     let ledger = eventful();
     let lines: Vec<String> = ledger
-        .entries()
+        .journal()
         .iter()
         .map(|e| serde_json::to_string(e).unwrap())
         .collect();
@@ -1138,7 +1138,7 @@ fn check_conservation(r: &Record) -> Result<(), TestCaseError> {
     }
     // The log adds up to the same balances.
     let (mut spent, mut reserved, mut limit) = (0i64, 0i64, 0i64);
-    for entry in r.after.entries() {
+    for entry in r.after.journal() {
         match entry {
             LedgerEntry::Opened { limit: l } => limit += l.micros(),
             LedgerEntry::Reserved { amount, .. } => reserved += amount.micros(),
@@ -1188,7 +1188,7 @@ fn check_raise(r: &Record) -> Result<(), TestCaseError> {
 }
 
 fn check_replay(r: &Record) -> Result<(), TestCaseError> {
-    let replayed = BudgetLedger::replay(r.after.entries());
+    let replayed = BudgetLedger::replay(r.after.journal());
     prop_assert_eq!(
         replayed.as_ref(),
         Ok(&r.after),
@@ -1196,7 +1196,7 @@ fn check_replay(r: &Record) -> Result<(), TestCaseError> {
         r.index
     );
     let json =
-        serde_json::to_string(r.after.entries()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        serde_json::to_string(r.after.journal()).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let entries: Vec<LedgerEntry> =
         serde_json::from_str(&json).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(BudgetLedger::replay(&entries), Ok(r.after.clone()));
@@ -1265,10 +1265,10 @@ fn check_prediction(r: &Record) -> Result<(), TestCaseError> {
             r.index
         );
     } else {
-        prop_assert_eq!(r.after.entries().len(), r.before.entries().len() + 1);
+        prop_assert_eq!(r.after.journal().len(), r.before.journal().len() + 1);
         prop_assert_eq!(
-            &r.after.entries()[..r.before.entries().len()],
-            r.before.entries()
+            &r.after.journal()[..r.before.journal().len()],
+            r.before.journal()
         );
     }
     Ok(())

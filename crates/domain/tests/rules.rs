@@ -17,6 +17,7 @@ use agentroom_domain::policy::RoomPolicy;
 use agentroom_domain::review::Verdict;
 use agentroom_domain::room::Role;
 use agentroom_domain::rules::Rule;
+use agentroom_domain::sim::SimError;
 use agentroom_domain::state::{CallRole, OperationState};
 use common::*;
 use uuid::Uuid;
@@ -780,7 +781,7 @@ fn d2_a_reconciler_confirms_an_uncertain_call_before_it_is_charged_or_released()
     });
     assert!(accepted_by(&d, Rule::D2));
     assert_eq!(
-        room.state().operation(gather.op).unwrap().state(),
+        room.sim.operation(gather.op).unwrap().state(),
         OperationState::Released
     );
     assert_eq!(room.state().ledger().balances().uncertain.micros(), 0);
@@ -900,7 +901,10 @@ fn d4_discarding_a_late_result_leaves_the_task_open() {
         op: gather.op,
         decision: LateDecision::Readmit,
     });
-    assert_eq!(e.unwrap_err(), InputError::NothingHeld(gather.op));
+    assert_eq!(
+        e.unwrap_err(),
+        SimError::Input(InputError::NothingHeld(gather.op))
+    );
 }
 
 // ---------------------------------------------------------------- trust and authority
@@ -918,7 +922,7 @@ fn t1_an_event_of_another_room_changes_nothing() {
             body: EventBody::OwnerMessage { text: "hi".into() },
         }))
         .unwrap_err();
-    assert!(matches!(err, InputError::WrongRoom { .. }));
+    assert!(matches!(err, SimError::Input(InputError::WrongRoom { .. })));
     assert_eq!(room.state(), &before);
 }
 
@@ -936,7 +940,7 @@ fn t1_an_event_is_accepted_once_by_its_persisted_id() {
     let err = room.sim.apply(Input::EventAccepted(event)).unwrap_err();
     assert_eq!(
         err,
-        InputError::AlreadyAccepted(EventId::from_uuid(Uuid::from_u128(42)))
+        SimError::AlreadyAccepted(EventId::from_uuid(Uuid::from_u128(42)))
     );
     assert_eq!(room.state(), &before);
 }
@@ -1356,7 +1360,7 @@ fn unknown_operations_and_wrong_ports_change_nothing() {
         .sim
         .apply(Input::CallUncertain { op: bogus })
         .unwrap_err();
-    assert_eq!(err, InputError::UnknownOperation(bogus));
+    assert_eq!(err, SimError::Input(InputError::NotOpen(bogus)));
     let err = room
         .sim
         .apply(Input::CallReturned {
@@ -1365,7 +1369,7 @@ fn unknown_operations_and_wrong_ports_change_nothing() {
             result: CallResult::Reviewer(ReviewerResult::FormatError { detail: "x".into() }),
         })
         .unwrap_err();
-    assert!(matches!(err, InputError::WrongPort { .. }));
+    assert!(matches!(err, SimError::Input(InputError::WrongPort { .. })));
     assert_eq!(room.state(), &before);
     room.contribute(&gather, "papers");
     let err = room
@@ -1375,7 +1379,7 @@ fn unknown_operations_and_wrong_ports_change_nothing() {
             charge: Charge::NoUsage,
         })
         .unwrap_err();
-    assert_eq!(err, InputError::OperationClosed(gather.op));
+    assert_eq!(err, SimError::Input(InputError::NotOpen(gather.op)));
     let _ = TaskState::Pending;
 }
 

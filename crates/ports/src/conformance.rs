@@ -15,7 +15,7 @@ use agentroom_domain::engine::{
 };
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{DerivedIds, EventId, OperationId, PrincipalId, RoomId, Timestamp};
-use agentroom_domain::ledger::BudgetLedger;
+use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
 use agentroom_domain::room::Role;
@@ -53,6 +53,7 @@ macro_rules! store_conformance {
             uncertain_dead_letter_and_operator_resolution,
             d2_recovery_attempts_on_uncertain_operations_are_counted,
             t1_events_are_stored_once_by_id,
+            t1_an_event_is_accepted_once_per_room,
             t5_notifications_are_stored_once_and_delivered,
             ledger_rows_replay_to_the_stored_balances,
             rooms_do_not_see_each_other,
@@ -886,10 +887,59 @@ pub async fn ledger_rows_replay_to_the_stored_balances<S: Store>(store: Arc<S>) 
         d.state = settled.state.clone();
     }
     let rows = store.ledger(&d.room()).await.unwrap();
-    assert_eq!(rows, d.state.ledger().entries());
+    let settled = rows
+        .iter()
+        .filter(|e| matches!(e, LedgerEntry::Settled { .. }))
+        .count();
+    assert_eq!(settled, 5, "each call's settlement is a row: {rows:?}");
     let replayed = BudgetLedger::replay(&rows).unwrap();
+    assert_eq!(&replayed, d.state.ledger(), "holds and balances");
     assert_eq!(replayed.balances(), d.state.ledger().balances());
     assert!(replayed.balances().spent.is_positive());
+}
+
+/// T1: a second commit accepting the same event writes nothing, however it was decided.
+pub async fn t1_an_event_is_accepted_once_per_room<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "accept-once", 1_000_000).await;
+    let event = |room: RoomId| Event {
+        id: EventId::from_uuid(Uuid::from_u128(0x7100_0001)),
+        room,
+        author: p("olive"),
+        body: EventBody::OwnerMessage {
+            text: "once".to_owned(),
+        },
+    };
+    let first = d.decide(Input::EventAccepted(event(d.room())));
+    assert_eq!(first.event, Some(event(d.room()).id));
+    d.commit(&*store, &first, "event_accepted").await.unwrap();
+    // The same event decided again on the new state (a redelivery after a crash).
+    let again = d.decide(Input::EventAccepted(event(d.room())));
+    let err = d
+        .commit(&*store, &again, "event_accepted")
+        .await
+        .unwrap_err();
+    match err {
+        CommitError::AlreadyAccepted { room, event: e } => {
+            assert_eq!((room, e), (d.room(), event(d.room()).id));
+        }
+        other => panic!("expected already accepted, got {other:?}"),
+    }
+    let stored = store.load(&d.room()).await.unwrap().unwrap();
+    assert_eq!(
+        stored.revision,
+        Revision(3),
+        "created, granted, accepted once"
+    );
+    assert_eq!(stored.state, first.state);
+    let rows = store.ledger(&d.room()).await.unwrap();
+    assert_eq!(rows.len(), 2, "opened and one reservation");
+    // Acceptance is per Room: another Room accepts an event of the same id.
+    let mut other = Driver::create(&*store, "accept-once-b", 1_000_000).await;
+    let theirs = other.decide(Input::EventAccepted(event(other.room())));
+    other
+        .commit(&*store, &theirs, "event_accepted")
+        .await
+        .unwrap();
 }
 
 /// Nothing crosses Rooms.

@@ -2,7 +2,7 @@
 //! checks itself against, and a quick store for unit tests of the crates above. Never used
 //! by a binary or an end-to-end test. Leases are timed by this process's monotonic clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,8 @@ struct RoomRow {
     first: Value,
     history: Vec<Delta>,
     state: RoomState,
+    /// Events whose acceptance was committed (T1).
+    accepted: BTreeSet<EventId>,
 }
 
 #[derive(Debug, Clone)]
@@ -80,10 +82,12 @@ impl RoomStore for MemoryStore {
         if inner.rooms.contains_key(&room) {
             return Err(StoreError::RoomExists(room));
         }
+        let opening = state
+            .ledger()
+            .opening()
+            .ok_or_else(|| StoreError::NotFresh(room.clone()))?;
         let first = to_json(state)?;
-        inner
-            .ledger
-            .insert(room.clone(), state.ledger().entries().to_vec());
+        inner.ledger.insert(room.clone(), vec![opening]);
         inner.rooms.insert(
             room,
             RoomRow {
@@ -91,6 +95,7 @@ impl RoomStore for MemoryStore {
                 first,
                 history: Vec::new(),
                 state: state.clone(),
+                accepted: BTreeSet::new(),
             },
         );
         Ok(Revision::FIRST)
@@ -121,6 +126,14 @@ impl RoomStore for MemoryStore {
                 actual: row.revision,
             });
         }
+        if let Some(event) = commit.event
+            && row.accepted.contains(&event)
+        {
+            return Err(CommitError::AlreadyAccepted {
+                room: room.clone(),
+                event,
+            });
+        }
         for (op, generation, _) in &commit.receipts {
             let writable = inner.operations.get(op).is_some_and(|o| {
                 o.record.room == *room
@@ -141,6 +154,7 @@ impl RoomStore for MemoryStore {
             row.history.push(delta);
             row.revision = revision;
             row.state = commit.state.clone();
+            row.accepted.extend(commit.event);
         }
         for new in commit.operations {
             let op = new.request.op;

@@ -56,6 +56,10 @@ pub enum StoreError {
     /// A Room with that id exists already.
     #[error("room {0} exists already")]
     RoomExists(RoomId),
+    /// A Room is created from a state with an untouched ledger (nothing reserved, charged or
+    /// stopped): its ledger rows start with the opening at its limit.
+    #[error("room {0} cannot be created from a state whose ledger holds reservations or charges")]
+    NotFresh(RoomId),
     /// An event with that id was stored with other content.
     #[error("event {0} was stored with other content")]
     EventMismatch(EventId),
@@ -86,6 +90,15 @@ pub enum CommitError {
     /// No such Room.
     #[error("no room {0}")]
     UnknownRoom(RoomId),
+    /// The event's acceptance was committed before (T1: each persisted event is accepted once
+    /// per Room); nothing was written.
+    #[error("event {event} was already accepted in room {room}")]
+    AlreadyAccepted {
+        /// The Room.
+        room: RoomId,
+        /// The event.
+        event: EventId,
+    },
     /// The store failed; nothing or everything was written — reload to learn which.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -102,7 +115,7 @@ pub struct Commit<'a> {
     pub at: Timestamp,
     /// What was decided: the kind of input (for history), e.g. `event_accepted`.
     pub input: &'a str,
-    /// The persisted event it decided, if any (T1).
+    /// The persisted event it accepted, if any: committed once per Room (T1).
     pub event: Option<EventId>,
     /// The decision log (rules applied and rejections).
     pub log: &'a [LogEntry],
@@ -115,7 +128,7 @@ pub struct Commit<'a> {
     pub applied: Vec<OperationId>,
     /// Operations asked to abort cooperatively (D3).
     pub cancellations: Vec<OperationId>,
-    /// Ledger entries this decision appended.
+    /// Ledger entries this decision appended, stored as the Room's next ledger rows (B7).
     pub ledger: Vec<LedgerEntry>,
     /// Notifications to deliver through the outbox (T5), idempotent on their ids.
     pub notifications: Vec<Notification>,
@@ -160,14 +173,8 @@ impl<'a> Commit<'a> {
     ) -> Self {
         let mut commit = Commit::state(previous, &decision.state, at, input);
         commit.log = &decision.log;
-        let before = previous.ledger().entries().len();
-        commit.ledger = decision
-            .state
-            .ledger()
-            .entries()
-            .get(before..)
-            .map(<[LedgerEntry]>::to_vec)
-            .unwrap_or_default();
+        commit.event = decision.event;
+        commit.ledger = decision.ledger.clone();
         for effect in &decision.effects {
             match effect {
                 Effect::ReserveAndCall(request) => commit.operations.push(NewOperation {
@@ -196,8 +203,8 @@ pub enum EventAppend {
 /// Room state, history and events.
 #[async_trait]
 pub trait RoomStore: Send + Sync {
-    /// Stores a new Room at [`Revision::FIRST`], with its ledger's entries as the first
-    /// ledger rows.
+    /// Stores a new Room at [`Revision::FIRST`], with its ledger's opening as the first
+    /// ledger row ([`StoreError::NotFresh`] when its ledger was already used).
     async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError>;
 
     /// A Room's current state and revision.

@@ -1,6 +1,6 @@
 //! [`PgRooms`]: Room state with compare-and-swap, history as deltas with snapshots, persisted
 //! events and the notification outbox on PostgreSQL. A commit is one call of the
-//! `room_commit(jsonb)` function (migration 0002): one statement, one round trip, one
+//! `room_commit(jsonb)` function (migrations 0002, 0003): one statement, one round trip, one
 //! transaction that writes everything a decision writes or nothing (D1, B1, B7, T5).
 
 use std::collections::HashMap;
@@ -199,7 +199,7 @@ struct ReceiptArg<'a> {
     receipt: &'a Receipt,
 }
 
-/// The one argument of `room_commit` (documented in migration 0002).
+/// The one argument of `room_commit` (documented in migrations 0002 and 0003).
 #[derive(Serialize)]
 struct CommitArg<'a> {
     room: &'a str,
@@ -210,7 +210,6 @@ struct CommitArg<'a> {
     event: Option<EventId>,
     log: &'a [LogEntry],
     at: i64,
-    ledger_from: usize,
     ledger: &'a [LedgerEntry],
     operations: Vec<OperationArg<'a>>,
     receipts: Vec<ReceiptArg<'a>>,
@@ -240,7 +239,11 @@ impl RoomStore for PgRooms {
         let document = serde_json::to_value(state)
             .map_err(|e| StoreError::Database(format!("serializing a Room state: {e}")))?;
         let text = to_json("a Room state", &document)?;
-        let ledger = to_json("the ledger", state.ledger().entries())?;
+        let opening = state
+            .ledger()
+            .opening()
+            .ok_or_else(|| StoreError::NotFresh(room.clone()))?;
+        let ledger = to_json("the ledger", &[opening])?;
         let bytes = as_i64(text.len() as u64);
         let created: i64 = sqlx::query_scalar(sql::CREATE_ROOM)
             .bind(room.as_str())
@@ -346,7 +349,6 @@ impl RoomStore for PgRooms {
             event: commit.event,
             log: commit.log,
             at: commit.at.as_millis(),
-            ledger_from: commit.previous.ledger().entries().len(),
             ledger: &commit.ledger,
             operations: commit
                 .operations
@@ -386,14 +388,19 @@ impl RoomStore for PgRooms {
         let (outcome, revision, since, snapshot_bytes) = match row {
             Ok(row) => row,
             Err(error) => {
-                let fence = error.as_database_error().and_then(|db| {
+                let refusal = error.as_database_error().and_then(|db| {
                     let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
-                    (pg.code() == sql::FENCED_SQLSTATE)
-                        .then(|| fenced(pg.detail()))
-                        .flatten()
+                    match pg.code() {
+                        sql::FENCED_SQLSTATE => fenced(pg.detail()),
+                        sql::ALREADY_ACCEPTED_SQLSTATE => Some(CommitError::AlreadyAccepted {
+                            room: room.clone(),
+                            event: EventId::from_str(pg.detail()?).ok()?,
+                        }),
+                        _ => None,
+                    }
                 });
-                return Err(match fence {
-                    Some(fence) => fence,
+                return Err(match refusal {
+                    Some(refusal) => refusal,
                     None => CommitError::Store(failed("committing a Room")(error)),
                 });
             }

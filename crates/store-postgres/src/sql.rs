@@ -222,6 +222,10 @@ SELECT outcome, revision, bytes_since_snapshot, snapshot_bytes FROM room_commit(
 /// `<op> <generation>`.
 pub const FENCED_SQLSTATE: &str = "AR001";
 
+/// The SQLSTATE `room_commit` raises when the commit accepts an event the Room accepted
+/// before (T1); its DETAIL is the event id. The whole commit is rolled back.
+pub const ALREADY_ACCEPTED_SQLSTATE: &str = "AR002";
+
 /// A Room's ledger rows in order. `$1` room.
 pub const SELECT_LEDGER: &str = "\
 SELECT entry::text FROM ledger_entries WHERE room_id = $1 ORDER BY seq";

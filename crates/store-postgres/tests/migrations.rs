@@ -63,7 +63,8 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
         states(&status(&pool).await.unwrap()),
         [
             (1, "create planning", MigrationState::Pending),
-            (2, "create rooms", MigrationState::Pending)
+            (2, "create rooms", MigrationState::Pending),
+            (3, "lean room state", MigrationState::Pending)
         ]
     );
     assert!(matches!(
@@ -77,13 +78,14 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
 #[tokio::test]
 async fn d5_migrate_up_then_status_then_down() {
     let (schema, pool) = common::fresh_schema().await;
-    assert_eq!(up(&pool).await.unwrap(), [1, 2]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3]);
     let listed = status(&pool).await.unwrap();
     assert_eq!(
         states(&listed),
         [
             (1, "create planning", MigrationState::Applied),
-            (2, "create rooms", MigrationState::Applied)
+            (2, "create rooms", MigrationState::Applied),
+            (3, "lean room state", MigrationState::Applied)
         ]
     );
     assert!(listed.iter().all(MigrationStatus::applied));
@@ -95,7 +97,7 @@ async fn d5_migrate_up_then_status_then_down() {
     store.create_plan(&room, &plan()).await.unwrap();
     assert_eq!(store.plans(&room).await.unwrap().len(), 1);
 
-    assert_eq!(down(&pool).await.unwrap(), [2, 1]);
+    assert_eq!(down(&pool).await.unwrap(), [3, 2, 1]);
     for table in [
         "planning_plans",
         "planning_tasks",
@@ -113,7 +115,8 @@ async fn d5_migrate_up_then_status_then_down() {
         states(&status(&pool).await.unwrap()),
         [
             (1, "create planning", MigrationState::Pending),
-            (2, "create rooms", MigrationState::Pending)
+            (2, "create rooms", MigrationState::Pending),
+            (3, "lean room state", MigrationState::Pending)
         ]
     );
     let detail = not_migrated(&pool).await;
@@ -133,7 +136,7 @@ async fn d5_migrate_up_then_status_then_down() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
     // Up again works on the reverted schema.
-    assert_eq!(up(&pool).await.unwrap(), [1, 2]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3]);
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     assert!(store.plans(&room).await.unwrap().is_empty());
     pool.close().await;
@@ -155,7 +158,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
         states(&status(&pool).await.unwrap()),
         [
             (1, "create planning", MigrationState::Changed),
-            (2, "create rooms", MigrationState::Applied)
+            (2, "create rooms", MigrationState::Applied),
+            (3, "lean room state", MigrationState::Applied)
         ]
     );
 
@@ -169,7 +173,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
         states(&status(&pool).await.unwrap()),
         [
             (1, "create planning", MigrationState::Failed),
-            (2, "create rooms", MigrationState::Applied)
+            (2, "create rooms", MigrationState::Applied),
+            (3, "lean room state", MigrationState::Applied)
         ]
     );
 
@@ -204,6 +209,7 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
         [
             (1, "create planning", MigrationState::Applied),
             (2, "create rooms", MigrationState::Applied),
+            (3, "lean room state", MigrationState::Applied),
             (9999, "from the future", MigrationState::Unknown)
         ]
     );

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::{
     CallResult, Charge, Decision, Effect, Env, Input, MembershipChange, Proposal, ProposalKind,
-    ReasonerResult, decide,
+    ReasonerResult, Reconciliation, decide,
 };
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{DerivedIds, EventId, OperationId, PrincipalId, RoomId, Timestamp};
@@ -110,7 +110,13 @@ impl Writer {
         let room = self.room();
         let grant = lease("runner", 60_000);
         let mut commit = Commit::decided(&room, &self.state, decision, AT, input, Some(&grant));
+        // A receipt's or a reconciler's outcome, applied by this decision.
         commit.applied = receipts.iter().map(|(op, _, _)| *op).collect();
+        if input == "reconciled" {
+            commit
+                .applied
+                .extend(decision.closed.iter().map(|o| o.id()));
+        }
         commit.receipts = receipts;
         let revision = store.commit(&room, self.revision, commit).await?;
         self.state = decision.state.clone();
@@ -254,18 +260,22 @@ async fn d1_two_writers_on_one_revision_exactly_one_wins() {
     assert_eq!(stored.state, writer.state);
     assert_eq!(stored.revision, writer.revision);
     let rows = store.ledger(&writer.room()).await.unwrap();
-    assert_eq!(rows, writer.state.ledger().entries());
+    assert_eq!(
+        BudgetLedger::replay(&rows).as_ref(),
+        Ok(writer.state.ledger())
+    );
     common::drop_schema(&schema).await;
 }
 
-/// How many reservations the B7 stress admits in all. The issue asks for 10,000; that is
-/// scaled down here on purpose. Every Room state carries every operation it ever made, and a
-/// debug build pays O(state) per attempt (the engine clones the Room, the store diffs it
-/// against the previous state, a loser reloads it), so the run is quadratic in the count,
-/// and 32 tasks contending on 2 cores make about ten conflicts per commit: 150 reservations
-/// (about 450 commits and 5,000 conflicting attempts) take 20 to 30 s on this shared machine.
-const B7_RESERVATIONS: usize = 150;
+/// How many reservations the B7 stress admits in all, as the issue asks. The live Room
+/// state holds open work only (ledger entries and closed operations are rows), so each
+/// attempt costs the same at the 10,000th reservation as at the first; 32 tasks contending on
+/// 2 cores make about six conflicts per commit, and the run takes about three minutes in a
+/// debug build on this shared machine.
+const B7_RESERVATIONS: usize = 10_000;
 const B7_TASKS: usize = 32;
+/// Open calls (in flight or uncertain) past which a task closes one instead of reserving.
+const B7_OPEN: usize = 24;
 
 /// B7: 32 coordinators released from a barrier reserve against one Room with random
 /// settlements (a few above their reservation, B5), uncertain marks and limit raises; each
@@ -299,7 +309,21 @@ async fn b7_concurrent_coordinators_never_admit_beyond_the_balance() {
                     .filter(|o| o.state() == OperationState::InFlight)
                     .map(|o| o.id())
                     .collect();
-                let roll = rng.below(100);
+                let uncertain: Vec<OperationId> = w
+                    .state
+                    .operations()
+                    .values()
+                    .filter(|o| o.state() == OperationState::Uncertain)
+                    .map(|o| o.id())
+                    .collect();
+                // Past B7_OPEN open calls, close one instead of reserving: a coordinator runs
+                // a bounded number of calls at once, and the Room's live state stays small.
+                let busy = in_flight.len() + uncertain.len() >= B7_OPEN;
+                let roll = if busy {
+                    8 + rng.below(52)
+                } else {
+                    rng.below(100)
+                };
                 let (input, decision, receipts) = if roll < 8 {
                     let d = w.decide(Input::RaiseLimit {
                         by: p("oscar"),
@@ -329,6 +353,24 @@ async fn b7_concurrent_coordinators_never_admit_beyond_the_balance() {
                         w.decide(Input::CallUncertain { op }),
                         vec![],
                     )
+                } else if roll < 60 && !uncertain.is_empty() {
+                    // A reconciler confirms an uncertain call: it ran (charged in full, its
+                    // result lost) or it never did (released).
+                    let op = uncertain[rng.below(uncertain.len() as u64) as usize];
+                    let outcome = if rng.below(2) == 0 {
+                        Reconciliation::NotExecuted
+                    } else {
+                        Reconciliation::ExecutedWithoutResult {
+                            charge: Charge::NoUsage,
+                        }
+                    };
+                    (
+                        "reconciled",
+                        w.decide(Input::Reconciled { op, outcome }),
+                        vec![],
+                    )
+                } else if busy {
+                    continue;
                 } else {
                     let (event, d) = w.owner_message("reserve");
                     store.append_event(&event, AT).await.unwrap();
@@ -366,9 +408,12 @@ async fn b7_concurrent_coordinators_never_admit_beyond_the_balance() {
     let room = base.room();
     let stored = store.load(&room).await.unwrap().unwrap();
     let rows = store.ledger(&room).await.unwrap();
-    assert_eq!(rows, stored.state.ledger().entries(), "rows are the ledger");
     let replayed = BudgetLedger::replay(&rows).unwrap();
-    assert_eq!(replayed.balances(), stored.state.ledger().balances());
+    assert_eq!(
+        &replayed,
+        stored.state.ledger(),
+        "the rows replay to the stored ledger"
+    );
     assert_eq!(
         stored.revision.0,
         base.revision.0 + i64::try_from(commits).unwrap(),
@@ -430,7 +475,9 @@ async fn b7_concurrent_coordinators_never_admit_beyond_the_balance() {
         .await
         .unwrap();
     assert_eq!(open.len() + applied.len(), reservations);
-    assert_eq!(stored.state.operations().len(), reservations);
+    // The live state holds exactly the open operations; closed ones left it with their
+    // settlement, recorded in the ledger rows.
+    assert_eq!(stored.state.operations().len(), open.len());
     assert!(
         conflicts > 0,
         "the tasks really contended ({commits} commits)"

@@ -596,6 +596,10 @@ impl RoomStore for SqliteRooms {
     #[tracing::instrument(skip_all, fields(room = %state.room()))]
     async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError> {
         let room = state.room();
+        let opening = state
+            .ledger()
+            .opening()
+            .ok_or_else(|| StoreError::NotFresh(room.clone()))?;
         let snapshot = to_json(state, "a snapshot")?;
         let mut connection = self.connections.writer();
         let tx = immediate(&mut connection)?;
@@ -627,7 +631,7 @@ impl RoomStore for SqliteRooms {
         tx.prepare_cached(SNAPSHOT_SQL)
             .and_then(|mut s| s.execute(params![room.as_str(), first, snapshot]))
             .map_err(&err)?;
-        Self::write_ledger(&tx, room, state.ledger().entries(), first)?;
+        Self::write_ledger(&tx, room, &[opening], first)?;
         tx.commit().map_err(db("committing a new room"))?;
         Ok(Revision::FIRST)
     }
@@ -687,6 +691,25 @@ impl RoomStore for SqliteRooms {
                     actual: Revision(actual),
                 },
             });
+        }
+        // T1: an event is accepted once per Room (the writer lock orders every commit; the
+        // unique index is the backstop). Returning drops the transaction: nothing is written.
+        if let Some(event) = commit.event {
+            let accepted: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT 1 FROM room_history WHERE room_id = ?1 AND event_id = ?2 LIMIT 1",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![room.as_str(), event.to_string()], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(&err)?;
+            if accepted.is_some() {
+                return Err(CommitError::AlreadyAccepted {
+                    room: room.clone(),
+                    event,
+                });
+            }
         }
         tx.prepare_cached(HISTORY_SQL)
             .and_then(|mut s| {

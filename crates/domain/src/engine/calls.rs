@@ -78,16 +78,25 @@ impl Ctx<'_, '_> {
         Some(op)
     }
 
+    /// Moves a settled or released operation out of the live state into the decision's
+    /// closed operations: the live state holds open work only, and the operation rows and
+    /// ledger entries are the record of closed work.
+    fn close_operation(&mut self, op: OperationId, state: OperationState, charged: UsdMicros) {
+        if let Some(mut closed) = self.state.operations.remove(&op) {
+            closed.state = state;
+            closed.charged = Some(charged);
+            self.closed.push(closed);
+        }
+    }
+
     /// Looks up an operation that still holds its reservation.
     pub(super) fn open_operation(&self, op: OperationId) -> Result<Operation, InputError> {
         let operation = self
             .state
             .operations
             .get(&op)
-            .ok_or(InputError::UnknownOperation(op))?;
-        if !operation.state.is_open() {
-            return Err(InputError::OperationClosed(op));
-        }
+            .filter(|operation| operation.state.is_open())
+            .ok_or(InputError::NotOpen(op))?;
         Ok(operation.clone())
     }
 
@@ -122,10 +131,7 @@ impl Ctx<'_, '_> {
                 return;
             }
         }
-        if let Some(stored) = self.state.operations.get_mut(&op.id) {
-            stored.state = OperationState::Settled;
-            stored.charged = Some(amount);
-        }
+        self.close_operation(op.id, OperationState::Settled, amount);
         if let Some(overrun) = self.state.ledger.overrun()
             && (amount > op.reservation
                 || self.state.ledger.balances().spent > self.state.ledger.balances().limit)
@@ -240,7 +246,7 @@ impl Ctx<'_, '_> {
     pub(super) fn call_uncertain(&mut self, op: OperationId) -> Result<(), InputError> {
         let operation = self.open_operation(op)?;
         if operation.state == OperationState::Uncertain {
-            return Err(InputError::OperationClosed(op));
+            return Err(InputError::AlreadyUncertain(op));
         }
         if let Err(err) = self.state.ledger.mark_uncertain(op) {
             self.reject(operation.objective, Rule::D2, format!("{op}: {err}"));
@@ -297,10 +303,7 @@ impl Ctx<'_, '_> {
                         return Ok(());
                     }
                 }
-                if let Some(stored) = self.state.operations.get_mut(&op) {
-                    stored.state = OperationState::Released;
-                    stored.charged = Some(UsdMicros::ZERO);
-                }
+                self.close_operation(op, OperationState::Released, UsdMicros::ZERO);
                 // Known never to have run: the work is open again, like an abort.
                 let mut as_aborted = operation.clone();
                 as_aborted.state = OperationState::CancelRequested;

@@ -23,9 +23,8 @@ impl Ctx<'_, '_> {
                 room: self.state.room.clone(),
             });
         }
-        if !self.state.consumed.insert(event.id) {
-            return Err(InputError::AlreadyAccepted(event.id));
-        }
+        // Accepted once per Room: the store refuses a second commit of the same event (T1).
+        self.event = Some(event.id);
         if !self.state.members.is_member(&event.author) {
             self.reject(
                 None,

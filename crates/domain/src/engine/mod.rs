@@ -30,13 +30,14 @@ use crate::ids::{
     ContributionId, CriterionId, EventId, IdSource, NotificationId, ObjectiveId, OperationId,
     PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
 };
+use crate::ledger::LedgerEntry;
 use crate::money::UsdMicros;
 use crate::objective::{Criterion, Objective, ObjectiveStatus, ObservedRevisions};
 use crate::plan::{Column, TaskKind};
 use crate::review::{ContributionDraft, ReportRef, ReviewSubmission};
 use crate::room::{Permission, Role};
 use crate::rules::Rule;
-use crate::state::{CallRole, RoomState};
+use crate::state::{CallRole, Operation, RoomState};
 
 /// What the engine needs from outside: the time, fresh ids and the capability catalog.
 pub struct Env<'a> {
@@ -493,8 +494,17 @@ pub struct LogEntry {
 /// The result of deciding one input: the new state, its effects and its log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
-    /// The state to commit with compare-and-swap (D1).
+    /// The state to commit with compare-and-swap (D1). It holds open work only.
     pub state: RoomState,
+    /// The persisted event this decision accepted (T1): the store commits each event's
+    /// acceptance once per Room.
+    pub event: Option<EventId>,
+    /// The ledger entries this decision appended, in order (B7: the store keeps them as the
+    /// Room's ledger rows, which replay to the state's balances).
+    pub ledger: Vec<LedgerEntry>,
+    /// The operations this decision settled or released, with their final state and charge;
+    /// they are no longer in `state`.
+    pub closed: Vec<Operation>,
     /// What to execute after the commit.
     pub effects: Vec<Effect>,
     /// Why.
@@ -529,18 +539,16 @@ pub enum InputError {
         /// This Room.
         room: RoomId,
     },
-    /// The event was already accepted.
-    #[error("event {0} was already accepted")]
-    AlreadyAccepted(EventId),
     /// No such objective in this Room.
     #[error("no objective {0} in this room")]
     UnknownObjective(ObjectiveId),
-    /// No such operation in this Room.
-    #[error("no operation {0} in this room")]
-    UnknownOperation(OperationId),
-    /// The operation already has its outcome.
-    #[error("operation {0} is already settled")]
-    OperationClosed(OperationId),
+    /// No open operation of this id: unknown in this Room, or already settled or released
+    /// (a closed operation leaves the live state; its row and ledger entries are its record).
+    #[error("operation {0} holds no open reservation in this room (unknown, or already settled)")]
+    NotOpen(OperationId),
+    /// The operation is already uncertain.
+    #[error("operation {0} is already uncertain")]
+    AlreadyUncertain(OperationId),
     /// The result is not of the port the operation called.
     #[error("operation {op} called the {expected} but the result came from the {got}")]
     WrongPort {
@@ -559,11 +567,16 @@ pub enum InputError {
 /// Decides one input against the Room's state. Rejections by a rule are decisions too: they
 /// are logged with the rule and may change counters, so they are committed like any other.
 pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Decision, InputError> {
+    let mut next = state.clone();
+    // The journal of the state decided from is not this decision's.
+    next.ledger.take_journal();
     let mut ctx = Ctx {
-        state: state.clone(),
+        state: next,
         env,
         effects: Vec::new(),
         log: Vec::new(),
+        event: None,
+        closed: Vec::new(),
     };
     match input {
         Input::EventAccepted(event) => ctx.accept_event(event)?,
@@ -598,8 +611,12 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
             change,
         } => ctx.change_membership(&by, principal, role, change),
     }
+    let ledger = ctx.state.ledger.take_journal();
     Ok(Decision {
         state: ctx.state,
+        event: ctx.event,
+        ledger,
+        closed: ctx.closed,
         effects: ctx.effects,
         log: ctx.log,
     })
@@ -624,6 +641,8 @@ struct Ctx<'e, 'a> {
     env: &'e mut Env<'a>,
     effects: Vec<Effect>,
     log: Vec<LogEntry>,
+    event: Option<EventId>,
+    closed: Vec<Operation>,
 }
 
 impl Ctx<'_, '_> {

@@ -1,0 +1,140 @@
+-- Lean Room state (issue 4): the live state holds open work only. Ledger entries and closed
+-- operations leave it with the decision that made them, so a commit costs what it changed,
+-- not what the Room has done; and an event's acceptance is committed once per Room (T1),
+-- which the store guarantees instead of a set of every event id in the state.
+--
+-- room_commit numbers a commit's ledger rows after the Room's last row (it no longer reads
+-- `ledger_from`, which a state without its entries cannot know), and refuses a second
+-- acceptance of an event with SQLSTATE AR002 (DETAIL: the event id), writing nothing.
+
+CREATE UNIQUE INDEX room_history_event_once ON room_history (room_id, event_id)
+    WHERE event_id IS NOT NULL;
+
+-- The whole function, restated from 0002 with the two changes above (a migration that
+-- replaces a function has to restate it).
+CREATE OR REPLACE FUNCTION room_commit(c jsonb)
+RETURNS TABLE (outcome text, revision bigint, bytes_since_snapshot bigint, snapshot_bytes bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_room     text   := c->>'room';
+    v_expected bigint := (c->>'expected')::bigint;
+    v_next     bigint := (c->>'expected')::bigint + 1;
+    v_snapshot boolean := c ? 'snapshot';
+    v_actual   bigint;
+    v_since    bigint;
+    v_bytes    bigint;
+    v_fenced   record;
+BEGIN
+    -- Compare-and-swap on the revision (D1): the first write, so a conflict writes nothing.
+    UPDATE rooms r
+    SET revision = v_next,
+        snapshot_revision = CASE WHEN v_snapshot THEN v_next ELSE r.snapshot_revision END,
+        snapshot_bytes = CASE WHEN v_snapshot THEN (c->>'snapshot_bytes')::bigint
+                              ELSE r.snapshot_bytes END,
+        bytes_since_snapshot = CASE WHEN v_snapshot THEN 0
+                                    ELSE r.bytes_since_snapshot + (c->>'delta_bytes')::bigint END,
+        updated_at = clock_timestamp()
+    WHERE r.room_id = v_room AND r.revision = v_expected
+    RETURNING r.bytes_since_snapshot, r.snapshot_bytes INTO v_since, v_bytes;
+    IF NOT FOUND THEN
+        SELECT r.revision INTO v_actual FROM rooms r WHERE r.room_id = v_room;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'unknown_room'::text, NULL::bigint, NULL::bigint, NULL::bigint;
+        ELSE
+            RETURN QUERY SELECT 'conflict'::text, v_actual, NULL::bigint, NULL::bigint;
+        END IF;
+        RETURN;
+    END IF;
+
+    -- T1: an event is accepted once per Room. Checked under the Room row's lock, which the
+    -- compare-and-swap above holds, so no concurrent commit of this Room can race it; the
+    -- unique index is the backstop. Raising rolls back the compare-and-swap too.
+    IF c->>'event' IS NOT NULL AND EXISTS (
+        SELECT 1 FROM room_history h
+        WHERE h.room_id = v_room AND h.event_id = (c->>'event')::uuid
+    ) THEN
+        RAISE EXCEPTION 'event % was already accepted in room %', c->>'event', v_room
+            USING ERRCODE = 'AR002', DETAIL = c->>'event';
+    END IF;
+
+    INSERT INTO room_history (room_id, revision, input, event_id, delta, log, at_ms)
+    VALUES (v_room, v_next, c->>'input', (c->>'event')::uuid, c->'delta', c->'log',
+            (c->>'at')::bigint);
+
+    IF v_snapshot THEN
+        INSERT INTO room_snapshots (room_id, revision, state)
+        VALUES (v_room, v_next, c->'snapshot');
+    END IF;
+
+    -- New operations with the committer's lease (B1), idempotent on their ids.
+    IF jsonb_array_length(c->'operations') > 0 THEN
+        INSERT INTO operations (op_id, room_id, request, status, lease_generation, lease_owner,
+                                lease_expires_at)
+        SELECT x.op, v_room, x.request, 'in_flight',
+               CASE WHEN x.lease_owner IS NULL THEN 0 ELSE 1 END,
+               x.lease_owner,
+               CASE WHEN x.lease_owner IS NULL THEN NULL
+                    ELSE clock_timestamp() + x.lease_ms * interval '1 millisecond' END
+        FROM jsonb_to_recordset(c->'operations')
+             AS x(op uuid, request jsonb, lease_owner text, lease_ms bigint)
+        ON CONFLICT (op_id) DO NOTHING;
+    END IF;
+
+    -- Receipts, fenced on the lease generation and written once: one fenced receipt
+    -- aborts the whole commit.
+    IF jsonb_array_length(c->'receipts') > 0 THEN
+        WITH wanted AS (
+            SELECT x.op, x.generation, x.receipt
+            FROM jsonb_to_recordset(c->'receipts') AS x(op uuid, generation bigint, receipt jsonb)
+        ), written AS (
+            UPDATE operations o
+            SET receipt = w.receipt, status = 'receipted', updated_at = clock_timestamp()
+            FROM wanted w
+            WHERE o.op_id = w.op AND o.room_id = v_room AND o.lease_generation = w.generation
+              AND o.status = 'in_flight' AND o.receipt IS NULL
+            RETURNING o.op_id
+        )
+        SELECT w.op, w.generation INTO v_fenced
+        FROM wanted w
+        WHERE w.op NOT IN (SELECT op_id FROM written)
+        LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'operation % is fenced at generation %', v_fenced.op, v_fenced.generation
+                USING ERRCODE = 'AR001', DETAIL = v_fenced.op || ' ' || v_fenced.generation;
+        END IF;
+    END IF;
+
+    IF jsonb_array_length(c->'applied') > 0 THEN
+        UPDATE operations o
+        SET status = 'applied', updated_at = clock_timestamp()
+        WHERE o.room_id = v_room
+          AND o.op_id IN (SELECT a::uuid FROM jsonb_array_elements_text(c->'applied') a);
+    END IF;
+
+    IF jsonb_array_length(c->'cancellations') > 0 THEN
+        UPDATE operations o
+        SET cancel_requested = true, updated_at = clock_timestamp()
+        WHERE o.room_id = v_room
+          AND o.op_id IN (SELECT a::uuid FROM jsonb_array_elements_text(c->'cancellations') a);
+    END IF;
+
+    IF jsonb_array_length(c->'ledger') > 0 THEN
+        -- The Room's next rows: numbered after its last one (the primary key's last entry).
+        INSERT INTO ledger_entries (room_id, seq, revision, entry)
+        SELECT v_room,
+               coalesce((SELECT max(l.seq) FROM ledger_entries l WHERE l.room_id = v_room), -1)
+                   + e.ord,
+               v_next, e.value
+        FROM jsonb_array_elements(c->'ledger') WITH ORDINALITY AS e(value, ord);
+    END IF;
+
+    IF jsonb_array_length(c->'notifications') > 0 THEN
+        INSERT INTO outbox (notification_id, room_id, revision, body)
+        SELECT (n->>'id')::uuid, v_room, v_next, n
+        FROM jsonb_array_elements(c->'notifications') n
+        ON CONFLICT (notification_id) DO NOTHING;
+    END IF;
+
+    RETURN QUERY SELECT 'committed'::text, v_next, v_since, v_bytes;
+END;
+$fn$;
