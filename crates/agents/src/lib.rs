@@ -1,0 +1,23 @@
+//! agentroom-agents: the adapters behind the `Reasoner`, `Specialist` and `Reviewer` ports,
+//! and the router that lets the workflow runner call them.
+//!
+//! - [`Agents`] implements the runner's `Provider`: it cuts each reserved call to its port's
+//!   view, routes it by role (and principal) and honours the call's abort.
+//! - [`PriceTable`]: `policies/prices.toml`, the B6 reservations and the B3 charges.
+//!
+//! Adapters report what happened and what it cost; they never decide whether a call may
+//! happen or what its result means (the domain does).
+
+pub mod prices;
+mod router;
+
+pub use prices::{PriceTable, PriceTableError, SHIPPED_PRICES};
+pub use router::{Agents, call_outcome};
+
+use agentroom_ports::domain::ids::{ContributionId, DerivedIds, IdSource, OperationId};
+
+/// The id of the contribution operation `op` returns: derived from the operation, so the same
+/// call always names the same contribution, whichever adapter ran it.
+pub fn contribution_id(op: OperationId) -> ContributionId {
+    ContributionId::from_uuid(DerivedIds::new(*op.as_uuid()).next_uuid())
+}
