@@ -3,11 +3,15 @@
 //!
 //! - [`Agents`] implements the runner's `Provider`: it cuts each reserved call to its port's
 //!   view, routes it by role (and principal) and honours the call's abort.
+//! - [`openai::OpenAi`]: an OpenAI-compatible chat-completions adapter for all three roles
+//!   (reqwest with rustls, JSON object mode, `Idempotency-Key`), the only place that speaks
+//!   that wire JSON.
 //! - [`PriceTable`]: `policies/prices.toml`, the B6 reservations and the B3 charges.
 //!
 //! Adapters report what happened and what it cost; they never decide whether a call may
 //! happen or what its result means (the domain does).
 
+pub mod openai;
 pub mod prices;
 mod router;
 
