@@ -7,6 +7,8 @@
 //!   (reqwest with rustls, JSON object mode, `Idempotency-Key`), the only place that speaks
 //!   that wire JSON.
 //! - [`PriceTable`]: `policies/prices.toml`, the B6 reservations and the B3 charges.
+//! - [`scripted`]: deterministic agents from a scenario file, with a durable journal of what
+//!   they executed and the reconciler that reads it (D2).
 //!
 //! Adapters report what happened and what it cost; they never decide whether a call may
 //! happen or what its result means (the domain does).
@@ -14,6 +16,7 @@
 pub mod openai;
 pub mod prices;
 mod router;
+pub mod scripted;
 
 pub use prices::{PriceTable, PriceTableError, SHIPPED_PRICES};
 pub use router::{Agents, call_outcome};
