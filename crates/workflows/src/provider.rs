@@ -22,6 +22,14 @@ pub enum CallOutcome {
         /// Why.
         reason: String,
     },
+    /// The provider refused the request without running it (rejected credentials, a request
+    /// it cannot accept, no adapter for the call): nothing ran and nothing is charged, and
+    /// sending it again cannot help. It is not retried; it ends like an unsent call whose
+    /// retries are used up.
+    Refused {
+        /// Why, for the operator: what was refused and what to fix.
+        reason: String,
+    },
     /// It was sent and its outcome is unknown (timeout after sending, connection reset): it is
     /// never retried blindly (D2).
     Uncertain {

@@ -336,6 +336,40 @@ async fn not_sent_is_given_up_after_bounded_retries_and_released() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_call_is_not_retried_and_is_released() {
+    within(async {
+        let mut room = Room::new("refused").await;
+        let decision = room.driver.owner_message("bad credentials");
+        let op = call_of(&decision).op;
+        let refused = CallOutcome::Refused {
+            reason: "HTTP 401 Unauthorized: invalid api key".to_owned(),
+        };
+        let provider = TestProvider::script(vec![refused; 10]);
+        let decider = TestDecider::new("durable-decider").await;
+        let config = config("runner-a", 60);
+        let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
+        let outcome = durable
+            .run(&room.stored(), &decision, "event_accepted")
+            .await
+            .unwrap();
+        assert_eq!(provider.calls(), 1, "sending it again cannot help");
+        match &outcome.calls[0].end {
+            CallEnd::NotSent { reason } => {
+                assert!(
+                    reason.contains("401") && reason.contains("refused"),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected not sent, got {other:?}"),
+        }
+        let stored = room.load().await;
+        assert_eq!(stored.state.ledger().held_by(op), None, "released");
+        assert_eq!(stored.state.ledger().balances().spent, UsdMicros::ZERO);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d1_transaction_2_reloads_and_decides_again_after_a_conflict() {
     within(async {
         let mut room = Room::new("conflict").await;

@@ -1,0 +1,30 @@
+//! agentroom-agents: the adapters behind the `Reasoner`, `Specialist` and `Reviewer` ports,
+//! and the router that lets the workflow runner call them.
+//!
+//! - [`Agents`] implements the runner's `Provider`: it cuts each reserved call to its port's
+//!   view, routes it by role (and principal) and honours the call's abort.
+//! - [`openai::OpenAi`]: an OpenAI-compatible chat-completions adapter for all three roles
+//!   (reqwest with rustls, JSON object mode, `Idempotency-Key`), the only place that speaks
+//!   that wire JSON.
+//! - [`PriceTable`]: `policies/prices.toml`, the B6 reservations and the B3 charges.
+//! - [`scripted`]: deterministic agents from a scenario file, with a durable journal of what
+//!   they executed and the reconciler that reads it (D2).
+//!
+//! Adapters report what happened and what it cost; they never decide whether a call may
+//! happen or what its result means (the domain does).
+
+pub mod openai;
+pub mod prices;
+mod router;
+pub mod scripted;
+
+pub use prices::{PriceTable, PriceTableError, SHIPPED_PRICES};
+pub use router::{Agents, call_outcome};
+
+use agentroom_ports::domain::ids::{ContributionId, DerivedIds, IdSource, OperationId};
+
+/// The id of the contribution operation `op` returns: derived from the operation, so the same
+/// call always names the same contribution, whichever adapter ran it.
+pub fn contribution_id(op: OperationId) -> ContributionId {
+    ContributionId::from_uuid(DerivedIds::new(*op.as_uuid()).next_uuid())
+}

@@ -1,0 +1,281 @@
+//! What each role is told and how its reply is read: a system prompt that shows the JSON
+//! envelope the domain needs, the call's brief as JSON, and parsers that are the domain types'
+//! own `Deserialize` (`ProposalKind`, `Artifact`, `Source`, `CriterionVerdict`), so what the
+//! prompt shows and what the parser accepts cannot drift apart (a test parses every example).
+
+use agentroom_ports::domain::engine::{
+    Proposal, ProposalKind, ReasonerResult, ReviewerResult, SpecialistResult,
+};
+use agentroom_ports::domain::review::{
+    Artifact, ContributionDraft, CriterionVerdict, ReviewSubmission, Source,
+};
+use agentroom_ports::{ReasonerCall, ReviewerCall, SpecialistCall};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::wire::clip;
+use crate::contribution_id;
+
+/// The examples each prompt shows, one per reply shape.
+fn reasoner_examples() -> [Value; 3] {
+    [
+        json!({"kind": "answer", "text": "The team works in UTC."}),
+        json!({
+            "kind": "plan",
+            "explanation": "Gather the sources first, then write the report from them.",
+            "criteria": [
+                {"id": "cites-sources", "text": "every claim cites a source"}
+            ],
+            "tasks": [
+                {"key": "gather", "title": "Gather recent papers", "capability": "research",
+                 "inputs": {"topic": "durable agents"}, "deps": [], "kind": "production"},
+                {"key": "write", "title": "Write the report", "capability": "writing",
+                 "deps": ["gather"], "kind": "report"}
+            ]
+        }),
+        json!({"kind": "challenge", "question": "Which year should the summary cover?"}),
+    ]
+}
+
+fn specialist_examples() -> [Value; 2] {
+    [
+        json!({
+            "result": "contribution",
+            "artifacts": [{"name": "summary", "content": "Three papers describe ..."}],
+            "sources": [
+                {"kind": "contribution", "id": "00000000-0000-0000-0000-000000000000"},
+                {"kind": "external", "url": "https://example.org/paper",
+                 "digest": "sha256:<hex digest of the content you read>"}
+            ]
+        }),
+        json!({"result": "failure", "reason": "the source is offline"}),
+    ]
+}
+
+fn reviewer_example() -> Value {
+    json!({
+        "verdicts": [
+            {"criterion": "cites-sources", "verdict": "met",
+             "evidence": "every paragraph cites a contribution"},
+            {"criterion": "covers-2026", "verdict": "unmet",
+             "evidence": "nothing after 2025 is cited"}
+        ]
+    })
+}
+
+fn shapes(examples: &[Value]) -> String {
+    examples
+        .iter()
+        .map(|e| format!("  {e}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The reasoner's system prompt.
+pub(crate) fn reasoner_system() -> String {
+    format!(
+        "You are the reasoner of a supervised agentroom Room. You interpret one message from the \
+         Room's owner, given as JSON, and propose exactly one of: an answer (the message needs no \
+         work), a whole plan of tasks for the Room's specialists, or a challenge (a question back \
+         to the owner). You only propose; the engine decides and may refuse.\n\
+         Reply with exactly one JSON object and nothing else, in one of these shapes:\n{}\n\
+         A plan: task keys and criterion ids are slugs (lower-case letters, digits, `-`, `_`), \
+         unique in the plan; `deps` name keys of the same plan and never form a cycle; exactly \
+         one task has kind `report` (it writes the final report from its dependencies); every \
+         other task has kind `production`; `capability` names what the task needs. With the \
+         first plan of an objective, list the criteria the report must meet. Afterwards repeat \
+         the given `criteria` exactly: never change, drop or weaken one. When `unmet` is not \
+         empty, a reviewer found the report short of those criteria: the plan must add \
+         production work that addresses the evidence and produce a new report. When \
+         `feedback` is not empty, an earlier attempt was refused: fix what it says.",
+        shapes(&reasoner_examples())
+    )
+}
+
+/// The specialist's system prompt.
+pub(crate) fn specialist_system() -> String {
+    format!(
+        "You are a specialist of a supervised agentroom Room. You execute one task, given as \
+         JSON, and return what you produced as a contribution, or say why you could not.\n\
+         Reply with exactly one JSON object and nothing else, in one of these shapes:\n{}\n\
+         Cite only what you used: contributions of the task's dependencies by the ids listed in \
+         `dep_contributions`, and external documents by URL with the digest of the content you \
+         read. Never invent a source.",
+        shapes(&specialist_examples())
+    )
+}
+
+/// The reviewer's system prompt.
+pub(crate) fn reviewer_system() -> String {
+    format!(
+        "You are a reviewer of a supervised agentroom Room. You check one version of a \
+         source-bound report, given as JSON, against every criterion.\n\
+         Reply with exactly one JSON object and nothing else, in this shape:\n{}\n\
+         Give every criterion listed in `criteria` exactly one verdict, `met`, `unmet` or \
+         `unknown`, with the evidence it rests on; name no other criterion. Say `unknown` when \
+         you cannot tell.",
+        shapes(&[reviewer_example()])
+    )
+}
+
+/// The reasoner's brief as the model sees it.
+#[derive(Serialize)]
+struct ReasonerBrief<'a> {
+    message: &'a str,
+    objective: Option<&'a str>,
+    criteria: &'a [agentroom_ports::domain::objective::Criterion],
+    progress: &'a [agentroom_ports::domain::engine::TaskProgress],
+    unmet: Vec<Value>,
+    feedback: &'a [String],
+    attempt: u32,
+}
+
+/// The reasoner's user message: its brief as JSON.
+pub(crate) fn reasoner_user(call: &ReasonerCall) -> String {
+    let brief = ReasonerBrief {
+        message: &call.text,
+        objective: call.objective_title.as_deref(),
+        criteria: &call.criteria,
+        progress: &call.progress,
+        unmet: call
+            .unmet
+            .iter()
+            .map(|(criterion, evidence)| json!({"criterion": criterion, "evidence": evidence}))
+            .collect(),
+        feedback: &call.feedback,
+        attempt: call.attempt,
+    };
+    to_json(&brief)
+}
+
+/// The specialist's user message: its principal and task as JSON.
+pub(crate) fn specialist_user(call: &SpecialistCall) -> String {
+    to_json(&json!({
+        "you_are": call.principal,
+        "task": {
+            "key": call.task.key,
+            "title": call.task.title,
+            "capability": call.task.capability,
+            "inputs": call.task.inputs,
+            "kind": call.task.kind,
+            "dep_contributions": call.task.dep_contributions,
+        }
+    }))
+}
+
+/// The reviewer's user message: the report reference and the criteria as JSON.
+pub(crate) fn reviewer_user(call: &ReviewerCall) -> String {
+    to_json(&json!({
+        "report": {
+            "task": call.report.task,
+            "version": call.report.version,
+            "contribution": call.report.contribution,
+            "sources": call.report.source_set.sources(),
+        },
+        "criteria": call.criteria,
+    }))
+}
+
+fn to_json<T: Serialize>(value: &T) -> String {
+    // Plain structs with string keys always serialize; an empty brief would be refused by the
+    // model's reply, never mistaken for a result.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// Why a reply could not be read, with its beginning, for repair feedback (O11).
+fn unreadable(what: &str, err: &serde_json::Error, content: &str) -> String {
+    format!(
+        "the reply is not {what}: {err}; it began: {}",
+        clip(content)
+    )
+}
+
+/// Reads the reasoner's reply; the proposal binds the revisions the call observed (O10).
+pub(crate) fn parse_reasoner(call: &ReasonerCall, content: &str) -> ReasonerResult {
+    match serde_json::from_str::<ProposalKind>(content) {
+        Ok(kind) => ReasonerResult::Proposal(Proposal {
+            observed: call.observed,
+            kind,
+        }),
+        Err(err) => ReasonerResult::FormatError {
+            detail: unreadable(
+                "an answer, a plan or a challenge as one JSON object",
+                &err,
+                content,
+            ),
+        },
+    }
+}
+
+/// The specialist's reply envelope.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+enum SpecialistReply {
+    Contribution {
+        artifacts: Vec<Artifact>,
+        #[serde(default)]
+        sources: Vec<Source>,
+    },
+    Failure {
+        reason: String,
+    },
+}
+
+/// Reads the specialist's reply; an unreadable one is the task's failure, with the reason.
+pub(crate) fn parse_specialist(call: &SpecialistCall, content: &str) -> SpecialistResult {
+    match serde_json::from_str::<SpecialistReply>(content) {
+        Ok(SpecialistReply::Contribution { artifacts, sources }) => {
+            SpecialistResult::Contribution(ContributionDraft {
+                id: contribution_id(call.op),
+                artifacts,
+                sources,
+            })
+        }
+        Ok(SpecialistReply::Failure { reason }) => SpecialistResult::Failure { reason },
+        Err(err) => SpecialistResult::Failure {
+            reason: unreadable("a contribution or a failure", &err, content),
+        },
+    }
+}
+
+/// The reviewer's reply envelope.
+#[derive(Debug, Deserialize)]
+struct ReviewReply {
+    verdicts: Vec<CriterionVerdict>,
+}
+
+/// Reads the reviewer's reply; the review binds the report and revisions of the call (R2, R6).
+pub(crate) fn parse_reviewer(call: &ReviewerCall, content: &str) -> ReviewerResult {
+    match serde_json::from_str::<ReviewReply>(content) {
+        Ok(reply) => ReviewerResult::Review(ReviewSubmission {
+            report: call.report.clone(),
+            observed: call.observed,
+            verdicts: reply.verdicts,
+        }),
+        Err(err) => ReviewerResult::FormatError {
+            detail: unreadable("a review as one JSON object", &err, content),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_example_the_prompts_show_is_read_by_the_domains_types() {
+        for example in reasoner_examples() {
+            serde_json::from_value::<ProposalKind>(example.clone())
+                .unwrap_or_else(|e| panic!("{example}: {e}"));
+        }
+        for example in specialist_examples() {
+            serde_json::from_value::<SpecialistReply>(example.clone())
+                .unwrap_or_else(|e| panic!("{example}: {e}"));
+        }
+        serde_json::from_value::<ReviewReply>(reviewer_example()).unwrap();
+        for prompt in [reasoner_system(), specialist_system(), reviewer_system()] {
+            assert!(prompt.contains("exactly one JSON object"));
+        }
+        assert!(reasoner_system().contains(r#""kind":"plan""#));
+    }
+}

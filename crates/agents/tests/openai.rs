@@ -1,0 +1,599 @@
+//! The chat-completions adapter against a real HTTP server (axum on port 0) that serves
+//! scripted responses and records every request it gets. No mock of the client.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "clippy.toml allows these in #[test] functions only; the helpers here are test code \
+              too, and a failed unwrap or panic in them is a failed test"
+)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentroom_agents::PriceTable;
+use agentroom_agents::openai::{OpenAi, OpenAiConfig};
+use agentroom_ports::domain::engine::{
+    Charge, ProposalKind, ReasonerResult, ReviewerResult, SpecialistResult, TaskBrief,
+};
+use agentroom_ports::domain::ids::{CriterionId, OperationId, PrincipalId, TaskIdentity, TaskKey};
+use agentroom_ports::domain::money::UsdMicros;
+use agentroom_ports::domain::objective::{Criterion, ObservedRevisions};
+use agentroom_ports::domain::plan::TaskKind;
+use agentroom_ports::domain::review::{ReportRef, Source, SourceSet, Verdict};
+use agentroom_ports::{
+    AgentOutcome, Reasoner, ReasonerCall, Reviewer, ReviewerCall, Specialist, SpecialistCall,
+};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+fn p(id: &str) -> PrincipalId {
+    PrincipalId::parse(id).unwrap()
+}
+
+fn op(n: u128) -> OperationId {
+    format!("00000000-0000-0000-0000-{n:012x}").parse().unwrap()
+}
+
+/// 2.5 and 10 micros per token, 3 micros per call; each role: 20,000 tokens in, 1,000 out.
+const PRICES: &str = r#"
+[models.test-model]
+input_micros_per_mtok = 2_500_000
+output_micros_per_mtok = 10_000_000
+connector_micros = 3
+
+[bounds.reasoner]
+max_input_tokens = 20_000
+max_output_tokens = 1_000
+per_message_overhead = 8
+[bounds.specialist]
+max_input_tokens = 20_000
+max_output_tokens = 1_000
+per_message_overhead = 8
+[bounds.reviewer]
+max_input_tokens = 20_000
+max_output_tokens = 1_000
+per_message_overhead = 8
+"#;
+
+/// 20,000 × 2.5 + 1,000 × 10 + 3.
+const RESERVATION: i64 = 60_003;
+
+/// What the server answers, in order.
+#[derive(Clone)]
+enum Reply {
+    /// A status and a JSON body.
+    Json(u16, Value),
+    /// A status, headers and a body.
+    Raw(u16, Vec<(&'static str, &'static str)>, &'static str),
+    /// Accepts the request and never answers.
+    Hang,
+    /// Starts a 200 response and drops the connection in the middle of its body.
+    BreakOff,
+}
+
+struct Recorded {
+    headers: HeaderMap,
+    body: Value,
+}
+
+#[derive(Default)]
+struct Script {
+    replies: Mutex<Vec<Reply>>,
+    recorded: Mutex<Vec<Recorded>>,
+}
+
+struct Server {
+    addr: SocketAddr,
+    script: Arc<Script>,
+}
+
+impl Server {
+    async fn start(replies: Vec<Reply>) -> Self {
+        let script = Arc::new(Script {
+            replies: Mutex::new(replies.into_iter().rev().collect()),
+            recorded: Mutex::default(),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .with_state(Arc::clone(&script));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { addr, script }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    fn requests(&self) -> Vec<(HeaderMap, Value)> {
+        self.script
+            .recorded
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| (r.headers.clone(), r.body.clone()))
+            .collect()
+    }
+}
+
+async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
+    script.recorded.lock().unwrap().push(Recorded {
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    });
+    let reply = script.replies.lock().unwrap().pop();
+    let respond = |status: u16, headers: Vec<(&str, &str)>, body: Body| {
+        let mut response = Response::builder().status(StatusCode::from_u16(status).unwrap());
+        for (name, value) in headers {
+            response = response.header(name, value);
+        }
+        response.body(body).unwrap()
+    };
+    match reply.expect("the server has no reply left") {
+        Reply::Json(status, body) => respond(
+            status,
+            vec![("content-type", "application/json")],
+            Body::from(body.to_string()),
+        ),
+        Reply::Raw(status, headers, body) => respond(status, headers, Body::from(body)),
+        Reply::Hang => {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            respond(500, vec![], Body::empty())
+        }
+        Reply::BreakOff => {
+            // The headers and the first bytes go out; then the connection drops.
+            let chunks = futures_util::stream::unfold(0_u8, |step| async move {
+                match step {
+                    0 => Some((
+                        Ok(Bytes::from_static(
+                            b"{\"choices\": [{\"message\": {\"content\": \"",
+                        )),
+                        1,
+                    )),
+                    1 => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        Some((Err(std::io::Error::other("the connection dropped")), 2))
+                    }
+                    _ => None,
+                }
+            });
+            respond(
+                200,
+                vec![
+                    ("content-type", "application/json"),
+                    ("content-length", "4096"),
+                ],
+                Body::from_stream(chunks),
+            )
+        }
+    }
+}
+
+fn completion(content: &str, usage: Option<(u64, u64)>) -> Value {
+    let mut body = json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "test-model",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop"
+        }]
+    });
+    if let Some((prompt, completion)) = usage {
+        body["usage"] = json!({
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion
+        });
+    }
+    body
+}
+
+fn adapter_with(base_url: &str, prices: &str, request_timeout_ms: u64) -> OpenAi {
+    let mut config = OpenAiConfig::new(base_url, "test-model");
+    config.api_key_env = Some("AGENTROOM_TEST_KEY".to_owned());
+    config.connect_timeout_ms = 1_000;
+    config.request_timeout_ms = request_timeout_ms;
+    OpenAi::new(&config, PriceTable::parse(prices).unwrap(), |var| {
+        (var == "AGENTROOM_TEST_KEY").then(|| "sk-test-123".to_owned())
+    })
+    .unwrap()
+}
+
+fn adapter(server: &Server) -> OpenAi {
+    adapter_with(&server.base_url(), PRICES, 5_000)
+}
+
+const OBSERVED: ObservedRevisions = ObservedRevisions {
+    objective: 3,
+    control: 1,
+};
+
+fn reasoner_call() -> ReasonerCall {
+    ReasonerCall {
+        op: op(0xa1),
+        reservation: UsdMicros::new(RESERVATION),
+        objective: None,
+        observed: OBSERVED,
+        text: "What time zone is the team in?".into(),
+        objective_title: None,
+        criteria: vec![],
+        progress: vec![],
+        unmet: vec![],
+        feedback: vec![],
+        attempt: 1,
+    }
+}
+
+fn specialist_call() -> SpecialistCall {
+    SpecialistCall {
+        op: op(0xb2),
+        reservation: UsdMicros::new(RESERVATION),
+        principal: p("sam"),
+        objective: None,
+        task: TaskBrief {
+            identity: TaskIdentity::from_wire("p1/gather"),
+            key: TaskKey::parse("gather").unwrap(),
+            title: "Gather sources".into(),
+            capability: "research".into(),
+            inputs: serde_json::Map::new(),
+            kind: TaskKind::Production,
+            dep_contributions: vec![],
+        },
+    }
+}
+
+fn criteria() -> Vec<Criterion> {
+    vec![
+        Criterion {
+            id: CriterionId::parse("cites-sources").unwrap(),
+            text: "every claim cites a source".into(),
+        },
+        Criterion {
+            id: CriterionId::parse("covers-2026").unwrap(),
+            text: "covers work from 2026".into(),
+        },
+    ]
+}
+
+fn reviewer_call() -> ReviewerCall {
+    ReviewerCall {
+        op: op(0xc3),
+        reservation: UsdMicros::new(RESERVATION),
+        principal: p("rita"),
+        objective: None,
+        observed: OBSERVED,
+        report: ReportRef {
+            task: TaskIdentity::from_wire("p1/write"),
+            version: 2,
+            contribution: agentroom_agents::contribution_id(op(0xb2)),
+            source_set: SourceSet::new(vec![Source::External {
+                url: "https://example.org/a".into(),
+                digest: "sha256:aa".into(),
+            }]),
+        },
+        criteria: criteria(),
+    }
+}
+
+const ANSWER: &str = r#"{"kind": "answer", "text": "UTC"}"#;
+
+#[tokio::test]
+async fn a_request_is_json_object_mode_with_the_model_the_key_and_the_idempotency_key() {
+    let server = Server::start(vec![Reply::Json(200, completion(ANSWER, Some((10, 2))))]).await;
+    let outcome = adapter(&server).interpret(&reasoner_call()).await;
+    let AgentOutcome::Returned {
+        result: ReasonerResult::Proposal(proposal),
+        ..
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(proposal.kind, ProposalKind::Answer { text: "UTC".into() });
+    assert_eq!(
+        proposal.observed, OBSERVED,
+        "bound to what it was shown (O10)"
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let (headers, body) = &requests[0];
+    assert_eq!(
+        headers["idempotency-key"],
+        "00000000-0000-0000-0000-0000000000a1"
+    );
+    assert_eq!(headers["authorization"], "Bearer sk-test-123");
+    assert_eq!(headers["content-type"], "application/json");
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    assert_eq!(body["max_tokens"], 1_000, "the role's output bound (B6)");
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert!(
+        body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains(r#""kind":"plan""#),
+        "the system prompt shows the envelope"
+    );
+    assert_eq!(body["messages"][1]["role"], "user");
+    let brief: Value =
+        serde_json::from_str(body["messages"][1]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(brief["message"], "What time zone is the team in?");
+    assert_eq!(brief["attempt"], 1);
+}
+
+#[tokio::test]
+async fn b3_the_charge_is_the_usage_at_the_models_price_rounded_up_per_component() {
+    let server = Server::start(vec![Reply::Json(
+        200,
+        completion(ANSWER, Some((1_001, 333))),
+    )])
+    .await;
+    let outcome = adapter(&server).interpret(&reasoner_call()).await;
+    // ⌈1,001 × 2.5⌉ + 333 × 10 + 3 = 2,503 + 3,330 + 3.
+    assert!(
+        matches!(
+            outcome,
+            AgentOutcome::Returned {
+                charge: Charge::Actual(m),
+                ..
+            } if m == UsdMicros::new(5_836)
+        ),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn b3_a_response_without_usage_charges_the_whole_reservation() {
+    let server = Server::start(vec![Reply::Json(200, completion(ANSWER, None))]).await;
+    let outcome = adapter(&server).interpret(&reasoner_call()).await;
+    assert!(
+        matches!(
+            outcome,
+            AgentOutcome::Returned {
+                charge: Charge::NoUsage,
+                result: ReasonerResult::Proposal(_)
+            }
+        ),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn o11_malformed_content_is_a_format_error_that_feeds_repair_and_is_charged() {
+    let server = Server::start(vec![
+        Reply::Json(
+            200,
+            completion("Sure! Here is the plan: ...", Some((10, 5))),
+        ),
+        Reply::Json(200, completion(r#"{"kind": "plan"}"#, Some((10, 5)))),
+    ])
+    .await;
+    let adapter = adapter(&server);
+    for expected in ["expected value", "missing field `tasks`"] {
+        match adapter.interpret(&reasoner_call()).await {
+            AgentOutcome::Returned {
+                result: ReasonerResult::FormatError { detail },
+                charge: Charge::Actual(m),
+            } => {
+                assert!(detail.contains(expected), "{detail}");
+                assert!(detail.contains("it began:"), "{detail}");
+                assert_eq!(m, UsdMicros::new(25 + 50 + 3));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_specialists_unreadable_reply_is_the_tasks_failure_and_a_contribution_is_named_by_its_operation()
+ {
+    let contribution = json!({
+        "result": "contribution",
+        "artifacts": [{"name": "notes", "content": "found two papers"}],
+        "sources": [{"kind": "external", "url": "https://example.org/p", "digest": "sha256:bb"}]
+    });
+    let server = Server::start(vec![
+        Reply::Json(200, completion("no json here", Some((10, 5)))),
+        Reply::Json(200, completion(&contribution.to_string(), Some((10, 5)))),
+    ])
+    .await;
+    let adapter = adapter(&server);
+    match adapter.execute(&specialist_call()).await {
+        AgentOutcome::Returned {
+            result: SpecialistResult::Failure { reason },
+            ..
+        } => assert!(
+            reason.contains("not a contribution or a failure"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    match adapter.execute(&specialist_call()).await {
+        AgentOutcome::Returned {
+            result: SpecialistResult::Contribution(draft),
+            ..
+        } => {
+            assert_eq!(draft.id, agentroom_agents::contribution_id(op(0xb2)));
+            assert_eq!(draft.artifacts[0].content, "found two papers");
+            assert_eq!(draft.sources.len(), 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    let (_, body) = &server.requests()[1];
+    let brief: Value =
+        serde_json::from_str(body["messages"][1]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(brief["you_are"], "sam");
+    assert_eq!(brief["task"]["key"], "gather");
+}
+
+#[tokio::test]
+async fn r2_a_review_binds_the_report_and_revisions_it_was_shown() {
+    let review = json!({"verdicts": [
+        {"criterion": "cites-sources", "verdict": "met", "evidence": "all cited"},
+        {"criterion": "covers-2026", "verdict": "unknown", "evidence": "cannot tell"}
+    ]});
+    let server = Server::start(vec![
+        Reply::Json(200, completion(&review.to_string(), Some((10, 5)))),
+        Reply::Json(200, completion(r#"{"verdict": "met"}"#, Some((10, 5)))),
+    ])
+    .await;
+    let adapter = adapter(&server);
+    match adapter.review(&reviewer_call()).await {
+        AgentOutcome::Returned {
+            result: ReviewerResult::Review(submission),
+            ..
+        } => {
+            assert_eq!(submission.report, reviewer_call().report);
+            assert_eq!(submission.observed, OBSERVED);
+            assert_eq!(submission.verdicts[1].verdict, Verdict::Unknown);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        adapter.review(&reviewer_call()).await,
+        AgentOutcome::Returned {
+            result: ReviewerResult::FormatError { .. },
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_is_not_sent_with_the_delay() {
+    let server = Server::start(vec![Reply::Raw(
+        429,
+        vec![("retry-after", "2"), ("content-type", "application/json")],
+        r#"{"error": {"message": "Rate limit reached", "type": "requests"}}"#,
+    )])
+    .await;
+    match adapter(&server).interpret(&reasoner_call()).await {
+        AgentOutcome::NotSent {
+            retry_after,
+            reason,
+        } => {
+            assert_eq!(retry_after, Some(Duration::from_secs(2)));
+            assert!(
+                reason.contains("429") && reason.contains("Rate limit reached"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_401_is_refused_with_the_providers_message_and_sent_once() {
+    let server = Server::start(vec![Reply::Json(
+        401,
+        json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}),
+    )])
+    .await;
+    match adapter(&server).interpret(&reasoner_call()).await {
+        AgentOutcome::Refused { reason } => {
+            assert!(reason.contains("401 Unauthorized"), "{reason}");
+            assert!(reason.contains("Incorrect API key provided"), "{reason}");
+            assert!(reason.contains("check the key in api_key_env"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn d2_a_server_error_after_sending_is_uncertain() {
+    let server = Server::start(vec![Reply::Raw(502, vec![], "Bad Gateway")]).await;
+    match adapter(&server).interpret(&reasoner_call()).await {
+        AgentOutcome::Uncertain { reason } => {
+            assert!(
+                reason.contains("502") && reason.contains("Bad Gateway"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn d2_a_server_that_hangs_past_the_timeout_leaves_the_call_uncertain() {
+    let server = Server::start(vec![Reply::Hang]).await;
+    let adapter = adapter_with(&server.base_url(), PRICES, 300);
+    let started = Instant::now();
+    match adapter.interpret(&reasoner_call()).await {
+        AgentOutcome::Uncertain { reason } => {
+            assert!(reason.contains("timed out"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(server.requests().len(), 1, "it was sent, once");
+}
+
+#[tokio::test]
+async fn d2_a_connection_dropped_mid_response_leaves_the_call_uncertain() {
+    let server = Server::start(vec![Reply::BreakOff]).await;
+    match adapter(&server).interpret(&reasoner_call()).await {
+        AgentOutcome::Uncertain { reason } => {
+            assert!(reason.contains("broke off"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_not_sent() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let adapter = adapter_with(&format!("http://{addr}/v1"), PRICES, 5_000);
+    match adapter.interpret(&reasoner_call()).await {
+        AgentOutcome::NotSent {
+            retry_after: None,
+            reason,
+        } => assert!(reason.contains("nothing was sent"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn b6_a_request_above_its_bounds_is_refused_before_anything_is_sent() {
+    let server = Server::start(vec![]).await;
+    let tight = PRICES.replacen(
+        "[bounds.specialist]\nmax_input_tokens = 20_000",
+        "[bounds.specialist]\nmax_input_tokens = 100",
+        1,
+    );
+    let adapter = adapter_with(&server.base_url(), &tight, 5_000);
+    let mut call = specialist_call();
+    call.reservation = UsdMicros::new(RESERVATION);
+    match adapter.execute(&call).await {
+        AgentOutcome::Refused { reason } => {
+            assert!(reason.contains("above its bounds"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn b6_a_reservation_below_the_quote_is_refused_before_anything_is_sent() {
+    let server = Server::start(vec![]).await;
+    let mut call = reasoner_call();
+    call.reservation = UsdMicros::new(RESERVATION - 1);
+    match adapter(&server).interpret(&call).await {
+        AgentOutcome::Refused { reason } => {
+            assert!(reason.contains("may cost $0.060003"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(server.requests().is_empty());
+}
