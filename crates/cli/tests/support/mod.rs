@@ -12,6 +12,7 @@
     reason = "test support; each test binary uses a different part of it"
 )]
 
+pub mod cluster;
 pub mod database;
 
 use std::collections::{BTreeMap, BTreeSet};
