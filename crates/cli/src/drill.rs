@@ -1,13 +1,17 @@
 //! `agentroom drill durable-call` (hidden): drives real durable calls on the embedded database
-//! so that crash tests can kill the real binary at a named point (`AGENTROOM_CRASH_AT`) or with
-//! SIGKILL, start it again and check what D2 promises. Not a product command.
+//! or on PostgreSQL (`--database-url`) so that crash tests can kill the real binary at a named
+//! point (`AGENTROOM_CRASH_AT`) or with SIGKILL, or restart the database under it, start it
+//! again and check what D2 promises. Not a product command.
 //!
-//! One run: open (or create and migrate) the embedded database under `--root`, create the Room
-//! `local` if it is missing (through `decide`), recover first (`Runner::recover`, waiting out
-//! the leases a killed process left), then run `--calls` owner messages, each a durable call of
-//! one reasoner operation, and print a one-line JSON summary. The provider is scripted: before
-//! it returns, it appends the operation id to `executions.log` under the root and fsyncs it —
-//! the provider's own record, which the reconciler reads to confirm what an uncertain call did.
+//! One run: open (or create and migrate) the embedded database under `--root`, or open the
+//! PostgreSQL database, which must be migrated already (D5), create the Room `local` if it is
+//! missing (through `decide`), recover first (`Runner::recover`, waiting out the leases a killed
+//! process left), then run `--calls` owner messages, each a durable call of one reasoner
+//! operation, and print a one-line JSON summary. With `--retries`, a message that failed (the
+//! database went away) is tried again, bounded, and `--recover-at-end` recovers once more
+//! before the summary. The provider is scripted: before it returns, it appends the operation id
+//! to `executions.log` under the root and fsyncs it — the provider's own record, which the
+//! reconciler reads to confirm what an uncertain call did.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -31,6 +35,7 @@ use agentroom_ports::{
     Receipt, ReconcileError, Reconciler, RoomStore, StoreError, StoredRoom, SystemClock,
     WorkflowStore,
 };
+use agentroom_store_postgres::PgRooms;
 use agentroom_store_sqlite::{Durability, SqliteRooms};
 use agentroom_workflows::{
     Abort, CallEnd, CallOutcome, Decider, DurableCall, Leased, OwnerError, Provider, ReceiptOwner,
@@ -42,7 +47,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::store::{PLANNING_DB, create_embedded};
+use crate::store::{PLANNING_DB, create_embedded, redact};
 
 /// The provider's execution log under the root: one operation id per line.
 pub(crate) const EXECUTION_LOG: &str = "executions.log";
@@ -58,6 +63,10 @@ const REASONER_QUOTE_MICROS: i64 = 1_000;
 const CHARGED_MICROS: i64 = 400;
 /// How often an owner commit reloads after a conflict.
 const CONFLICT_RETRIES: u32 = 8;
+/// The first wait before a failed message is tried again (`--retries`), doubling up to the
+/// last.
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// The namespace every id the drill derives lives in.
 const NAMESPACE: Uuid = Uuid::from_u128(0x6472_696c_6c5f_6475_7261_626c_6563_616c);
@@ -80,9 +89,13 @@ pub(crate) enum CallPath {
 
 #[derive(Debug, Args)]
 pub(crate) struct DurableCallArgs {
-    /// The data directory (`planning.db` and `executions.log` inside it).
+    /// The data directory (`planning.db` and `executions.log` inside it; only the log with
+    /// `--database-url`).
     #[arg(long, value_name = "DIR")]
     root: PathBuf,
+    /// A migrated PostgreSQL database instead of the embedded file (`postgres://user@host/db`).
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
     /// How many owner messages (one reasoner call each) to run after recovery.
     #[arg(long, default_value_t = 3)]
     calls: u32,
@@ -95,6 +108,15 @@ pub(crate) struct DurableCallArgs {
     /// Which code path runs the calls.
     #[arg(long, value_enum, default_value_t = CallPath::Durable)]
     path: CallPath,
+    /// How often a message that failed (e.g. the database went away) is tried again, with
+    /// backoff; 0 ends the run at the first failure. A call is never tried again: whatever
+    /// one left open, recovery settles.
+    #[arg(long, default_value_t = 0)]
+    retries: u32,
+    /// Recover once more after the calls, as a running coordinator does from time to time,
+    /// so that calls a failure left open are settled by this process.
+    #[arg(long)]
+    recover_at_end: bool,
 }
 
 pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
@@ -104,18 +126,55 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
 }
 
 async fn durable_call(args: DurableCallArgs) -> anyhow::Result<String> {
+    if let Some(url) = &args.database_url {
+        std::fs::create_dir_all(&args.root)
+            .with_context(|| format!("creating {}", args.root.display()))?;
+        let store = PgRooms::connect(url)
+            .await
+            .with_context(|| format!("opening {}", redact(url)))?;
+        return drive(Arc::new(store), args).await;
+    }
     let path = args.root.join(PLANNING_DB);
     if !path.exists() {
         create_embedded(&args.root, &path)?;
     }
-    let store = Arc::new(
-        SqliteRooms::open(&path, Durability::ProcessCrash)
-            .with_context(|| format!("opening {}", path.display()))?,
-    );
+    let store = SqliteRooms::open(&path, Durability::ProcessCrash)
+        .with_context(|| format!("opening {}", path.display()))?;
+    drive(Arc::new(store), args).await
+}
+
+/// What a store must offer the drill.
+trait DrillStore: RoomStore + WorkflowStore + 'static {}
+
+impl<S: RoomStore + WorkflowStore + 'static> DrillStore for S {}
+
+/// What one run counted: how each call ended, and the failures it tried again.
+#[derive(Debug, Default)]
+struct Tally {
+    ends: BTreeMap<&'static str, u32>,
+    retried: u32,
+    /// The first few failures, for the summary.
+    failures: Vec<String>,
+}
+
+impl Tally {
+    fn end(&mut self, end: &'static str) {
+        *self.ends.entry(end).or_default() += 1;
+    }
+
+    fn failed(&mut self, err: &anyhow::Error) {
+        self.retried += 1;
+        if self.failures.len() < 8 {
+            self.failures.push(err.to_string());
+        }
+    }
+}
+
+async fn drive<S: DrillStore>(store: Arc<S>, args: DurableCallArgs) -> anyhow::Result<String> {
     let log = args.root.join(EXECUTION_LOG);
     let decider = Arc::new(DrillDecider::default());
     let room_id = RoomId::parse(ROOM)?;
-    ensure_room(&store, &decider, &room_id).await?;
+    ensure_room(&*store, &decider, &room_id).await?;
 
     let lease = Duration::from_millis(args.lease_ms.max(30));
     let config = RunnerConfig::new(format!("drill-{}", std::process::id()), lease)
@@ -137,36 +196,59 @@ async fn durable_call(args: DurableCallArgs) -> anyhow::Result<String> {
         Arc::clone(&owner),
         config.clone(),
     );
+    let reconciler = DrillReconciler { log };
 
-    let mut ends: BTreeMap<&'static str, u32> = BTreeMap::new();
-    let (recovery, passes) = recover(
-        &runner,
-        &owner,
-        &store,
-        &DrillReconciler { log },
-        lease,
-        &mut ends,
-    )
-    .await?;
+    let mut tally = Tally::default();
+    let (recovery, passes) =
+        recover(&runner, &owner, &*store, &reconciler, lease, &mut tally).await?;
 
     let durable = DurableCall::new(&*store, &*provider, &*decider, &SystemClock, &config);
     for _ in 0..args.calls {
-        for end in one_message(&store, &decider, &durable, &runner, &room_id, args.path).await? {
-            *ends.entry(end).or_default() += 1;
+        let mut attempt = 0_u32;
+        loop {
+            match one_message(&*store, &decider, &durable, &runner, &room_id, args.path).await {
+                Ok(ends) => {
+                    for end in ends {
+                        tally.end(end);
+                    }
+                    break;
+                }
+                Err(err) if attempt < args.retries => {
+                    attempt += 1;
+                    tally.failed(&err);
+                    let wait = RETRY_BACKOFF.saturating_mul(1 << attempt.min(8).saturating_sub(1));
+                    tokio::time::sleep(wait.min(RETRY_BACKOFF_MAX)).await;
+                }
+                Err(err) => return Err(err),
+            }
         }
-        run_follow_ups(&runner, &owner, &mut ends).await?;
+        run_follow_ups(&runner, &owner, &mut tally, args.retries > 0).await?;
     }
-    summary(&store, &room_id, &recovery, passes, &ends).await
+    let last = if args.recover_at_end {
+        Some(recover(&runner, &owner, &*store, &reconciler, lease, &mut tally).await?)
+    } else {
+        None
+    };
+    summary(
+        &*store,
+        &room_id,
+        (&recovery, passes),
+        last.as_ref(),
+        &tally,
+    )
+    .await
 }
 
-type DrillRunner = Runner<SqliteRooms, DrillProvider, DrillOwner>;
+type DrillRunner<S> = Runner<S, DrillProvider, DrillOwner<S>>;
 
 /// Runs the calls the owner's decisions created (and the ones those create), each under the
-/// lease the owner's commit took for this process.
-async fn run_follow_ups(
-    runner: &DrillRunner,
-    owner: &DrillOwner,
-    ends: &mut BTreeMap<&'static str, u32>,
+/// lease the owner's commit took for this process. With `tolerant`, a run that failed is
+/// counted and left to recovery (a call is never run twice).
+async fn run_follow_ups<S: DrillStore>(
+    runner: &DrillRunner<S>,
+    owner: &DrillOwner<S>,
+    tally: &mut Tally,
+    tolerant: bool,
 ) -> anyhow::Result<()> {
     loop {
         let next = owner.take_next();
@@ -174,23 +256,29 @@ async fn run_follow_ups(
             return Ok(());
         }
         for call in next {
-            let end = run_name(&runner.run(call).await?);
-            *ends.entry(end).or_default() += 1;
+            match runner.run(call).await {
+                Ok(outcome) => tally.end(run_name(&outcome)),
+                Err(err) if tolerant => {
+                    tally.end("failed");
+                    tally.failed(&err.into());
+                }
+                Err(err) => return Err(err.into()),
+            }
         }
     }
 }
 
-/// Recovers until no operation is left in flight: a killed process's leases are live until
-/// they expire (by the database clock), so this waits them out, bounded. Calls that recovery's
+/// Recovers until no operation is left open: a killed process's leases are live until they
+/// expire (by the database clock), so this waits them out, bounded. Calls that recovery's
 /// decisions create (an interpretation released as never run is issued again) are run by this
-/// process between passes.
-async fn recover<R: Reconciler>(
-    runner: &DrillRunner,
-    owner: &DrillOwner,
-    store: &SqliteRooms,
+/// process between passes; one of those that ends uncertain is reconciled by the next pass.
+async fn recover<S: DrillStore, R: Reconciler>(
+    runner: &DrillRunner<S>,
+    owner: &DrillOwner<S>,
+    store: &S,
     reconciler: &R,
     lease: Duration,
-    ends: &mut BTreeMap<&'static str, u32>,
+    tally: &mut Tally,
 ) -> anyhow::Result<(RecoveryReport, u32)> {
     let deadline =
         Instant::now() + lease.min(agentroom_ports::MAX_LEASE) * 4 + Duration::from_secs(2);
@@ -206,11 +294,13 @@ async fn recover<R: Reconciler>(
         total.uncertain = report.uncertain;
         total.dead_lettered.extend(report.dead_lettered);
         total.live = report.live;
-        run_follow_ups(runner, owner, ends).await?;
-        let in_flight = store
-            .operations(OperationFilter::Status(OperationStatus::InFlight))
-            .await?;
-        if in_flight.is_empty() || Instant::now() >= deadline {
+        run_follow_ups(runner, owner, tally, false).await?;
+        // Dead letters wait for an operator, not for another pass.
+        let open = store.operations(OperationFilter::Open).await?;
+        let settled = open
+            .iter()
+            .all(|record| record.status == OperationStatus::DeadLetter);
+        if settled || Instant::now() >= deadline {
             return Ok((total, passes));
         }
         tokio::time::sleep((lease / 4).max(Duration::from_millis(10))).await;
@@ -219,11 +309,11 @@ async fn recover<R: Reconciler>(
 
 /// One owner message: persisted (T1), decided, and its reasoner call run as a durable call;
 /// a conflict in transaction 1 reloads and decides again. The ends of its calls.
-async fn one_message(
-    store: &SqliteRooms,
+async fn one_message<S: DrillStore>(
+    store: &S,
     decider: &DrillDecider,
-    durable: &DurableCall<'_, SqliteRooms, DrillProvider, DrillDecider>,
-    runner: &DrillRunner,
+    durable: &DurableCall<'_, S, DrillProvider, DrillDecider>,
+    runner: &DrillRunner<S>,
     room_id: &RoomId,
     path: CallPath,
 ) -> anyhow::Result<Vec<&'static str>> {
@@ -310,12 +400,12 @@ fn run_name(outcome: &RunOutcome) -> &'static str {
     }
 }
 
-async fn summary(
-    store: &SqliteRooms,
+async fn summary<S: DrillStore>(
+    store: &S,
     room_id: &RoomId,
-    recovery: &RecoveryReport,
-    passes: u32,
-    ends: &BTreeMap<&'static str, u32>,
+    (recovery, passes): (&RecoveryReport, u32),
+    last: Option<&(RecoveryReport, u32)>,
+    tally: &Tally,
 ) -> anyhow::Result<String> {
     let room = load(store, room_id).await?;
     let balances = room.state.ledger().balances();
@@ -334,8 +424,7 @@ async fn summary(
             .len();
         statuses.insert(status.as_str(), count);
     }
-    let ids = |ops: &[OperationId]| ops.iter().map(ToString::to_string).collect::<Vec<_>>();
-    let line = json!({
+    let mut line = json!({
         "room": room_id.as_str(),
         "revision": room.revision.0,
         "balances": {
@@ -346,26 +435,36 @@ async fn summary(
             "available": balances.available.micros(),
         },
         "operations": statuses,
-        "recovery": {
-            "passes": passes,
-            "delivered": ids(&recovery.delivered),
-            "undelivered": ids(&recovery.undelivered),
-            "claimed": ids(&recovery.claimed),
-            "reconciled": ids(&recovery.reconciled),
-            "uncertain": ids(&recovery.uncertain),
-            "dead_lettered": ids(&recovery.dead_lettered),
-            "live": ids(&recovery.live),
-        },
-        "calls": ends,
+        "recovery": report_json(recovery, passes),
+        "calls": tally.ends,
+        "retried": tally.retried,
+        "failures": tally.failures,
     });
+    if let Some((report, passes)) = last {
+        line["final_recovery"] = report_json(report, *passes);
+    }
     Ok(format!("{line}\n"))
+}
+
+fn report_json(report: &RecoveryReport, passes: u32) -> serde_json::Value {
+    let ids = |ops: &[OperationId]| ops.iter().map(ToString::to_string).collect::<Vec<_>>();
+    json!({
+        "passes": passes,
+        "delivered": ids(&report.delivered),
+        "undelivered": ids(&report.undelivered),
+        "claimed": ids(&report.claimed),
+        "reconciled": ids(&report.reconciled),
+        "uncertain": ids(&report.uncertain),
+        "dead_lettered": ids(&report.dead_lettered),
+        "live": ids(&report.live),
+    })
 }
 
 fn principal(name: &str) -> anyhow::Result<PrincipalId> {
     PrincipalId::parse(name).with_context(|| format!("principal {name}"))
 }
 
-async fn load(store: &SqliteRooms, room: &RoomId) -> anyhow::Result<StoredRoom> {
+async fn load<S: RoomStore + ?Sized>(store: &S, room: &RoomId) -> anyhow::Result<StoredRoom> {
     store
         .load(room)
         .await?
@@ -375,8 +474,8 @@ async fn load(store: &SqliteRooms, room: &RoomId) -> anyhow::Result<StoredRoom> 
 /// Creates the Room (owner `olive`, a budget of 1,000 USD) if it is missing and grants
 /// `oscar` the operator role through `decide`; idempotent, so a crash between the two steps
 /// is finished by the next run.
-async fn ensure_room(
-    store: &SqliteRooms,
+async fn ensure_room<S: RoomStore + ?Sized>(
+    store: &S,
     decider: &DrillDecider,
     room_id: &RoomId,
 ) -> anyhow::Result<()> {
@@ -544,8 +643,8 @@ impl Reconciler for DrillReconciler {
 /// The operations' owner: decides each outcome with the domain and commits it with
 /// compare-and-swap, reloading on a conflict; idempotent (an outcome the Room has applied is
 /// acknowledged, not applied twice).
-pub(crate) struct DrillOwner {
-    store: Arc<SqliteRooms>,
+pub(crate) struct DrillOwner<S> {
+    store: Arc<S>,
     decider: Arc<DrillDecider>,
     /// The lease the owner takes on the calls its decisions create (it runs them itself).
     grant: LeaseGrant,
@@ -553,7 +652,7 @@ pub(crate) struct DrillOwner {
     next: Mutex<Vec<Leased>>,
 }
 
-impl DrillOwner {
+impl<S: RoomStore> DrillOwner<S> {
     /// Takes the calls its decisions created since the last time.
     fn take_next(&self) -> Vec<Leased> {
         std::mem::take(&mut *self.next.lock().unwrap_or_else(PoisonError::into_inner))
@@ -647,7 +746,7 @@ fn running(state: OperationState) -> bool {
 }
 
 #[async_trait]
-impl ReceiptOwner for DrillOwner {
+impl<S: RoomStore + 'static> ReceiptOwner for DrillOwner<S> {
     async fn deliver(
         &self,
         record: &OperationRecord,

@@ -2,6 +2,8 @@
 //! (`--database-url`): started, spoken to, stopped with SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -170,59 +172,6 @@ fn serve_answers_the_a2e_http_transport_and_v1_planning_then_stops_on_sigterm() 
     server.stop();
 }
 
-/// A fresh PostgreSQL database for one test, dropped at the end.
-struct Database {
-    admin: String,
-    name: String,
-}
-
-impl Database {
-    fn create() -> Database {
-        let admin = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-        let name = format!(
-            "agentroom_cli_{}_{}",
-            std::process::id(),
-            Instant::now().elapsed().as_nanos()
-        );
-        let out = Command::new("psql")
-            .args([
-                admin.as_str(),
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                &format!("CREATE DATABASE {name}"),
-            ])
-            .output()
-            .unwrap_or_else(|e| panic!("psql is needed for the PostgreSQL CLI tests: {e}"));
-        assert!(
-            out.status.success(),
-            "cannot create a database through {admin}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Database { admin, name }
-    }
-
-    fn url(&self) -> String {
-        match self.admin.rsplit_once('/') {
-            Some((server, _)) => format!("{server}/{}", self.name),
-            None => panic!("DATABASE_URL has no database part: {}", self.admin),
-        }
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args([
-                self.admin.as_str(),
-                "-c",
-                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-            ])
-            .output();
-    }
-}
-
 fn agentroom(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_agentroom"))
         .args(args)
@@ -232,7 +181,7 @@ fn agentroom(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn d5_on_postgresql_nothing_migrates_but_migrate_and_down_needs_its_confirmation() {
-    let db = Database::create();
+    let db = support::Database::create();
     let url = db.url();
     // Not migrated: the stdio host refuses with advice and creates nothing.
     let refused = agentroom(&["planning", "--stdio", "--database-url", &url]);
