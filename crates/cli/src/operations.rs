@@ -47,10 +47,12 @@ pub(crate) enum StateFilter {
 pub(crate) struct ResolveArgs {
     /// The operation id.
     op: OperationId,
-    /// The call ran (you checked the provider's own record).
+    /// The call ran (you checked the provider's own record): without its usage, the Room
+    /// charges its whole reservation (B3); its result is lost, so the work is tried again.
     #[arg(long)]
     confirm_succeeded: bool,
-    /// The call did not run, or failed.
+    /// The call did not take effect and cost nothing: the Room releases its reservation and
+    /// the work is open again.
     #[arg(long)]
     confirm_failed: bool,
     /// Who resolves it.
@@ -118,7 +120,8 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<String> {
         );
     }
     Ok(format!(
-        "operation {} resolved as {} by {}\n",
+        "operation {} resolved as {} by {}; its Room applies the resolution at the next \
+         recovery of its coordinator\n",
         args.op,
         outcome.as_str(),
         resolution.operator

@@ -25,5 +25,5 @@ pub use durable::{CallEnd, Completed, Decider, DurableCall, DurableOutcome, Rese
 pub use error::WorkflowError;
 pub use owner::{OwnerError, ReceiptOwner};
 pub use provider::{CallOutcome, Provider};
-pub use recovery::RecoveryReport;
+pub use recovery::{RecoveryReport, resolution_outcome};
 pub use runner::{CREATOR_GENERATION, Leased, RunOutcome, Runner};

@@ -2,14 +2,17 @@
 //! Receipted but not applied: the receipt goes to the owner. In flight with an expired lease
 //! and no receipt: claimed (a new generation, an attempt counted), marked uncertain and never
 //! called again. Uncertain: the `Reconciler` is asked; a confirmed outcome goes to the owner,
-//! an unknown one stays uncertain until the attempts bound dead-letters it. Live leases of
-//! other runners are left alone.
+//! an unknown one stays uncertain until the attempts bound dead-letters it. Resolved by an
+//! operator and not yet applied: the resolution goes to the owner as the reconciliation it
+//! confirms. Live leases of other runners are left alone.
 
 use std::collections::BTreeSet;
 
+use agentroom_ports::domain::engine::{Charge, Reconciliation};
 use agentroom_ports::domain::ids::OperationId;
 use agentroom_ports::{
-    OperationFilter, OperationRecord, OperationStatus, Reconciler, WorkflowStore,
+    OperationFilter, OperationRecord, OperationStatus, Reconciler, Resolution, ResolutionOutcome,
+    WorkflowStore,
 };
 
 use crate::crash::{self, crash_point};
@@ -36,6 +39,20 @@ pub struct RecoveryReport {
     pub dead_lettered: Vec<OperationId>,
     /// In-flight operations under a live lease: left alone.
     pub live: Vec<OperationId>,
+    /// Operations an operator resolved whose resolution the owner applied to the Room now.
+    pub resolved: Vec<OperationId>,
+}
+
+/// What an operator's resolution confirms about a call (D2): it ran, and without its usage
+/// the whole reservation is charged (B3); or it did not take effect, and the reservation is
+/// released so the work is open again.
+pub fn resolution_outcome(resolution: &Resolution) -> Reconciliation {
+    match resolution.outcome {
+        ResolutionOutcome::Succeeded => Reconciliation::ExecutedWithoutResult {
+            charge: Charge::NoUsage,
+        },
+        ResolutionOutcome::Failed => Reconciliation::NotExecuted,
+    }
 }
 
 impl<W, P, O> Runner<W, P, O>
@@ -78,6 +95,7 @@ where
                 | OperationStatus::Resolved => {}
             }
         }
+        self.apply_resolutions(&mut report).await?;
         tracing::info!(?report, "recovery done");
         Ok(report)
     }
@@ -108,6 +126,39 @@ where
                 }
             }
         }
+    }
+
+    /// Hands each operator resolution the Room has not applied yet to the owner, as the
+    /// reconciliation it confirms; the owner's commit marks the operation applied, so a
+    /// resolution is applied once. Until then the Room holds the reservation.
+    async fn apply_resolutions(&self, report: &mut RecoveryReport) -> Result<(), WorkflowError> {
+        let resolved = lease::retrying(&self.config, "operations", || {
+            self.store
+                .operations(OperationFilter::Status(OperationStatus::Resolved))
+        })
+        .await?;
+        for record in resolved {
+            let op = record.op();
+            let Some(resolution) = &record.resolution else {
+                tracing::warn!(%op, "resolved without a recorded resolution; left alone");
+                continue;
+            };
+            // The Room may not know the call is uncertain yet (its owner failed earlier).
+            if let Err(err) = self.owner.uncertain(&record).await {
+                tracing::debug!(%op, %err, "the owner did not mark it uncertain (already is?)");
+            }
+            let outcome = resolution_outcome(resolution);
+            match self.owner.reconciled(&record, &outcome).await {
+                Ok(()) => {
+                    tracing::info!(%op, operator = resolution.operator, ?outcome, "operator resolution applied");
+                    report.resolved.push(op);
+                }
+                Err(err) => {
+                    tracing::warn!(%op, %err, "the owner did not take the operator's resolution");
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn hand_over(&self, record: &OperationRecord, report: &mut RecoveryReport) {

@@ -8,9 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use agentroom_ports::domain::engine::{CallResult, Charge, Reconciliation};
+use agentroom_ports::domain::ids::Timestamp;
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::OperationState;
-use agentroom_ports::{OperationStatus, ReceiptWrite, WorkflowStore};
+use agentroom_ports::{
+    OperationStatus, ReceiptWrite, Resolution, ResolutionOutcome, RoomStore, WorkflowStore,
+};
 use agentroom_workflows::{RecoveryReport, Runner};
 use support::*;
 
@@ -212,6 +215,71 @@ async fn d2_uncertain_operations_are_asked_again_then_dead_lettered_after_three_
         assert_eq!(s.provider.calls(), 0);
     })
     .await;
+}
+
+/// D2: a dead-lettered call waits for an operator; their resolution reaches the Room on the
+/// next recovery (released when it did not take effect, the whole reservation charged when
+/// it ran, B3), once, and the call is never made.
+#[tokio::test]
+async fn d2_an_operators_resolution_reaches_the_room_once() {
+    for (outcome, spent) in [
+        (ResolutionOutcome::Failed, 0),
+        (ResolutionOutcome::Succeeded, 1_000),
+    ] {
+        within(async {
+            let mut s = setup(&format!("resolve-{}", outcome.as_str())).await;
+            let decision = s.room.driver.owner_message("nobody knows");
+            let op = call_of(&decision).op;
+            s.room.commit_leased(&decision, "gone", 0).await;
+            let reconciler = TestReconciler::new(None);
+            for _ in 0..3 {
+                s.runner.recover(&reconciler).await.unwrap();
+            }
+            assert_eq!(s.room.record(op).await.status, OperationStatus::DeadLetter);
+            let resolution = Resolution {
+                outcome,
+                operator: "oscar".to_owned(),
+                reason: "checked the provider's console".to_owned(),
+                at: Timestamp::from_millis(5),
+            };
+            assert!(s.room.store.resolve(op, &resolution).await.unwrap());
+            let report = s.runner.recover(&reconciler).await.unwrap();
+            assert_eq!(report.resolved, vec![op]);
+            let balances = s.room.balances().await;
+            assert_eq!(
+                balances.uncertain,
+                UsdMicros::ZERO,
+                "nothing uncertain any more"
+            );
+            assert_eq!(balances.spent, UsdMicros::new(spent));
+            let state = s
+                .room
+                .store
+                .load(&s.room.driver.room())
+                .await
+                .unwrap()
+                .unwrap()
+                .state;
+            assert!(
+                state.operation(op).is_none(),
+                "the call is closed in the Room"
+            );
+            // Either way the owner's message has no interpretation yet: the Room reserved one
+            // new call for it (its result was never seen), and holds only that.
+            assert_eq!(balances.reserved, UsdMicros::new(1_000));
+            let record = s.room.record(op).await;
+            assert_eq!(record.status, OperationStatus::Applied);
+            assert_eq!(
+                record.resolution.as_ref(),
+                Some(&resolution),
+                "the record stays"
+            );
+            let again = s.runner.recover(&reconciler).await.unwrap();
+            assert!(again.resolved.is_empty(), "applied once");
+            assert_eq!(s.provider.calls(), 0, "never called");
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
