@@ -8,11 +8,12 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use agentroom_ports::domain::ids::OperationId;
 use agentroom_ports::domain::ledger::BudgetLedger;
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::OperationState;
 use agentroom_ports::{OperationStatus, RoomStore, SystemClock, WorkflowStore};
-use agentroom_workflows::{AbortReason, CallEnd, CallOutcome, DurableCall, Runner};
+use agentroom_workflows::{AbortReason, CallEnd, CallOutcome, DurableCall, DurableOutcome, Runner};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,24 +284,35 @@ async fn not_sent_is_retried_with_backoff_inside_the_lease_then_answered() {
     .await;
 }
 
+/// One owner message whose call the provider answers `outcome` every time it is asked, run
+/// as a durable call by `runner-a` with a 60 ms lease: its operation, the provider, the end.
+async fn run_scripted(
+    room: &mut Room,
+    text: &str,
+    outcome: CallOutcome,
+) -> (OperationId, Arc<TestProvider>, DurableOutcome) {
+    let decision = room.driver.owner_message(text);
+    let op = call_of(&decision).op;
+    let provider = TestProvider::script(vec![outcome; 10]);
+    let decider = TestDecider::new("durable-decider").await;
+    let config = config("runner-a", 60);
+    let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
+    let outcome = durable
+        .run(&room.stored(), &decision, "event_accepted")
+        .await
+        .unwrap();
+    (op, provider, outcome)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_sent_is_given_up_after_bounded_retries_and_released() {
     within(async {
         let mut room = Room::new("give-up").await;
-        let decision = room.driver.owner_message("unreachable");
-        let op = call_of(&decision).op;
         let refused = CallOutcome::NotSent {
             retry_after: None,
             reason: "connection refused".to_owned(),
         };
-        let provider = TestProvider::script(vec![refused; 10]);
-        let decider = TestDecider::new("durable-decider").await;
-        let config = config("runner-a", 60);
-        let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
-        let outcome = durable
-            .run(&room.stored(), &decision, "event_accepted")
-            .await
-            .unwrap();
+        let (op, provider, outcome) = run_scripted(&mut room, "unreachable", refused).await;
         assert_eq!(provider.calls(), 4, "one call and three retries");
         match &outcome.calls[0].end {
             CallEnd::NotSent { reason } => assert!(reason.contains("4 attempts"), "{reason}"),
@@ -339,19 +351,10 @@ async fn not_sent_is_given_up_after_bounded_retries_and_released() {
 async fn a_refused_call_is_not_retried_and_is_released() {
     within(async {
         let mut room = Room::new("refused").await;
-        let decision = room.driver.owner_message("bad credentials");
-        let op = call_of(&decision).op;
         let refused = CallOutcome::Refused {
             reason: "HTTP 401 Unauthorized: invalid api key".to_owned(),
         };
-        let provider = TestProvider::script(vec![refused; 10]);
-        let decider = TestDecider::new("durable-decider").await;
-        let config = config("runner-a", 60);
-        let durable = DurableCall::new(&*room.store, &*provider, &decider, &SystemClock, &config);
-        let outcome = durable
-            .run(&room.stored(), &decision, "event_accepted")
-            .await
-            .unwrap();
+        let (op, provider, outcome) = run_scripted(&mut room, "bad credentials", refused).await;
         assert_eq!(provider.calls(), 1, "sending it again cannot help");
         match &outcome.calls[0].end {
             CallEnd::NotSent { reason } => {
