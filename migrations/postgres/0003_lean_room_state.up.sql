@@ -4,13 +4,16 @@
 -- which the store guarantees instead of a set of every event id in the state.
 --
 -- room_commit numbers a commit's ledger rows after the Room's last row (it no longer reads
--- `ledger_from`, which a state without its entries cannot know), and refuses a second
--- acceptance of an event with SQLSTATE AR002 (DETAIL: the event id), writing nothing.
+-- `ledger_from`, which a state without its entries cannot know), refuses a second
+-- acceptance of an event with SQLSTATE AR002 (DETAIL: the event id), writing nothing, and
+-- reaches receipted, applied and cancelled operations by their primary key (0002's joins
+-- against a set-returning function let the planner scan the whole operations table, a cost
+-- that grew with every call the database ever made).
 
 CREATE UNIQUE INDEX room_history_event_once ON room_history (room_id, event_id)
     WHERE event_id IS NOT NULL;
 
--- The whole function, restated from 0002 with the two changes above (a migration that
+-- The whole function, restated from 0002 with the changes above (a migration that
 -- replaces a function has to restate it).
 CREATE OR REPLACE FUNCTION room_commit(c jsonb)
 RETURNS TABLE (outcome text, revision bigint, bytes_since_snapshot bigint, snapshot_bytes bigint)
@@ -23,7 +26,7 @@ DECLARE
     v_actual   bigint;
     v_since    bigint;
     v_bytes    bigint;
-    v_fenced   record;
+    v_receipt  record;
 BEGIN
     -- Compare-and-swap on the revision (D1): the first write, so a conflict writes nothing.
     UPDATE rooms r
@@ -81,41 +84,35 @@ BEGIN
     END IF;
 
     -- Receipts, fenced on the lease generation and written once: one fenced receipt
-    -- aborts the whole commit.
-    IF jsonb_array_length(c->'receipts') > 0 THEN
-        WITH wanted AS (
-            SELECT x.op, x.generation, x.receipt
-            FROM jsonb_to_recordset(c->'receipts') AS x(op uuid, generation bigint, receipt jsonb)
-        ), written AS (
-            UPDATE operations o
-            SET receipt = w.receipt, status = 'receipted', updated_at = clock_timestamp()
-            FROM wanted w
-            WHERE o.op_id = w.op AND o.room_id = v_room AND o.lease_generation = w.generation
-              AND o.status = 'in_flight' AND o.receipt IS NULL
-            RETURNING o.op_id
-        )
-        SELECT w.op, w.generation INTO v_fenced
-        FROM wanted w
-        WHERE w.op NOT IN (SELECT op_id FROM written)
-        LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'operation % is fenced at generation %', v_fenced.op, v_fenced.generation
-                USING ERRCODE = 'AR001', DETAIL = v_fenced.op || ' ' || v_fenced.generation;
+    -- aborts the whole commit. One primary-key update each, never a scan of the table.
+    FOR v_receipt IN
+        SELECT x.op, x.generation, x.receipt
+        FROM jsonb_to_recordset(c->'receipts') AS x(op uuid, generation bigint, receipt jsonb)
+    LOOP
+        UPDATE operations o
+        SET receipt = v_receipt.receipt, status = 'receipted', updated_at = clock_timestamp()
+        WHERE o.op_id = v_receipt.op AND o.room_id = v_room
+          AND o.lease_generation = v_receipt.generation
+          AND o.status = 'in_flight' AND o.receipt IS NULL;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'operation % is fenced at generation %', v_receipt.op,
+                  v_receipt.generation
+                USING ERRCODE = 'AR001', DETAIL = v_receipt.op || ' ' || v_receipt.generation;
         END IF;
-    END IF;
+    END LOOP;
 
     IF jsonb_array_length(c->'applied') > 0 THEN
         UPDATE operations o
         SET status = 'applied', updated_at = clock_timestamp()
-        WHERE o.room_id = v_room
-          AND o.op_id IN (SELECT a::uuid FROM jsonb_array_elements_text(c->'applied') a);
+        WHERE o.op_id = ANY (ARRAY(SELECT jsonb_array_elements_text(c->'applied'))::uuid[])
+          AND o.room_id = v_room;
     END IF;
 
     IF jsonb_array_length(c->'cancellations') > 0 THEN
         UPDATE operations o
         SET cancel_requested = true, updated_at = clock_timestamp()
-        WHERE o.room_id = v_room
-          AND o.op_id IN (SELECT a::uuid FROM jsonb_array_elements_text(c->'cancellations') a);
+        WHERE o.op_id = ANY (ARRAY(SELECT jsonb_array_elements_text(c->'cancellations'))::uuid[])
+          AND o.room_id = v_room;
     END IF;
 
     IF jsonb_array_length(c->'ledger') > 0 THEN

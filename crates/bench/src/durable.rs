@@ -1,7 +1,10 @@
 //! Durable call overhead on PostgreSQL (DESIGN.md "A durable call, step by step"):
 //! transaction 1 (state + reservation + operation row + lease), a no-op provider, transaction
 //! 2 (fenced receipt + settled state), each figure printed next to the raw commit floor this
-//! binary measures against the same server in the same run.
+//! binary measures against the same server in the same run. The one-connection figure also
+//! prints the CPU one call costs this process and its server backend (from `/proc`, when the
+//! server runs on this machine), the figures `../shared/anchors` reports for DBOS and
+//! LangGraph steps.
 
 use std::sync::{Arc, Mutex};
 
@@ -290,10 +293,15 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
         pool.close().await;
         let floor = floor::measure(&url, 200, 2_000).await?;
         let floor_us = percentile(&floor.one_connection_us, 0.5);
+        let floor_cpu = |ticks: Option<u64>| {
+            ticks.map(|t| round(t as f64 * crate::TICK_US / floor.one_connection_us.len() as f64))
+        };
         let meta = json!({"bench": "durable_call", "backend": "postgres",
                           "raw_commit_floor_us_median": round(floor_us),
                           "raw_commit_floor_us_p99": round(percentile(&floor.one_connection_us, 0.99))});
-        emit(&meta, json!({"figure": "raw_commit_floor"}));
+        emit(&meta, json!({"figure": "raw_commit_floor",
+            "client_cpu_us_per_commit": floor_cpu(floor.client_ticks),
+            "server_backend_cpu_us_per_commit": floor_cpu(floor.backend_ticks)}));
 
         // One connection, one Room.
         let one = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await?;
@@ -304,17 +312,30 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
         for _ in 0..50 {
             room = one_call(&store, &decider, &config, room).await?.0;
         }
+        let (backend,): (i32,) = sqlx::query_as("SELECT pg_backend_pid()")
+            .fetch_one(store.pool())
+            .await?;
+        let cpu_before = (crate::cpu_ticks("self"), crate::cpu_ticks(&backend.to_string()));
         let mut times = Vec::with_capacity(args.calls);
         for _ in 0..args.calls {
             let started = Instant::now();
             room = one_call(&store, &decider, &config, room).await?.0;
             times.push(started.elapsed().as_secs_f64() * 1e6);
         }
+        let cpu_after = (crate::cpu_ticks("self"), crate::cpu_ticks(&backend.to_string()));
+        let per_call = |before: Option<u64>, after: Option<u64>| {
+            before
+                .zip(after)
+                .map(|(b, a)| round(a.saturating_sub(b) as f64 * crate::TICK_US / args.calls as f64))
+        };
+        let client_cpu = per_call(cpu_before.0, cpu_after.0);
+        let backend_cpu = per_call(cpu_before.1, cpu_after.1);
         times.sort_by(f64::total_cmp);
         let median = percentile(&times, 0.5);
         emit(&meta, json!({"figure": "durable_call_one_connection", "calls": args.calls,
             "us_median": round(median), "us_p99": round(percentile(&times, 0.99)),
             "x_floor": round(median / floor_us * 100.0) / 100.0,
+            "client_cpu_us_per_call": client_cpu, "server_backend_cpu_us_per_call": backend_cpu,
             "room_revision_at_end": room.revision.0}));
 
         // The same Room, now aged: bring it to at least `aged_revisions`, then measure the

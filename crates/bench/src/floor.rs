@@ -10,6 +10,11 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 /// Per-commit latencies (µs, sorted) on one connection.
 pub(crate) struct Floor {
     pub(crate) one_connection_us: Vec<f64>,
+    /// The measured commits' server backend CPU, in `/proc` ticks (when the server runs on
+    /// this machine).
+    pub(crate) backend_ticks: Option<u64>,
+    /// This process's CPU over the measured commits, in `/proc` ticks.
+    pub(crate) client_ticks: Option<u64>,
 }
 
 /// A fresh database for one bench run on the server of `admin_url`, dropped by [`drop_db`].
@@ -56,8 +61,16 @@ pub(crate) async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Resul
     .execute(&pool)
     .await?;
     let payload = vec![7u8; 64];
+    let (backend,): (i32,) = sqlx::query_as("SELECT pg_backend_pid()")
+        .fetch_one(&pool)
+        .await?;
+    let backend = backend.to_string();
+    let mut ticks = (None, None);
     let mut times = Vec::with_capacity(n);
     for i in 0..warmup + n {
+        if i == warmup {
+            ticks = (crate::cpu_ticks("self"), crate::cpu_ticks(&backend));
+        }
         let started = Instant::now();
         sqlx::query("INSERT INTO bench_floor (payload) VALUES ($1)")
             .bind(&payload)
@@ -67,10 +80,17 @@ pub(crate) async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Resul
             times.push(started.elapsed().as_secs_f64() * 1e6);
         }
     }
+    let spent = |before: Option<u64>, after: Option<u64>| {
+        before.zip(after).map(|(b, a)| a.saturating_sub(b))
+    };
+    let client_ticks = spent(ticks.0, crate::cpu_ticks("self"));
+    let backend_ticks = spent(ticks.1, crate::cpu_ticks(&backend));
     times.sort_by(f64::total_cmp);
     pool.close().await;
     Ok(Floor {
         one_connection_us: times,
+        backend_ticks,
+        client_ticks,
     })
 }
 
