@@ -89,8 +89,13 @@ BEGIN
         SELECT x.op, x.generation, x.receipt
         FROM jsonb_to_recordset(c->'receipts') AS x(op uuid, generation bigint, receipt jsonb)
     LOOP
+        -- A receipt the same decision applies goes straight to `applied`: one row version
+        -- (status is indexed, so each status change writes every index of the row again).
         UPDATE operations o
-        SET receipt = v_receipt.receipt, status = 'receipted', updated_at = clock_timestamp()
+        SET receipt = v_receipt.receipt,
+            status = CASE WHEN c->'applied' ? v_receipt.op::text THEN 'applied'
+                          ELSE 'receipted' END,
+            updated_at = clock_timestamp()
         WHERE o.op_id = v_receipt.op AND o.room_id = v_room
           AND o.lease_generation = v_receipt.generation
           AND o.status = 'in_flight' AND o.receipt IS NULL;
@@ -105,7 +110,7 @@ BEGIN
         UPDATE operations o
         SET status = 'applied', updated_at = clock_timestamp()
         WHERE o.op_id = ANY (ARRAY(SELECT jsonb_array_elements_text(c->'applied'))::uuid[])
-          AND o.room_id = v_room;
+          AND o.room_id = v_room AND o.status <> 'applied';
     END IF;
 
     IF jsonb_array_length(c->'cancellations') > 0 THEN
