@@ -13,6 +13,10 @@
 CREATE UNIQUE INDEX room_history_event_once ON room_history (room_id, event_id)
     WHERE event_id IS NOT NULL;
 
+-- A Room's persisted events in the order they were persisted: a coordinator starting up
+-- accepts those no history row records (T1), without reading other Rooms' events.
+CREATE INDEX room_events_by_room ON room_events (room_id, at_ms, event_id);
+
 -- The whole function, restated from 0002 with the changes above (a migration that
 -- replaces a function has to restate it).
 CREATE OR REPLACE FUNCTION room_commit(c jsonb)
