@@ -1,4 +1,5 @@
-//! `agentroom demo`: a scripted supervised Room driven through `decide`, printed as a
+//! `agentroom demo --scenario supervised|budget|replanning|shared`: the in-memory demos, a
+//! scripted supervised Room driven through `decide` (no database), printed as a
 //! readable timeline, the final board and the ledger. Scripted agents answer every call the
 //! engine emits; the engine decides everything else.
 
@@ -419,7 +420,7 @@ fn demo_uuid(kind: &str, n: u128) -> Uuid {
 }
 
 /// Shortens every hyphenated UUID in `text` to its first eight hex digits, for reading.
-fn shorten_ids(text: &str) -> String {
+pub(crate) fn shorten_ids(text: &str) -> String {
     const UUID_LEN: usize = 36;
     let bytes = text.as_bytes();
     let is_uuid = |at: usize| {

@@ -9,6 +9,7 @@ mod demo;
 mod drill;
 mod migrate;
 mod operations;
+mod room_demo;
 mod serve;
 mod stdio;
 mod store;
@@ -29,12 +30,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a scripted supervised Room through the rules engine and print its timeline, the
-    /// final board and the ledger (in memory: no database, no network, no credentials).
+    /// Run a supervised Room with scripted agents through the coordinator on a fresh embedded
+    /// database and print its timeline, the final board and the ledger (no network, no
+    /// credentials); exits 0 only when every objective completed with an approving review and
+    /// the ledger adds up.
     Demo {
-        /// Which built-in scenario to run.
-        #[arg(long, value_enum, default_value_t = demo::Scenario::Supervised)]
-        scenario: demo::Scenario,
+        /// `demo` (the built-in `scenarios/demo.toml`), a scenario file, or one of the
+        /// in-memory engine demos `supervised`, `budget`, `replanning`, `shared`.
+        #[arg(long, value_name = "NAME|FILE", default_value = room_demo::DEFAULT_SCENARIO)]
+        scenario: String,
+        /// Where the fresh database goes (a temporary directory by default); must not hold
+        /// one already.
+        #[arg(long, value_name = "DIR")]
+        root: Option<std::path::PathBuf>,
     },
     /// Serve the six A2E planning messages on stdin/stdout (NDJSON), one session.
     Planning {
@@ -99,10 +107,18 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     init_logs(cli.log.as_deref())?;
     match cli.command.unwrap_or(Command::Demo {
-        scenario: demo::Scenario::Supervised,
+        scenario: room_demo::DEFAULT_SCENARIO.to_owned(),
+        root: None,
     }) {
-        Command::Demo { scenario } => {
-            let text = demo::run(scenario)?;
+        Command::Demo { scenario, root } => {
+            let text = match <demo::Scenario as clap::ValueEnum>::from_str(&scenario, false) {
+                Ok(in_memory) => demo::run(in_memory)?,
+                Err(_) => tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()?
+                    .block_on(room_demo::run(&scenario, root))?,
+            };
             print!("{text}");
         }
         Command::Capabilities { command } => capabilities::run(command)?,

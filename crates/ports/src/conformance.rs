@@ -54,6 +54,7 @@ macro_rules! store_conformance {
             d2_recovery_attempts_on_uncertain_operations_are_counted,
             t1_events_are_stored_once_by_id,
             t1_an_event_is_accepted_once_per_room,
+            t1_persisted_events_never_accepted_are_listed_in_order,
             t5_notifications_are_stored_once_and_delivered,
             ledger_rows_replay_to_the_stored_balances,
             rooms_do_not_see_each_other,
@@ -940,6 +941,57 @@ pub async fn t1_an_event_is_accepted_once_per_room<S: Store>(store: Arc<S>) {
         .commit(&*store, &theirs, "event_accepted")
         .await
         .unwrap();
+}
+
+/// T1: the events a Room persisted but never accepted are listed in the order they were
+/// persisted (what a coordinator accepts on start); an accepted one leaves the list, and
+/// other Rooms' events are never in it.
+pub async fn t1_persisted_events_never_accepted_are_listed_in_order<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "unaccepted", 1_000_000).await;
+    let other = Driver::create(&*store, "unaccepted-b", 1_000_000).await;
+    let event = |n: u128, room: RoomId| Event {
+        id: EventId::from_uuid(Uuid::from_u128(0x7200_0000 + n)),
+        room,
+        author: p("olive"),
+        body: EventBody::OwnerMessage {
+            text: format!("message {n}"),
+        },
+    };
+    // Persisted out of id order, one millisecond apart.
+    for (i, n) in [3_u128, 1, 2].into_iter().enumerate() {
+        let at = Timestamp::from_millis(AT.as_millis() + i64::try_from(i).unwrap());
+        store.append_event(&event(n, d.room()), at).await.unwrap();
+    }
+    store
+        .append_event(&event(9, other.room()), AT)
+        .await
+        .unwrap();
+    let ids = |events: Vec<Event>| events.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    let listed = ids(store.unaccepted_events(&d.room(), 10).await.unwrap());
+    assert_eq!(
+        listed,
+        vec![
+            event(3, d.room()).id,
+            event(1, d.room()).id,
+            event(2, d.room()).id
+        ]
+    );
+    assert_eq!(
+        ids(store.unaccepted_events(&d.room(), 2).await.unwrap()),
+        listed[..2].to_vec()
+    );
+    let accepted = d.decide(Input::EventAccepted(event(1, d.room())));
+    d.commit(&*store, &accepted, "event_accepted")
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(store.unaccepted_events(&d.room(), 10).await.unwrap()),
+        vec![event(3, d.room()).id, event(2, d.room()).id]
+    );
+    assert_eq!(
+        ids(store.unaccepted_events(&other.room(), 10).await.unwrap()),
+        vec![event(9, other.room()).id]
+    );
 }
 
 /// Nothing crosses Rooms.

@@ -32,6 +32,8 @@ pub struct MemoryStore {
 struct Inner {
     rooms: BTreeMap<RoomId, RoomRow>,
     events: BTreeMap<(RoomId, EventId), Event>,
+    /// Events in the order they were persisted.
+    event_order: Vec<(RoomId, EventId)>,
     operations: BTreeMap<OperationId, OpRow>,
     order: u64,
     ledger: BTreeMap<RoomId, Vec<LedgerEntry>>,
@@ -259,7 +261,8 @@ impl RoomStore for MemoryStore {
                 if inner.events.keys().any(|(_, id)| *id == event.id) {
                     return Err(StoreError::EventMismatch(event.id));
                 }
-                inner.events.insert(key, event.clone());
+                inner.events.insert(key.clone(), event.clone());
+                inner.event_order.push(key);
                 Ok(EventAppend::Inserted)
             }
         }
@@ -267,6 +270,22 @@ impl RoomStore for MemoryStore {
 
     async fn event(&self, room: &RoomId, id: EventId) -> Result<Option<Event>, StoreError> {
         Ok(self.lock().events.get(&(room.clone(), id)).cloned())
+    }
+
+    async fn unaccepted_events(
+        &self,
+        room: &RoomId,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let inner = self.lock();
+        let accepted = inner.rooms.get(room).map(|r| &r.accepted);
+        Ok(inner
+            .event_order
+            .iter()
+            .filter(|(r, id)| r == room && !accepted.is_some_and(|a| a.contains(id)))
+            .filter_map(|key| inner.events.get(key).cloned())
+            .take(limit)
+            .collect())
     }
 }
 

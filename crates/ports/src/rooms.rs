@@ -233,4 +233,13 @@ pub trait RoomStore: Send + Sync {
 
     /// A persisted event of the Room.
     async fn event(&self, room: &RoomId, id: EventId) -> Result<Option<Event>, StoreError>;
+
+    /// Up to `limit` persisted events of the Room whose acceptance was never committed, in
+    /// the order they were persisted: what a coordinator accepts on start when a process died
+    /// between persisting an event and accepting it (T1).
+    async fn unaccepted_events(
+        &self,
+        room: &RoomId,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError>;
 }

@@ -496,6 +496,33 @@ impl RoomStore for PgRooms {
     async fn event(&self, room: &RoomId, id: EventId) -> Result<Option<Event>, StoreError> {
         Ok(self.stored_event(id).await?.filter(|e| &e.room == room))
     }
+
+    #[tracing::instrument(level = "debug", skip(self), fields(room = %room))]
+    async fn unaccepted_events(
+        &self,
+        room: &RoomId,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let rows: Vec<(String, String, String)> = sqlx::query_as(sql::SELECT_UNACCEPTED_EVENTS)
+            .bind(room.as_str())
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(failed("reading unaccepted events"))?;
+        let corrupt = |e: agentroom_domain::ids::IdError| StoreError::Corrupt(e.to_string());
+        rows.into_iter()
+            .map(|(id, author, body)| {
+                Ok(Event {
+                    id: id
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt(format!("event id {id}")))?,
+                    room: room.clone(),
+                    author: PrincipalId::parse(&author).map_err(corrupt)?,
+                    body: parse_json::<EventBody>("an event body", &body)?,
+                })
+            })
+            .collect()
+    }
 }
 
 impl PgRooms {

@@ -245,6 +245,14 @@ SELECT EXISTS (SELECT 1 FROM inserted)";
 pub const SELECT_EVENT: &str = "\
 SELECT room_id, author, body::text FROM room_events WHERE event_id = $1::uuid";
 
+/// A Room's persisted events whose acceptance no history row records, oldest first (T1).
+/// `$1` room, `$2` limit.
+pub const SELECT_UNACCEPTED_EVENTS: &str = "\
+SELECT e.event_id::text, e.author, e.body::text FROM room_events e \
+WHERE e.room_id = $1 AND NOT EXISTS ( \
+    SELECT 1 FROM room_history h WHERE h.room_id = e.room_id AND h.event_id = e.event_id) \
+ORDER BY e.at_ms, e.event_id LIMIT $2";
+
 // --- Operations -----------------------------------------------------------------------------
 
 /// The columns an operation record is read from (the table aliased `o`), in `OperationRecord`

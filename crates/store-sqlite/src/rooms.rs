@@ -873,6 +873,32 @@ impl RoomStore for SqliteRooms {
             .map_err(db("reading an event"))?;
         text.map(|t| from_json(&t, "a stored event")).transpose()
     }
+
+    async fn unaccepted_events(
+        &self,
+        room: &RoomId,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let connection = self.connections.reader();
+        let err = db("reading unaccepted events");
+        let mut statement = connection
+            .prepare_cached(
+                "SELECT e.event FROM room_events e WHERE e.room_id = ?1 AND NOT EXISTS \
+                 (SELECT 1 FROM room_history h WHERE h.room_id = e.room_id \
+                  AND h.event_id = e.event_id) \
+                 ORDER BY e.at_ms, e.event_id LIMIT ?2",
+            )
+            .map_err(&err)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = statement
+            .query_map(params![room.as_str(), limit], |row| row.get::<_, String>(0))
+            .map_err(&err)?;
+        let mut events = Vec::new();
+        for row in rows {
+            events.push(from_json(&row.map_err(&err)?, "a stored event")?);
+        }
+        Ok(events)
+    }
 }
 
 fn collect_operations(

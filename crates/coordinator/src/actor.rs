@@ -1,0 +1,241 @@
+//! The actor of one Room: it owns the Room as this process last saw it and decides the
+//! commands it is sent one at a time, so decisions on a Room are serialized within a process.
+//! Across processes the store's compare-and-swap decides: a conflict reloads and decides the
+//! same input again (same derived ids), bounded, with jittered backoff; an event accepted
+//! before is done (T1).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentroom_ports::domain::catalog::CapabilityCatalog;
+use agentroom_ports::domain::engine::{Decision, Effect, Env, Input, decide};
+use agentroom_ports::domain::ids::{DerivedIds, OperationId, RoomId};
+use agentroom_ports::domain::state::OperationState;
+use agentroom_ports::{Clock, Commit, CommitError, Reconciler, StoredRoom};
+use agentroom_workflows::crash::{self, crash_point};
+use agentroom_workflows::{Leased, Provider, Runner, settled_by};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::ids::{IdSeed, kind_of};
+use crate::owner::Owner;
+use crate::sink::Authorized;
+use crate::{Committed, CoordinatorError, Outcome, Shared, Store};
+
+/// When a call outcome still applies.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Guard {
+    /// Always decide.
+    None,
+    /// Decide only while operation `op` is in a state `when` accepts; `applied` marks the
+    /// operation row applied once the Room has settled it.
+    Outcome {
+        op: OperationId,
+        when: fn(OperationState) -> bool,
+        applied: bool,
+    },
+}
+
+/// One input to decide, and where the answer goes.
+pub(crate) struct Command {
+    pub(crate) input: Input,
+    pub(crate) seed: IdSeed,
+    pub(crate) guard: Guard,
+    pub(crate) reply: oneshot::Sender<Result<Outcome, CoordinatorError>>,
+}
+
+/// The actor's loop: one command at a time.
+pub(crate) async fn run<S, P, R, K, C>(
+    shared: Arc<Shared<S, P, R, K, C>>,
+    room: RoomId,
+    mut commands: mpsc::Receiver<Command>,
+) where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    let mut cached: Option<StoredRoom> = None;
+    while let Some(command) = commands.recv().await {
+        tracing::debug!(room = %room, input = kind_of(&command.input), "deciding");
+        let result = decide_and_commit(
+            &shared,
+            &room,
+            &mut cached,
+            command.input,
+            command.seed,
+            command.guard,
+        )
+        .await;
+        // The caller may have gone (a runner task cancelled at shutdown): nothing to tell.
+        let _ = command.reply.send(result);
+    }
+}
+
+/// A jittered wait before retry `attempt`: `base · 2^attempt`, plus up to as much again,
+/// from the clock's low bits (no randomness source needed to break lock-step retries).
+fn backoff(base: Duration, attempt: u32, salt: u128) -> Duration {
+    let wait = base.saturating_mul(1 << attempt.min(6));
+    let jitter = u32::try_from(salt % 1_000).unwrap_or(0);
+    wait + wait.mul_f64(f64::from(jitter) / 1_000.0)
+}
+
+async fn decide_and_commit<S, P, R, K, C>(
+    shared: &Arc<Shared<S, P, R, K, C>>,
+    room: &RoomId,
+    cached: &mut Option<StoredRoom>,
+    input: Input,
+    seed: IdSeed,
+    guard: Guard,
+) -> Result<Outcome, CoordinatorError>
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    let kind = kind_of(&input);
+    let grant = shared.config.runner.lease_grant();
+    let retries = shared.config.conflict_retries;
+    for attempt in 0..=retries {
+        let current = match cached.take() {
+            Some(current) => current,
+            None => shared
+                .store
+                .load(room)
+                .await?
+                .ok_or_else(|| CoordinatorError::UnknownRoom(room.clone()))?,
+        };
+        let now = shared.clock.now();
+        let decide_now = || -> Result<Decision, CoordinatorError> {
+            let mut ids = DerivedIds::new(seed.namespace());
+            let mut env = Env {
+                now,
+                ids: &mut ids,
+                catalog: &*shared.catalog,
+            };
+            Ok(decide(&current.state, input.clone(), &mut env)?)
+        };
+        let (decision, applied) = match guard {
+            Guard::None => (Some(decide_now()?), None),
+            Guard::Outcome { op, when, applied } => {
+                let state = current.state.operation(op).map(|o| o.state());
+                if state.is_some_and(when) {
+                    let decision = decide_now()?;
+                    let mark = (applied && settled_by(&decision, op)).then_some(op);
+                    (Some(decision), mark)
+                } else if !applied || state.is_some() {
+                    // Decided before (or still open in a state this outcome does not fit,
+                    // e.g. not yet decided uncertain): nothing to write now.
+                    *cached = Some(current);
+                    return Ok(Outcome::AlreadyDone);
+                } else {
+                    // The Room settled it before; the row only lacks its applied mark.
+                    (None, Some(op))
+                }
+            }
+        };
+        let mut commit = match &decision {
+            Some(decision) => {
+                Commit::decided(room, &current.state, decision, now, kind, Some(&grant))
+            }
+            None => Commit::state(&current.state, &current.state, now, kind),
+        };
+        commit.applied.extend(applied);
+        match shared.store.commit(room, current.revision, commit).await {
+            Ok(revision) => {
+                let Some(decision) = decision else {
+                    *cached = Some(StoredRoom {
+                        state: current.state,
+                        revision,
+                    });
+                    return Ok(Outcome::AlreadyDone);
+                };
+                let calls = reserved(room, &decision);
+                if !calls.is_empty() {
+                    crash_point(crash::AFTER_RESERVE);
+                }
+                let ops = calls.iter().map(Leased::op).collect();
+                shared.committed(&Committed {
+                    room: room.clone(),
+                    revision,
+                    input: kind,
+                    log: decision.log.clone(),
+                    effects: decision.effects.clone(),
+                });
+                *cached = Some(StoredRoom {
+                    state: decision.state,
+                    revision,
+                });
+                for call in calls {
+                    dispatch(shared, call);
+                }
+                return Ok(Outcome::Decided {
+                    revision,
+                    log: decision.log,
+                    calls: ops,
+                });
+            }
+            Err(CommitError::Conflict { actual, .. }) => {
+                tracing::info!(attempt, %actual, "the room moved: reloading and deciding again");
+                let salt = u128::from(now.as_millis().unsigned_abs()) ^ seed.namespace().as_u128();
+                tokio::time::sleep(backoff(shared.config.backoff, attempt, salt)).await;
+            }
+            Err(CommitError::AlreadyAccepted { event, .. }) => {
+                tracing::info!(%event, "accepted before (T1): nothing to do");
+                return Ok(Outcome::AlreadyDone);
+            }
+            Err(err) => return Err(CoordinatorError::Commit(err)),
+        }
+    }
+    Err(CoordinatorError::Conflicted {
+        room: room.clone(),
+        attempts: retries.saturating_add(1),
+    })
+}
+
+/// The calls `decision` reserved, leased to this process in the commit (transaction 1).
+fn reserved(room: &RoomId, decision: &Decision) -> Vec<Leased> {
+    decision
+        .effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::ReserveAndCall(request) => Some(Leased::created(room.clone(), request.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs one leased call as its own task: the runner calls the provider (behind the T3 sink
+/// check), records the receipt fenced on the generation and hands it back to the actor.
+pub(crate) fn dispatch<S, P, R, K, C>(shared: &Arc<Shared<S, P, R, K, C>>, call: Leased)
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    shared.in_flight.send_modify(|n| *n += 1);
+    let provider = Arc::new(Authorized::new(
+        call.room.clone(),
+        Arc::clone(&shared.store),
+        Arc::clone(&shared.provider),
+    ));
+    let runner = Runner::new(
+        Arc::clone(&shared.store),
+        provider,
+        Arc::new(Owner::new(Arc::clone(shared))),
+        shared.config.runner.clone(),
+    );
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let op = call.op();
+        match runner.run(call).await {
+            Ok(outcome) => tracing::debug!(%op, ?outcome, "call ended"),
+            Err(err) => tracing::warn!(%op, %err, "call failed; recovery will find it"),
+        }
+        shared.in_flight.send_modify(|n| *n = n.saturating_sub(1));
+    });
+}

@@ -1,0 +1,597 @@
+//! The room loop: accept a persisted event by id (T1), let the domain decide, commit with
+//! compare-and-swap (on a conflict reload and decide again, bounded), and run the effects
+//! through `crates/workflows`. One actor per Room per process serializes the Room's decisions
+//! here; across processes compare-and-swap decides.
+//!
+//! Every decision derives its ids from the persisted input ([`InputId`], `ids`), so a retry
+//! after a conflict or a crash derives the same operation ids and the store's idempotent
+//! inserts absorb it. Calls a decision reserves are committed with this process's lease
+//! (transaction 1) and run by the workflow [`Runner`](agentroom_workflows::Runner), which
+//! records each receipt fenced on its generation and hands it back to the coordinator (the
+//! operation's owner), whose decision may reserve the next calls — until the Room is quiet.
+//! Authorization is checked again at each effect sink the domain cannot see (T3): before a
+//! call is sent (the principal may have lost its role since the commit) and before a
+//! notification is delivered; the domain itself checks it before dispatch and before it
+//! applies a result (T2).
+
+mod actor;
+mod error;
+mod ids;
+mod notify;
+mod owner;
+mod sink;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use agentroom_ports::domain::catalog::CapabilityCatalog;
+use agentroom_ports::domain::engine::{
+    ControlAction, Effect, Input, LateDecision, LogEntry, MembershipChange,
+};
+use agentroom_ports::domain::event::Event;
+use agentroom_ports::domain::ids::{
+    ContributionId, EventId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity,
+};
+use agentroom_ports::domain::money::UsdMicros;
+use agentroom_ports::domain::plan::Column;
+use agentroom_ports::domain::review::ReviewSubmission;
+use agentroom_ports::domain::room::Role;
+use agentroom_ports::domain::state::RoomState;
+use agentroom_ports::{
+    Clock, Notifier, Outbox, Reconciler, Revision, RoomStore, StoreError, StoredRoom, WorkflowStore,
+};
+use agentroom_workflows::{Provider, RecoveryReport, Runner, RunnerConfig};
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub use error::CoordinatorError;
+pub use ids::InputId;
+pub use notify::CollectingNotifier;
+
+use actor::{Command, Guard};
+use ids::IdSeed;
+
+/// How the coordinator runs.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    runner: RunnerConfig,
+    conflict_retries: u32,
+    backoff: Duration,
+    outbox_batch: usize,
+}
+
+impl CoordinatorConfig {
+    /// Calls run under `runner`'s leases; 8 reloads after a conflict, jittered backoff from
+    /// 5 ms; outbox passes of 64.
+    pub fn new(runner: RunnerConfig) -> Self {
+        Self {
+            runner,
+            conflict_retries: 8,
+            backoff: Duration::from_millis(5),
+            outbox_batch: 64,
+        }
+    }
+
+    /// How often a decision is retried after losing the compare-and-swap, and the base of its
+    /// jittered backoff.
+    pub fn with_conflict_retries(mut self, retries: u32, backoff: Duration) -> Self {
+        self.conflict_retries = retries;
+        self.backoff = backoff;
+        self
+    }
+
+    /// The runner's settings.
+    pub fn runner(&self) -> &RunnerConfig {
+        &self.runner
+    }
+}
+
+/// The adapters the coordinator works through; the composition root picks them.
+pub struct Ports<S, P, R, K, C> {
+    /// Rooms, operations and the outbox.
+    pub store: Arc<S>,
+    /// What executes calls (the agents' router).
+    pub provider: Arc<P>,
+    /// Confirms uncertain calls (D2).
+    pub reconciler: Arc<R>,
+    /// The host's clock (leases use the database's).
+    pub clock: Arc<K>,
+    /// The capability catalog the engine resolves through.
+    pub catalog: Arc<C>,
+    /// Where notifications leave the outbox to (T5).
+    pub notifier: Arc<dyn Notifier>,
+}
+
+/// What an input's decision did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Decided and committed.
+    Decided {
+        /// The Room's revision after the commit.
+        revision: Revision,
+        /// The decision log: what was accepted or rejected, by which rule.
+        log: Vec<LogEntry>,
+        /// Calls the decision reserved, now running in this process.
+        calls: Vec<OperationId>,
+    },
+    /// It was decided before (an event accepted once, T1; an outcome applied already):
+    /// nothing was written.
+    AlreadyDone,
+}
+
+impl Outcome {
+    /// The decision log (empty when it was done before).
+    pub fn log(&self) -> &[LogEntry] {
+        match self {
+            Outcome::Decided { log, .. } => log,
+            Outcome::AlreadyDone => &[],
+        }
+    }
+}
+
+/// A committed decision, as watchers see it (timelines, event streams).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The Room.
+    pub room: RoomId,
+    /// Its revision after the commit.
+    pub revision: Revision,
+    /// The kind of input decided (`event_accepted`, `call_returned`, …).
+    pub input: &'static str,
+    /// The decision log.
+    pub log: Vec<LogEntry>,
+    /// The effects it committed.
+    pub effects: Vec<Effect>,
+}
+
+pub(crate) struct Shared<S, P, R, K, C> {
+    pub(crate) store: Arc<S>,
+    pub(crate) provider: Arc<P>,
+    pub(crate) reconciler: Arc<R>,
+    pub(crate) clock: Arc<K>,
+    pub(crate) catalog: Arc<C>,
+    pub(crate) notifier: Arc<dyn Notifier>,
+    pub(crate) config: CoordinatorConfig,
+    rooms: Mutex<HashMap<RoomId, mpsc::Sender<Command>>>,
+    pub(crate) in_flight: watch::Sender<usize>,
+    watchers: Mutex<Vec<mpsc::UnboundedSender<Committed>>>,
+}
+
+/// The coordinator of one process: one actor per Room, calls run through workflows. Cheap to
+/// clone; clones share the actors.
+pub struct Coordinator<S, P, R, K, C> {
+    shared: Arc<Shared<S, P, R, K, C>>,
+}
+
+impl<S, P, R, K, C> Clone for Coordinator<S, P, R, K, C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// What the coordinator's type parameters must be.
+pub trait Store: RoomStore + WorkflowStore + Outbox + 'static {}
+impl<T: RoomStore + WorkflowStore + Outbox + 'static> Store for T {}
+
+impl<S, P, R, K, C> Coordinator<S, P, R, K, C>
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    /// A coordinator over `ports`. Call [`Coordinator::recover`] before posting, so calls a
+    /// previous process left are classified first (D2, D6).
+    pub fn new(ports: Ports<S, P, R, K, C>, config: CoordinatorConfig) -> Self {
+        let (in_flight, _) = watch::channel(0);
+        Self {
+            shared: Arc::new(Shared {
+                store: ports.store,
+                provider: ports.provider,
+                reconciler: ports.reconciler,
+                clock: ports.clock,
+                catalog: ports.catalog,
+                notifier: ports.notifier,
+                config,
+                rooms: Mutex::new(HashMap::new()),
+                in_flight,
+                watchers: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Creates a Room from `state` (a fresh ledger); an existing Room is left as it is.
+    #[tracing::instrument(skip_all, fields(room = %state.room()))]
+    pub async fn create_room(&self, state: &RoomState) -> Result<(), CoordinatorError> {
+        match self
+            .shared
+            .store
+            .create(state, self.shared.clock.now())
+            .await
+        {
+            Ok(_) | Err(StoreError::RoomExists(_)) => Ok(()),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Recovery on start (D2): receipts are handed to this coordinator as the owner, expired
+    /// in-flight calls become uncertain (never replayed), uncertain ones go to the
+    /// reconciler; calls the resulting decisions reserve run in this process.
+    #[tracing::instrument(skip_all)]
+    pub async fn recover(&self) -> Result<RecoveryReport, CoordinatorError> {
+        let runner = Runner::new(
+            Arc::clone(&self.shared.store),
+            Arc::clone(&self.shared.provider),
+            Arc::new(owner::Owner::new(Arc::clone(&self.shared))),
+            self.shared.config.runner.clone(),
+        );
+        Ok(runner.recover(&*self.shared.reconciler).await?)
+    }
+
+    /// Accepts, in the order they were persisted, the events of `room` that were persisted
+    /// but never accepted (a process died between the two steps of [`Coordinator::post`]);
+    /// run it on start, after [`Coordinator::recover`]. Returns how many it accepted.
+    #[tracing::instrument(skip(self))]
+    pub async fn accept_pending(&self, room: &RoomId) -> Result<usize, CoordinatorError> {
+        const BATCH: usize = 64;
+        let mut accepted = 0;
+        loop {
+            let pending = self.shared.store.unaccepted_events(room, BATCH).await?;
+            let last = pending.len() < BATCH;
+            let mut now = 0;
+            for event in pending {
+                if matches!(self.accept(room, event.id).await?, Outcome::Decided { .. }) {
+                    now += 1;
+                }
+            }
+            accepted += now;
+            // A batch in which nothing could be accepted would come back unchanged.
+            if last || now == 0 {
+                return Ok(accepted);
+            }
+        }
+    }
+
+    /// Persists `event` (T1: its author comes from the caller's authenticated session) and
+    /// accepts it by id; posting it again is accepted once.
+    #[tracing::instrument(skip_all, fields(room = %event.room, event = %event.id))]
+    pub async fn post(&self, event: &Event) -> Result<Outcome, CoordinatorError> {
+        self.shared
+            .store
+            .append_event(event, self.shared.clock.now())
+            .await?;
+        self.accept(&event.room, event.id).await
+    }
+
+    /// Accepts the persisted event `id` of `room` (T1): resolved from the store, never from
+    /// the caller's copy.
+    #[tracing::instrument(skip(self))]
+    pub async fn accept(&self, room: &RoomId, id: EventId) -> Result<Outcome, CoordinatorError> {
+        let event = self.shared.store.event(room, id).await?.ok_or_else(|| {
+            CoordinatorError::UnknownEvent {
+                room: room.clone(),
+                event: id,
+            }
+        })?;
+        if &event.room != room {
+            return Err(CoordinatorError::WrongRoom {
+                event: id,
+                event_room: event.room,
+                room: room.clone(),
+            });
+        }
+        self.shared
+            .submit(
+                room,
+                Input::EventAccepted(event),
+                IdSeed::Event(id),
+                Guard::None,
+            )
+            .await
+    }
+
+    /// Decides an operator or control input persisted as `id`: control, late results, limit
+    /// raises, overrun acknowledgements, human reviews, task updates, membership changes.
+    /// Call outcomes are the runner's and recovery's, not this method's.
+    pub async fn submit(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        input: OperatorInput,
+    ) -> Result<Outcome, CoordinatorError> {
+        self.shared
+            .submit(room, input.into_input(), IdSeed::Input(id), Guard::None)
+            .await
+    }
+
+    /// Pause, resume or cancel an objective (D3): running calls are asked to abort through
+    /// the store's cancel flag, which their heartbeats read.
+    pub async fn control(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        by: PrincipalId,
+        objective: ObjectiveId,
+        action: ControlAction,
+    ) -> Result<Outcome, CoordinatorError> {
+        self.submit(
+            room,
+            id,
+            OperatorInput::Control {
+                by,
+                objective,
+                action,
+            },
+        )
+        .await
+    }
+
+    /// Grant or revoke a role.
+    pub async fn change_membership(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        by: PrincipalId,
+        principal: PrincipalId,
+        role: Role,
+        change: MembershipChange,
+    ) -> Result<Outcome, CoordinatorError> {
+        self.submit(
+            room,
+            id,
+            OperatorInput::ChangeMembership {
+                by,
+                principal,
+                role,
+                change,
+            },
+        )
+        .await
+    }
+
+    /// Raise the budget limit (B4).
+    pub async fn raise_limit(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        by: PrincipalId,
+        amount: UsdMicros,
+    ) -> Result<Outcome, CoordinatorError> {
+        self.submit(room, id, OperatorInput::RaiseLimit { by, amount })
+            .await
+    }
+
+    /// Readmit or discard a result held after a control change (D4).
+    pub async fn decide_late_result(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        by: PrincipalId,
+        op: OperationId,
+        decision: LateDecision,
+    ) -> Result<Outcome, CoordinatorError> {
+        self.submit(
+            room,
+            id,
+            OperatorInput::DecideLateResult { by, op, decision },
+        )
+        .await
+    }
+
+    /// Waits until no call runs in this process: the objectives it drives are quiet.
+    pub async fn wait_idle(&self) {
+        let mut rx = self.shared.in_flight.subscribe();
+        // The sender lives in `shared`, which `self` holds: the wait cannot fail.
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    /// Every decision this process commits from now on, in commit order per Room.
+    pub fn watch(&self) -> mpsc::UnboundedReceiver<Committed> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.shared
+            .watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(sender);
+        receiver
+    }
+
+    /// How many calls run in this process now.
+    pub fn calls_in_flight(&self) -> usize {
+        *self.shared.in_flight.borrow()
+    }
+
+    /// One pass over the outbox: each undelivered notification whose audience is still
+    /// authorized (T3) goes to the notifier, and is marked delivered once it took it (T5:
+    /// at least once; receivers deduplicate on its id). Returns how many were delivered.
+    pub async fn deliver_notifications(&self) -> Result<usize, CoordinatorError> {
+        notify::deliver(&self.shared).await
+    }
+
+    /// A Room as stored now.
+    pub async fn room(&self, room: &RoomId) -> Result<StoredRoom, CoordinatorError> {
+        self.shared
+            .store
+            .load(room)
+            .await?
+            .ok_or_else(|| CoordinatorError::UnknownRoom(room.clone()))
+    }
+}
+
+/// An input a person or an agent host submits (not a call outcome, which only the runner
+/// and recovery report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperatorInput {
+    /// Pause, resume or cancel.
+    Control {
+        /// Who asks.
+        by: PrincipalId,
+        /// The objective.
+        objective: ObjectiveId,
+        /// What to do.
+        action: ControlAction,
+    },
+    /// Readmit or discard a late result (D4).
+    DecideLateResult {
+        /// Who decides.
+        by: PrincipalId,
+        /// The operation whose result is held.
+        op: OperationId,
+        /// The decision.
+        decision: LateDecision,
+    },
+    /// Raise the limit (B4).
+    RaiseLimit {
+        /// Who raises.
+        by: PrincipalId,
+        /// By how much.
+        amount: UsdMicros,
+    },
+    /// Acknowledge an overrun (B5).
+    AcknowledgeOverrun {
+        /// Who acknowledges.
+        by: PrincipalId,
+    },
+    /// A human review.
+    RecordReview {
+        /// The reviewer.
+        by: PrincipalId,
+        /// The objective.
+        objective: ObjectiveId,
+        /// The review.
+        review: ReviewSubmission,
+    },
+    /// A planning task update from an agent.
+    UpdateTask {
+        /// The agent.
+        by: PrincipalId,
+        /// The objective.
+        objective: ObjectiveId,
+        /// The task.
+        task: TaskIdentity,
+        /// The column it asks for.
+        status: Column,
+        /// The contribution it claims (T2).
+        contribution: Option<ContributionId>,
+    },
+    /// Grant or revoke a role.
+    ChangeMembership {
+        /// Who changes it.
+        by: PrincipalId,
+        /// Whose membership.
+        principal: PrincipalId,
+        /// Which role.
+        role: Role,
+        /// Grant or revoke.
+        change: MembershipChange,
+    },
+}
+
+impl OperatorInput {
+    fn into_input(self) -> Input {
+        match self {
+            OperatorInput::Control {
+                by,
+                objective,
+                action,
+            } => Input::Control {
+                by,
+                objective,
+                action,
+            },
+            OperatorInput::DecideLateResult { by, op, decision } => {
+                Input::DecideLateResult { by, op, decision }
+            }
+            OperatorInput::RaiseLimit { by, amount } => Input::RaiseLimit { by, amount },
+            OperatorInput::AcknowledgeOverrun { by } => Input::AcknowledgeOverrun { by },
+            OperatorInput::RecordReview {
+                by,
+                objective,
+                review,
+            } => Input::RecordReview {
+                by,
+                objective,
+                review,
+            },
+            OperatorInput::UpdateTask {
+                by,
+                objective,
+                task,
+                status,
+                contribution,
+            } => Input::UpdateTask {
+                by,
+                objective,
+                task,
+                status,
+                contribution,
+            },
+            OperatorInput::ChangeMembership {
+                by,
+                principal,
+                role,
+                change,
+            } => Input::ChangeMembership {
+                by,
+                principal,
+                role,
+                change,
+            },
+        }
+    }
+}
+
+impl<S, P, R, K, C> Shared<S, P, R, K, C>
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    /// Hands `input` to the Room's actor (started on first use) and waits for its decision.
+    pub(crate) async fn submit(
+        self: &Arc<Self>,
+        room: &RoomId,
+        input: Input,
+        seed: IdSeed,
+        guard: Guard,
+    ) -> Result<Outcome, CoordinatorError> {
+        let (reply, answer) = oneshot::channel();
+        let command = Command {
+            input,
+            seed,
+            guard,
+            reply,
+        };
+        let sender = self.actor(room);
+        if sender.send(command).await.is_err() {
+            return Err(CoordinatorError::ActorStopped(room.clone()));
+        }
+        answer
+            .await
+            .map_err(|_| CoordinatorError::ActorStopped(room.clone()))?
+    }
+
+    /// Tells the watchers about a commit; watchers that went away are dropped.
+    pub(crate) fn committed(&self, committed: &Committed) {
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|w| w.send(committed.clone()).is_ok());
+    }
+
+    fn actor(self: &Arc<Self>, room: &RoomId) -> mpsc::Sender<Command> {
+        let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(sender) = rooms.get(room).filter(|s| !s.is_closed()) {
+            return sender.clone();
+        }
+        let (sender, receiver) = mpsc::channel(64);
+        tokio::spawn(actor::run(Arc::clone(self), room.clone(), receiver));
+        rooms.insert(room.clone(), sender.clone());
+        sender
+    }
+}

@@ -1,0 +1,121 @@
+//! The coordinator as the operations' owner: what the runner and recovery learned goes to the
+//! Room's actor as a call outcome, decided with ids derived from the operation and the kind of
+//! outcome, and committed with the operation marked applied once the Room settled it.
+
+use std::sync::Arc;
+
+use agentroom_ports::domain::catalog::CapabilityCatalog;
+use agentroom_ports::domain::engine::{Charge, Input, Reconciliation};
+use agentroom_ports::domain::money::UsdMicros;
+use agentroom_ports::domain::state::OperationState;
+use agentroom_ports::{Clock, OperationRecord, Receipt, Reconciler};
+use agentroom_workflows::{OwnerError, Provider, ReceiptOwner};
+use async_trait::async_trait;
+
+use crate::actor::Guard;
+use crate::ids::IdSeed;
+use crate::{Shared, Store};
+
+pub(crate) struct Owner<S, P, R, K, C> {
+    shared: Arc<Shared<S, P, R, K, C>>,
+}
+
+impl<S, P, R, K, C> Owner<S, P, R, K, C> {
+    pub(crate) fn new(shared: Arc<Shared<S, P, R, K, C>>) -> Self {
+        Self { shared }
+    }
+}
+
+fn running(state: OperationState) -> bool {
+    matches!(
+        state,
+        OperationState::InFlight | OperationState::CancelRequested
+    )
+}
+
+fn uncertain(state: OperationState) -> bool {
+    state == OperationState::Uncertain
+}
+
+impl<S, P, R, K, C> Owner<S, P, R, K, C>
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    async fn apply(
+        &self,
+        record: &OperationRecord,
+        input: Input,
+        kind: &'static str,
+        when: fn(OperationState) -> bool,
+        applied: bool,
+    ) -> Result<(), OwnerError> {
+        let op = record.op();
+        self.shared
+            .submit(
+                &record.room,
+                input,
+                IdSeed::Outcome(op, kind),
+                Guard::Outcome { op, when, applied },
+            )
+            .await
+            .map(|_| ())
+            .map_err(|err| OwnerError(err.to_string()))
+    }
+}
+
+#[async_trait]
+impl<S, P, R, K, C> ReceiptOwner for Owner<S, P, R, K, C>
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    async fn deliver(
+        &self,
+        record: &OperationRecord,
+        receipt: &Receipt,
+        _generation: i64,
+    ) -> Result<(), OwnerError> {
+        let input = Input::CallReturned {
+            op: record.op(),
+            charge: receipt.charge,
+            result: receipt.result.clone(),
+        };
+        self.apply(record, input, "call_returned", running, true)
+            .await
+    }
+
+    async fn uncertain(&self, record: &OperationRecord) -> Result<(), OwnerError> {
+        let input = Input::CallUncertain { op: record.op() };
+        self.apply(record, input, "call_uncertain", running, false)
+            .await
+    }
+
+    async fn reconciled(
+        &self,
+        record: &OperationRecord,
+        outcome: &Reconciliation,
+    ) -> Result<(), OwnerError> {
+        let input = Input::Reconciled {
+            op: record.op(),
+            outcome: outcome.clone(),
+        };
+        self.apply(record, input, "reconciled", uncertain, true)
+            .await
+    }
+
+    async fn not_sent(&self, record: &OperationRecord, _reason: &str) -> Result<(), OwnerError> {
+        let input = Input::CallSettled {
+            op: record.op(),
+            charge: Charge::Actual(UsdMicros::ZERO),
+        };
+        self.apply(record, input, "call_settled", running, true)
+            .await
+    }
+}

@@ -1,0 +1,209 @@
+//! The room loop end to end on the in-memory store and on SQLite: the demo scenario's
+//! objective through scripted agents to a completed, reviewed objective whose ledger adds up;
+//! T1 (an event posted twice is accepted once), two coordinators on one Room (no task
+//! dispatched twice), and a coordinator rebuilt from the store repeating nothing (D6).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "clippy.toml allows these in #[test] functions only; the helpers here are test code \
+              too, and a failed unwrap or panic in them is a failed test"
+)]
+
+mod support;
+
+use std::sync::Arc;
+
+use agentroom_coordinator::{Outcome, Store};
+use agentroom_ports::memory::MemoryStore;
+use agentroom_store_sqlite::{Durability, SqliteRooms};
+use support::*;
+
+fn sqlite() -> (tempfile::TempDir, Arc<SqliteRooms>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("planning.db");
+    agentroom_store_sqlite::migrate::up(&path).unwrap();
+    let store = SqliteRooms::open(&path, Durability::ProcessCrash).unwrap();
+    (dir, Arc::new(store))
+}
+
+async fn whole_objective<S: Store>(store: Arc<S>) {
+    let scenario = scenario("demo.toml");
+    let (_, catalog) = room_of(&scenario);
+    let provider = agents(&scenario);
+    let (coordinator, notifier) =
+        coordinator(Arc::clone(&store), Arc::clone(&provider), catalog, "one");
+    coordinator.recover().await.unwrap();
+    set_up(&coordinator, &scenario).await;
+    let outcome = coordinator.post(&owner_event(&scenario, 0)).await.unwrap();
+    assert!(decided(&outcome), "{outcome:?}");
+    coordinator.wait_idle().await;
+    assert_completed_and_balanced(&*store).await;
+    // two plans: gather + write, then benchmarks + write again (gather reused, O3)
+    assert_eq!(provider.tasks().len(), 4, "{:?}", provider.tasks());
+    coordinator.deliver_notifications().await.unwrap();
+    assert!(!notifier.received().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_objective_completes_reviewed_and_balanced_in_memory() {
+    whole_objective(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_objective_completes_reviewed_and_balanced_on_sqlite() {
+    let (_dir, store) = sqlite();
+    whole_objective(store).await;
+}
+
+async fn posted_twice<S: Store>(store: Arc<S>) {
+    let scenario = scenario("demo.toml");
+    let (_, catalog) = room_of(&scenario);
+    let provider = agents(&scenario);
+    let (coordinator, _) = coordinator(Arc::clone(&store), Arc::clone(&provider), catalog, "one");
+    set_up(&coordinator, &scenario).await;
+    let event = owner_event(&scenario, 0);
+    let first = coordinator.post(&event).await.unwrap();
+    let second = coordinator.post(&event).await.unwrap();
+    assert!(decided(&first));
+    assert_eq!(second, Outcome::AlreadyDone);
+    coordinator.wait_idle().await;
+    let again = coordinator.accept(&room_id(), event.id).await.unwrap();
+    assert_eq!(again, Outcome::AlreadyDone);
+    let room = coordinator.room(&room_id()).await.unwrap();
+    assert_eq!(room.state.objectives().len(), 1);
+    assert_completed_and_balanced(&*store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t1_an_event_posted_twice_is_accepted_once_in_memory() {
+    posted_twice(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t1_an_event_posted_twice_is_accepted_once_on_sqlite() {
+    let (_dir, store) = sqlite();
+    posted_twice(store).await;
+}
+
+async fn two_coordinators<S: Store>(store: Arc<S>) {
+    let scenario = scenario("demo.toml");
+    let (_, catalog) = room_of(&scenario);
+    let provider = agents(&scenario);
+    let (a, _) = coordinator(
+        Arc::clone(&store),
+        Arc::clone(&provider),
+        catalog.clone(),
+        "a",
+    );
+    let (b, _) = coordinator(Arc::clone(&store), Arc::clone(&provider), catalog, "b");
+    set_up(&a, &scenario).await;
+    set_up(&b, &scenario).await;
+    let event = owner_event(&scenario, 0);
+    let (first, second) = tokio::join!(a.post(&event), b.post(&event));
+    let (first, second) = (first.unwrap(), second.unwrap());
+    // While the winner's calls run, the other process recovers again and again: live leases
+    // of another runner are left alone, and accepting the event once more does nothing.
+    for _ in 0..5 {
+        let (ra, rb) = tokio::join!(a.recover(), b.recover());
+        for report in [ra.unwrap(), rb.unwrap()] {
+            assert!(report.claimed.is_empty(), "{report:?}");
+        }
+        assert_eq!(
+            b.accept(&room_id(), event.id).await.unwrap(),
+            Outcome::AlreadyDone
+        );
+        assert_eq!(
+            a.accept(&room_id(), event.id).await.unwrap(),
+            Outcome::AlreadyDone
+        );
+    }
+    assert_eq!(
+        [decided(&first), decided(&second)]
+            .iter()
+            .filter(|d| **d)
+            .count(),
+        1,
+        "{first:?} {second:?}"
+    );
+    a.wait_idle().await;
+    b.wait_idle().await;
+    let tasks = provider.tasks();
+    let mut unique = tasks.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        tasks.len(),
+        "a task was dispatched twice: {tasks:?}"
+    );
+    assert_completed_and_balanced(&*store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t1_two_coordinators_on_one_room_never_dispatch_the_same_task_twice_in_memory() {
+    two_coordinators(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t1_two_coordinators_on_one_room_never_dispatch_the_same_task_twice_on_sqlite() {
+    let (_dir, store) = sqlite();
+    two_coordinators(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d6_a_coordinator_rebuilt_from_the_store_repeats_no_work() {
+    let (_dir, store) = sqlite();
+    let scenario = scenario("demo.toml");
+    let (_, catalog) = room_of(&scenario);
+    let provider = agents(&scenario);
+    let (first, _) = coordinator(
+        Arc::clone(&store),
+        Arc::clone(&provider),
+        catalog.clone(),
+        "first",
+    );
+    set_up(&first, &scenario).await;
+    first.post(&owner_event(&scenario, 0)).await.unwrap();
+    first.wait_idle().await;
+    let calls = provider.calls.lock().unwrap().len();
+    drop(first);
+    let (second, _) = coordinator(Arc::clone(&store), Arc::clone(&provider), catalog, "second");
+    let report = second.recover().await.unwrap();
+    assert_eq!(report, Default::default());
+    let again = second.post(&owner_event(&scenario, 0)).await.unwrap();
+    assert_eq!(again, Outcome::AlreadyDone);
+    second.wait_idle().await;
+    assert_eq!(provider.calls.lock().unwrap().len(), calls);
+    assert_completed_and_balanced(&*store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t1_an_event_persisted_but_never_accepted_is_accepted_on_start() {
+    use agentroom_ports::RoomStore;
+    use agentroom_ports::domain::ids::Timestamp;
+
+    let (_dir, store) = sqlite();
+    let scenario = scenario("demo.toml");
+    let (_, catalog) = room_of(&scenario);
+    let provider = agents(&scenario);
+    let (first, _) = coordinator(
+        Arc::clone(&store),
+        Arc::clone(&provider),
+        catalog.clone(),
+        "first",
+    );
+    set_up(&first, &scenario).await;
+    // The first process persisted the owner's message and died before accepting it.
+    store
+        .append_event(&owner_event(&scenario, 0), Timestamp::from_millis(1))
+        .await
+        .unwrap();
+    drop(first);
+    let (second, _) = coordinator(Arc::clone(&store), Arc::clone(&provider), catalog, "second");
+    second.recover().await.unwrap();
+    assert_eq!(second.accept_pending(&room_id()).await.unwrap(), 1);
+    second.wait_idle().await;
+    assert_eq!(second.accept_pending(&room_id()).await.unwrap(), 0);
+    assert_completed_and_balanced(&*store).await;
+}
