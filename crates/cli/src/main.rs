@@ -9,6 +9,7 @@ mod demo;
 mod drill;
 mod migrate;
 mod operations;
+mod policies;
 mod room_demo;
 mod serve;
 mod stdio;
@@ -66,6 +67,9 @@ enum Command {
         room: RoomId,
         #[command(flatten)]
         store: store::StoreArgs,
+        /// The folder of `room.toml`, `access.toml` and `prices.toml`, validated at start.
+        #[arg(long, value_name = "DIR", default_value = "policies")]
+        policies: std::path::PathBuf,
     },
     /// See uncertain and dead-lettered provider calls and record their resolution.
     Operations {
@@ -81,6 +85,11 @@ enum Command {
     Capabilities {
         #[command(subcommand)]
         command: capabilities::Command,
+    },
+    /// Check the policy files (`room.toml`, `access.toml`, `prices.toml`).
+    Policies {
+        #[command(subcommand)]
+        command: policies::Command,
     },
     /// Drive durable calls on the embedded database for crash tests (not a product command).
     #[command(hide = true)]
@@ -131,10 +140,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
             room,
             store,
-        } => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-            .block_on(serve::run(listen, room, &store))?,
+            policies,
+        } => {
+            // A bad policy file stops the host before it listens, naming file, line, field.
+            let policies = policies::load(&policies)?;
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(serve::run(listen, room, &store, policies))?
+        }
+        Command::Policies { command } => print!("{}", policies::run(command)?),
         Command::Operations { command } => {
             let text = current_thread()?.block_on(operations::run(command))?;
             print!("{text}");

@@ -9,9 +9,16 @@ use agentroom_planning::{PlanningService, SystemAmbient};
 use agentroom_server::ServerConfig;
 use anyhow::Context;
 
+use crate::policies::Policies;
 use crate::store::StoreArgs;
 
-pub(crate) async fn run(listen: SocketAddr, room: RoomId, store: &StoreArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    listen: SocketAddr,
+    room: RoomId,
+    store: &StoreArgs,
+    policies: Policies,
+) -> anyhow::Result<()> {
+    tracing::info!(permissions = ?policies.access, "policies loaded");
     let repo = store.open_planning().await?;
     let service = Arc::new(PlanningService::new(repo, Arc::new(SystemAmbient)));
     let router = agentroom_server::router(service, ServerConfig::new(room));

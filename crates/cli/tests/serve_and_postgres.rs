@@ -23,6 +23,10 @@ impl Server {
     fn start(args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentroom"))
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args([
+                "--policies",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../../policies"),
+            ])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -20,13 +20,18 @@ pub mod delta;
 pub mod notify;
 pub mod reconcile;
 pub mod rooms;
+pub mod tokens;
 pub mod workflows;
 
 #[cfg(feature = "test-util")]
 pub mod memory;
+#[cfg(feature = "test-util")]
+pub mod memory_tokens;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "conformance")]
+pub mod token_conformance;
 
 pub use agents::{
     AgentCall, AgentOutcome, BriefError, Reasoner, ReasonerCall, Reviewer, ReviewerCall,
@@ -37,6 +42,10 @@ pub use delta::{Delta, DeltaError};
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
 pub use reconcile::{ReconcileError, Reconciler};
 pub use rooms::{Commit, CommitError, EventAppend, Revision, RoomStore, StoreError, StoredRoom};
+pub use tokens::{
+    AuthError, Authenticated, IssuedToken, NewToken, TokenError, TokenId, TokenMaterial,
+    TokenRecord, TokenStore,
+};
 pub use workflows::{
     ClaimedOperation, Heartbeat, LeaseGrant, MAX_LEASE, NewOperation, OperationFilter,
     OperationRecord, OperationStatus, Receipt, ReceiptWrite, Resolution, ResolutionOutcome,

@@ -14,6 +14,7 @@ pub mod migrate;
 mod rooms;
 pub mod sql;
 mod store;
+mod tokens;
 mod workflows;
 
 pub use migrate::{MIGRATOR, MigrateError, MigrationState, MigrationStatus};

@@ -64,7 +64,8 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
         [
             (1, "create planning", MigrationState::Pending),
             (2, "create rooms", MigrationState::Pending),
-            (3, "lean room state", MigrationState::Pending)
+            (3, "lean room state", MigrationState::Pending),
+            (4, "create access tokens", MigrationState::Pending)
         ]
     );
     assert!(matches!(
@@ -78,14 +79,15 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
 #[tokio::test]
 async fn d5_migrate_up_then_status_then_down() {
     let (schema, pool) = common::fresh_schema().await;
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4]);
     let listed = status(&pool).await.unwrap();
     assert_eq!(
         states(&listed),
         [
             (1, "create planning", MigrationState::Applied),
             (2, "create rooms", MigrationState::Applied),
-            (3, "lean room state", MigrationState::Applied)
+            (3, "lean room state", MigrationState::Applied),
+            (4, "create access tokens", MigrationState::Applied)
         ]
     );
     assert!(listed.iter().all(MigrationStatus::applied));
@@ -97,7 +99,7 @@ async fn d5_migrate_up_then_status_then_down() {
     store.create_plan(&room, &plan()).await.unwrap();
     assert_eq!(store.plans(&room).await.unwrap().len(), 1);
 
-    assert_eq!(down(&pool).await.unwrap(), [3, 2, 1]);
+    assert_eq!(down(&pool).await.unwrap(), [4, 3, 2, 1]);
     for table in [
         "planning_plans",
         "planning_tasks",
@@ -108,6 +110,7 @@ async fn d5_migrate_up_then_status_then_down() {
         "operations",
         "ledger_entries",
         "outbox",
+        "access_tokens",
     ] {
         assert!(!table_exists(&pool, table).await, "{table} survived down");
     }
@@ -116,7 +119,8 @@ async fn d5_migrate_up_then_status_then_down() {
         [
             (1, "create planning", MigrationState::Pending),
             (2, "create rooms", MigrationState::Pending),
-            (3, "lean room state", MigrationState::Pending)
+            (3, "lean room state", MigrationState::Pending),
+            (4, "create access tokens", MigrationState::Pending)
         ]
     );
     let detail = not_migrated(&pool).await;
@@ -136,7 +140,7 @@ async fn d5_migrate_up_then_status_then_down() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
     // Up again works on the reverted schema.
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4]);
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     assert!(store.plans(&room).await.unwrap().is_empty());
     pool.close().await;
@@ -159,7 +163,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
         [
             (1, "create planning", MigrationState::Changed),
             (2, "create rooms", MigrationState::Applied),
-            (3, "lean room state", MigrationState::Applied)
+            (3, "lean room state", MigrationState::Applied),
+            (4, "create access tokens", MigrationState::Applied)
         ]
     );
 
@@ -174,7 +179,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
         [
             (1, "create planning", MigrationState::Failed),
             (2, "create rooms", MigrationState::Applied),
-            (3, "lean room state", MigrationState::Applied)
+            (3, "lean room state", MigrationState::Applied),
+            (4, "create access tokens", MigrationState::Applied)
         ]
     );
 
@@ -210,6 +216,7 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (1, "create planning", MigrationState::Applied),
             (2, "create rooms", MigrationState::Applied),
             (3, "lean room state", MigrationState::Applied),
+            (4, "create access tokens", MigrationState::Applied),
             (9999, "from the future", MigrationState::Unknown)
         ]
     );

@@ -11,6 +11,7 @@ mod connections;
 pub mod migrate;
 pub mod planning;
 pub mod rooms;
+mod tokens;
 
 pub use migrate::{MIGRATOR, MigrateError, MigrationState};
 pub use planning::SqlitePlanning;

@@ -193,7 +193,7 @@ const OPERATIONS_BY_STATUS_SQL: &str = concat!(
 
 /// Room state, history, events, operations, the ledger and the outbox on one SQLite file.
 pub struct SqliteRooms {
-    connections: Connections,
+    pub(crate) connections: Connections,
     latest: Latest,
 }
 

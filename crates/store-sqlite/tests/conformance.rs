@@ -81,7 +81,7 @@ fn d5_opening_never_creates_or_migrates() {
         "{empty}"
     );
 
-    assert_eq!(migrate::up(&path).unwrap(), vec![1, 2, 3]);
+    assert_eq!(migrate::up(&path).unwrap(), vec![1, 2, 3, 4]);
     assert_eq!(
         migrate::up(&path).unwrap(),
         Vec::<i64>::new(),
@@ -89,11 +89,12 @@ fn d5_opening_never_creates_or_migrates() {
     );
     SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap();
     let status = migrate::status(&path).unwrap();
-    assert_eq!(status.len(), 3);
+    assert_eq!(status.len(), 4);
     assert!(status.iter().all(|s| s.applied));
     assert_eq!(status[0].description, "create planning");
     assert_eq!(status[1].description, "create rooms");
     assert_eq!(status[2].description, "lean room state");
+    assert_eq!(status[3].description, "create access tokens");
 }
 
 #[test]
@@ -101,7 +102,7 @@ fn d5_down_reverts_everything_and_the_store_refuses_to_open() {
     let (dir, store) = migrated();
     drop(store);
     let path = dir.path().join("planning.db");
-    assert_eq!(migrate::down(&path).unwrap(), vec![3, 2, 1]);
+    assert_eq!(migrate::down(&path).unwrap(), vec![4, 3, 2, 1]);
     let status = migrate::status(&path).unwrap();
     assert!(status.iter().all(|s| !s.applied));
     let connection = rusqlite::Connection::open(&path).unwrap();

@@ -1,0 +1,74 @@
+//! An in-memory [`TokenStore`] (feature `test-util`): the reference the token conformance
+//! suite checks itself against. Never used by a binary or an end-to-end test.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use agentroom_domain::ids::{RoomId, Timestamp};
+use async_trait::async_trait;
+
+use crate::tokens::{SecretHash, TokenError, TokenId, TokenRecord, TokenStore};
+
+/// Tokens in memory, keyed by id.
+#[derive(Debug, Default)]
+pub struct MemoryTokens {
+    rows: Mutex<BTreeMap<TokenId, (TokenRecord, SecretHash, u64)>>,
+}
+
+impl MemoryTokens {
+    /// No tokens.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn rows(&self) -> MutexGuard<'_, BTreeMap<TokenId, (TokenRecord, SecretHash, u64)>> {
+        self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl TokenStore for MemoryTokens {
+    async fn insert_token(
+        &self,
+        record: &TokenRecord,
+        hash: &SecretHash,
+    ) -> Result<(), TokenError> {
+        let mut rows = self.rows();
+        if rows.contains_key(&record.id) {
+            return Err(TokenError::Exists(record.id.clone()));
+        }
+        let order = u64::try_from(rows.len()).unwrap_or(u64::MAX);
+        rows.insert(record.id.clone(), (record.clone(), hash.clone(), order));
+        Ok(())
+    }
+
+    async fn find_token(
+        &self,
+        id: &TokenId,
+    ) -> Result<Option<(TokenRecord, SecretHash)>, TokenError> {
+        Ok(self
+            .rows()
+            .get(id)
+            .map(|(record, hash, _)| (record.clone(), hash.clone())))
+    }
+
+    async fn revoke_token(&self, id: &TokenId, at: Timestamp) -> Result<TokenRecord, TokenError> {
+        let mut rows = self.rows();
+        let (record, _, _) = rows
+            .get_mut(id)
+            .ok_or_else(|| TokenError::Unknown(id.clone()))?;
+        record.revoked_at = record.revoked_at.or(Some(at));
+        Ok(record.clone())
+    }
+
+    async fn list_tokens(&self, room: &RoomId) -> Result<Vec<TokenRecord>, TokenError> {
+        let mut found: Vec<_> = self
+            .rows()
+            .values()
+            .filter(|(record, _, _)| &record.room == room)
+            .map(|(record, _, order)| (record.created_at, *order, record.clone()))
+            .collect();
+        found.sort_by_key(|(created, order, _)| (*created, *order));
+        Ok(found.into_iter().map(|(_, _, record)| record).collect())
+    }
+}
