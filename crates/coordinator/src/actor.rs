@@ -16,6 +16,7 @@ use agentroom_workflows::crash::{self, crash_point};
 use agentroom_workflows::{Leased, Provider, Runner, settled_by};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::control::SettleAborted;
 use crate::ids::{IdSeed, kind_of};
 use crate::owner::Owner;
 use crate::sink::Authorized;
@@ -226,7 +227,10 @@ where
     let runner = Runner::new(
         Arc::clone(&shared.store),
         provider,
-        Arc::new(Owner::new(Arc::clone(shared))),
+        Arc::new(SettleAborted::new(
+            Arc::new(Owner::new(Arc::clone(shared))),
+            Arc::clone(&shared.reconciler),
+        )),
         shared.config.runner.clone(),
     );
     let shared = Arc::clone(shared);

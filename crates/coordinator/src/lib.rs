@@ -15,6 +15,7 @@
 //! applies a result (T2).
 
 mod actor;
+mod control;
 mod error;
 mod ids;
 mod notify;
