@@ -20,6 +20,7 @@ mod error;
 mod ids;
 mod notify;
 mod owner;
+mod plans;
 mod sink;
 
 use std::collections::HashMap;

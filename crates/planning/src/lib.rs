@@ -8,6 +8,7 @@
 //! a rule refuses is answered with the normal response type, `success: false`, `code` and
 //! `message`. Either way nothing is stored or changed.
 
+pub mod coordinator;
 pub mod limits;
 pub mod model;
 pub mod repo;
@@ -21,7 +22,8 @@ pub mod conformance;
 
 /// The ids and time this crate's API names (`Session::new(service, room)`, `Ambient::now`),
 /// so a transport can call it without depending on the domain crate itself.
-pub use agentroom_domain::ids::{RoomId, Timestamp};
+pub use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
+pub use coordinator::{AgentTaskUpdate, CoordinatorPlan, CoordinatorPlans};
 pub use model::{
     Columns, DEFAULT_COLUMNS, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode,
     TaskChange, TaskDetail, TaskRow, TaskRowRef, TaskRows,

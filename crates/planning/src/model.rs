@@ -319,6 +319,8 @@ pub enum RefusalCode {
     InvalidTitle,
     /// The plan is a coordinator objective's board, admitted whole by the engine (O7).
     CoordinatorPlan,
+    /// A rule of the engine refused it; the message starts with the rule's id (`T2: …`).
+    RuleRefused,
 }
 
 impl RefusalCode {
@@ -334,6 +336,7 @@ impl RefusalCode {
             RefusalCode::InvalidColumns => "invalid_columns",
             RefusalCode::InvalidTitle => "invalid_title",
             RefusalCode::CoordinatorPlan => "coordinator_plan",
+            RefusalCode::RuleRefused => "rule_refused",
         }
     }
 }

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agentroom_domain::ids::{RoomId, Timestamp};
+use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
 
+use crate::coordinator::{AgentTaskUpdate, CoordinatorPlan, CoordinatorPlans};
 use crate::model::{
     Columns, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode, TaskChange, TaskRows,
 };
@@ -89,11 +90,19 @@ impl Ambient for CountingAmbient {
 /// in every process: the service keeps the ones it has seen, up to this many.
 const PLAN_CACHE_CAPACITY: usize = 4096;
 
-/// The planning service over one repository.
+/// The planning service over one repository, and the coordinator's plans when it serves
+/// them.
 pub struct PlanningService {
     repo: Arc<dyn PlanningRepository>,
     ambient: Arc<dyn Ambient>,
     plans: Mutex<HashMap<(RoomId, String), Arc<PlanRecord>>>,
+    coordinator: Option<Arc<dyn CoordinatorPlans>>,
+}
+
+/// A plan a request names: a standalone one from the repository or an objective's.
+enum Found {
+    Standalone(Arc<PlanRecord>),
+    Coordinator(CoordinatorPlan),
 }
 
 impl std::fmt::Debug for PlanningService {
@@ -109,7 +118,16 @@ impl PlanningService {
             repo,
             ambient,
             plans: Mutex::new(HashMap::new()),
+            coordinator: None,
         }
+    }
+
+    /// Serves the coordinator's plans too: each objective's current plan version is a plan
+    /// whose `plan_id` is the objective id, on boards, in plan and task lists; `task/add` on
+    /// it is refused and `task/update` goes to `plans` to decide.
+    pub fn with_coordinator_plans(mut self, plans: Arc<dyn CoordinatorPlans>) -> Self {
+        self.coordinator = Some(plans);
+        self
     }
 
     /// The six message types this service answers.
@@ -127,12 +145,25 @@ impl PlanningService {
         &self.repo
     }
 
-    /// Answers one request in `room`. A rule's refusal is a reply; only a storage failure is
-    /// an error.
-    #[tracing::instrument(level = "debug", skip_all, fields(room = %room, kind = ?request.kind()))]
+    /// Answers one request in `room` for a caller the session has not identified: a
+    /// `task/update` on a coordinator plan is refused (T3: the coordinator must know which
+    /// agent asks). A rule's refusal is a reply; only a storage failure is an error.
     pub async fn handle(
         &self,
         room: &RoomId,
+        request: PlanningRequest,
+    ) -> Result<PlanningReply, RepoError> {
+        self.handle_as(room, None, request).await
+    }
+
+    /// Answers one request in `room` from `caller`, the principal the session authenticated
+    /// (never one named in the message). A rule's refusal is a reply; only a storage failure
+    /// is an error.
+    #[tracing::instrument(level = "debug", skip_all, fields(room = %room, kind = ?request.kind()))]
+    pub async fn handle_as(
+        &self,
+        room: &RoomId,
+        caller: Option<&PrincipalId>,
         request: PlanningRequest,
     ) -> Result<PlanningReply, RepoError> {
         let kind = request.kind();
@@ -143,7 +174,7 @@ impl PlanningService {
             PlanningRequest::TaskAdd(add) => self.add_task(room, add).await?,
             PlanningRequest::TaskUpdate(update) => {
                 task_id.clone_from(&update.task_id);
-                self.update_task(room, update).await?
+                self.update_task(room, caller, update).await?
             }
             PlanningRequest::TaskList(list) => self.list_tasks(room, list).await?,
             PlanningRequest::PlanBoard(board) => self.board(room, board).await?,
@@ -155,10 +186,10 @@ impl PlanningService {
         }))
     }
 
-    async fn plan(&self, room: &RoomId, plan_id: &str) -> Result<Arc<PlanRecord>, Outcome> {
+    async fn plan(&self, room: &RoomId, plan_id: &str) -> Result<Found, Outcome> {
         let key = (room.clone(), plan_id.to_owned());
         if let Some(plan) = self.lock_plans().get(&key) {
-            return Ok(Arc::clone(plan));
+            return Ok(Found::Standalone(Arc::clone(plan)));
         }
         match self.repo.plan(room, plan_id).await {
             Ok(Some(plan)) => {
@@ -168,25 +199,50 @@ impl PlanningService {
                     cache.clear();
                 }
                 cache.insert(key, Arc::clone(&plan));
-                Ok(plan)
+                Ok(Found::Standalone(plan))
             }
-            Ok(None) => Err(Outcome::Refused(unknown_plan(plan_id))),
+            Ok(None) => match &self.coordinator {
+                // An objective's plan moves with its objective: never cached.
+                Some(coordinator) => match coordinator.plan(room, plan_id).await {
+                    Ok(Some(plan)) => Ok(Found::Coordinator(plan)),
+                    Ok(None) => Err(Outcome::Refused(unknown_plan(plan_id))),
+                    Err(error) => Err(Outcome::Failed(error)),
+                },
+                None => Err(Outcome::Refused(unknown_plan(plan_id))),
+            },
             Err(error) => Err(Outcome::Failed(error)),
         }
     }
 
-    /// The one plan named, or every plan of the Room in creation order.
-    async fn plans_for(
-        &self,
-        room: &RoomId,
-        plan_id: Option<&str>,
-    ) -> Result<Vec<Arc<PlanRecord>>, Outcome> {
+    /// The one plan named, or every plan of the Room: standalone plans in creation order,
+    /// then the objectives' plans.
+    async fn plans_for(&self, room: &RoomId, plan_id: Option<&str>) -> Result<Vec<Found>, Outcome> {
         match plan_id {
             Some(plan_id) => Ok(vec![self.plan(room, plan_id).await?]),
-            None => match self.repo.plans(room).await {
-                Ok(plans) => Ok(plans.into_iter().map(Arc::new).collect()),
-                Err(error) => Err(Outcome::Failed(error)),
-            },
+            None => {
+                let mut found: Vec<Found> = match self.repo.plans(room).await {
+                    Ok(plans) => plans
+                        .into_iter()
+                        .map(|p| Found::Standalone(Arc::new(p)))
+                        .collect(),
+                    Err(error) => return Err(Outcome::Failed(error)),
+                };
+                found.extend(
+                    self.coordinator_plans(room)
+                        .await
+                        .map_err(Outcome::Failed)?
+                        .into_iter()
+                        .map(Found::Coordinator),
+                );
+                Ok(found)
+            }
+        }
+    }
+
+    async fn coordinator_plans(&self, room: &RoomId) -> Result<Vec<CoordinatorPlan>, RepoError> {
+        match &self.coordinator {
+            Some(coordinator) => coordinator.plans(room).await,
+            None => Ok(Vec::new()),
         }
     }
 
@@ -218,6 +274,7 @@ impl PlanningService {
 
     async fn list_plans(&self, room: &RoomId) -> Answer {
         let plans = self.repo.plans(room).await?;
+        let objectives = self.coordinator_plans(room).await?;
         Ok(Ok(PlanningReply::Plans(
             plans
                 .into_iter()
@@ -226,24 +283,23 @@ impl PlanningService {
                     name: p.name,
                     columns: p.columns.names().to_vec(),
                 })
+                .chain(objectives.into_iter().map(|p| PlanItem {
+                    plan_id: p.plan_id,
+                    name: p.name,
+                    columns: p.columns.names().to_vec(),
+                }))
                 .collect(),
         )))
     }
 
     async fn add_task(&self, room: &RoomId, add: TaskAdd) -> Answer {
         let plan = match self.plan(room, &add.plan_id).await {
-            Ok(plan) => plan,
+            Ok(Found::Standalone(plan)) => plan,
+            Ok(Found::Coordinator(plan)) => return Ok(Err(admitted_whole(&plan.plan_id))),
             Err(outcome) => return outcome.into_answer(),
         };
         if let PlanKind::Coordinator(objective) = plan.kind {
-            return Ok(Err(Refusal::new(
-                RefusalCode::CoordinatorPlan,
-                format!(
-                    "plan {} is the board of objective {objective}; its tasks are admitted \
-                     whole with the plan (O7)",
-                    plan.plan_id
-                ),
-            )));
+            return Ok(Err(admitted_whole(&objective.to_string())));
         }
         if add.title.trim().is_empty() {
             return Ok(Err(Refusal::new(
@@ -275,7 +331,12 @@ impl PlanningService {
         }))
     }
 
-    async fn update_task(&self, room: &RoomId, update: TaskUpdate) -> Answer {
+    async fn update_task(
+        &self,
+        room: &RoomId,
+        caller: Option<&PrincipalId>,
+        update: TaskUpdate,
+    ) -> Answer {
         let plan = match self.plan(room, &update.plan_id).await {
             Ok(plan) => plan,
             Err(outcome) => return outcome.into_answer(),
@@ -286,6 +347,14 @@ impl PlanningService {
                 "task/update needs a status, an assignee or deps to change",
             )));
         }
+        let plan = match plan {
+            Found::Standalone(plan) => plan,
+            Found::Coordinator(plan) => {
+                return self
+                    .update_coordinator_task(room, caller, &plan, update)
+                    .await;
+            }
+        };
         if let PlanKind::Coordinator(objective) = plan.kind {
             return Ok(Err(Refusal::new(
                 RefusalCode::CoordinatorPlan,
@@ -317,13 +386,89 @@ impl PlanningService {
         }))
     }
 
+    /// An agent's status update of a task of an objective's plan: only the status, only a
+    /// column, only from an identified agent; the coordinator decides the rest.
+    async fn update_coordinator_task(
+        &self,
+        room: &RoomId,
+        caller: Option<&PrincipalId>,
+        plan: &CoordinatorPlan,
+        update: TaskUpdate,
+    ) -> Answer {
+        if update.assignee.is_some() || update.deps.is_some() {
+            return Ok(Err(Refusal::new(
+                RefusalCode::CoordinatorPlan,
+                format!(
+                    "plan {} is the board of objective {}; the engine assigns its tasks and \
+                     orders them (O7): an agent may only update the status of its own task",
+                    plan.plan_id, plan.plan_id
+                ),
+            )));
+        }
+        let Some(status) = update.status else {
+            return Ok(Err(Refusal::new(
+                RefusalCode::NothingToUpdate,
+                "task/update needs a status to change",
+            )));
+        };
+        if let Err(refusal) = plan.columns.resolve(&status) {
+            return Ok(Err(refusal));
+        }
+        let Some(by) = caller else {
+            return Ok(Err(Refusal::new(
+                RefusalCode::RuleRefused,
+                "T3: this session acts for no identified agent; only an agent may update its \
+                 own task of an objective's plan",
+            )));
+        };
+        let decided = match &self.coordinator {
+            Some(coordinator) => {
+                coordinator
+                    .update_task(
+                        room,
+                        AgentTaskUpdate {
+                            request: self.ambient.fresh_id(),
+                            by: by.clone(),
+                            plan_id: plan.plan_id.clone(),
+                            task_id: update.task_id.clone(),
+                            status,
+                        },
+                    )
+                    .await?
+            }
+            None => return Ok(Err(unknown_plan(&plan.plan_id))),
+        };
+        Ok(decided.map(|()| PlanningReply::TaskUpdated {
+            task_id: update.task_id,
+        }))
+    }
+
     async fn list_tasks(&self, room: &RoomId, list: TaskList) -> Answer {
         let plans = match self.plans_for(room, list.plan_id.as_deref()).await {
             Ok(plans) => plans,
             Err(outcome) => return outcome.into_answer(),
         };
         let mut listing = Vec::with_capacity(plans.len());
-        for plan in &plans {
+        for found in plans {
+            let plan = match found {
+                Found::Standalone(plan) => plan,
+                Found::Coordinator(plan) => {
+                    let rows = match &list.status {
+                        None => plan.rows,
+                        Some(status) => match plan.columns.position(status) {
+                            Some(column) => only_column(&plan.rows, column),
+                            None if list.plan_id.is_none() => continue,
+                            None => return Ok(Err(plan.columns.not_a_column(status))),
+                        },
+                    };
+                    listing.push(ListedPlan {
+                        plan_id: plan.plan_id,
+                        columns: plan.columns.names().to_vec(),
+                        rows,
+                    });
+                    continue;
+                }
+            };
             let column = match &list.status {
                 None => None,
                 Some(status) => match plan.columns.position(status) {
@@ -339,7 +484,7 @@ impl PlanningService {
                 .max_column()
                 .is_some_and(|c| c >= plan.columns.names().len())
             {
-                return Err(corrupt_column(plan));
+                return Err(corrupt_column(&plan));
             }
             listing.push(ListedPlan {
                 plan_id: plan.plan_id.clone(),
@@ -356,9 +501,28 @@ impl PlanningService {
             Err(outcome) => return outcome.into_answer(),
         };
         let mut boards = Vec::with_capacity(plans.len());
-        for plan in plans {
-            let rows = self.repo.tasks(room, plan.key, None).await?;
-            boards.push(shape_board(&plan, rows)?);
+        for found in plans {
+            match found {
+                Found::Standalone(plan) => {
+                    let rows = self.repo.tasks(room, plan.key, None).await?;
+                    boards.push(shape_board(&plan, rows)?);
+                }
+                Found::Coordinator(plan) => {
+                    let board = Board::new(
+                        plan.plan_id.clone(),
+                        plan.name,
+                        plan.columns.names().to_vec(),
+                        plan.rows,
+                    )
+                    .ok_or_else(|| {
+                        RepoError::Corrupt(format!(
+                            "a task of objective plan {} is in a column the plan does not have",
+                            plan.plan_id
+                        ))
+                    })?;
+                    boards.push(board);
+                }
+            }
         }
         Ok(Ok(PlanningReply::Boards(boards)))
     }
@@ -378,6 +542,26 @@ impl Outcome {
             Outcome::Failed(error) => Err(error),
         }
     }
+}
+
+/// The refusal of `task/add` on an objective's plan: plans are admitted whole (O7).
+fn admitted_whole(plan_id: &str) -> Refusal {
+    Refusal::new(
+        RefusalCode::CoordinatorPlan,
+        format!(
+            "plan {plan_id} is the board of objective {plan_id}; its tasks are admitted whole \
+             with the plan (O7)"
+        ),
+    )
+}
+
+/// The rows of one column, in order.
+fn only_column(rows: &TaskRows, column: usize) -> TaskRows {
+    let mut only = TaskRows::default();
+    for row in rows.iter().filter(|r| r.column == column) {
+        only.push(row.task_id, row.title, row.column, row.assignee);
+    }
+    only
 }
 
 fn unknown_plan(plan_id: &str) -> Refusal {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agentroom_domain::ids::{RoomId, Timestamp};
+use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
 
 use crate::service::PlanningService;
 use crate::wire::{
@@ -22,11 +22,13 @@ pub enum Step {
     Close,
 }
 
-/// A session: its Room, its id and when it started.
+/// A session: its Room, who it acts for (when the transport authenticated someone), its id
+/// and when it started.
 #[derive(Debug, Clone)]
 pub struct Session {
     service: Arc<PlanningService>,
     room: RoomId,
+    principal: Option<PrincipalId>,
     id: String,
     started: Timestamp,
 }
@@ -39,9 +41,23 @@ impl Session {
         Self {
             service,
             room,
+            principal: None,
             id,
             started,
         }
+    }
+
+    /// The same session acting for `principal`, whom the transport authenticated (a bearer
+    /// token, never a field of a message): an agent's status updates of its own tasks on an
+    /// objective's plan go to the coordinator as that principal's.
+    pub fn acting_as(mut self, principal: PrincipalId) -> Self {
+        self.principal = Some(principal);
+        self
+    }
+
+    /// Who the session acts for, if the transport said.
+    pub fn principal(&self) -> Option<&PrincipalId> {
+        self.principal.as_ref()
     }
 
     /// The session's id.
@@ -100,7 +116,11 @@ impl Session {
             }
             // Answered in `step` without a reply.
             Body::Shutdown | Body::Reply => Reply::Error(ProtocolError::runtime(req_id)),
-            Body::Planning(request) => match self.service.handle(&self.room, request).await {
+            Body::Planning(request) => match self
+                .service
+                .handle_as(&self.room, self.principal.as_ref(), request)
+                .await
+            {
                 Ok(reply) => Reply::Planning(reply),
                 Err(error) => {
                     tracing::error!(%error, req_id, "planning request failed");

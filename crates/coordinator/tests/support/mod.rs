@@ -10,6 +10,8 @@
     reason = "test support: a failed unwrap here is a failed test"
 )]
 
+pub mod slow;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,0 +1,178 @@
+//! Coordinator plans as planning plans: the [`CoordinatorPlans`] seam of `crates/planning`,
+//! implemented over the Room as stored and the Room's actor. Each objective's current plan
+//! version is a board whose `plan_id` is the objective id, whose columns are the engine's
+//! (`backlog, todo, in_progress, done`), and whose tasks are the version's tasks by identity,
+//! in the column their engine state shows in. An agent's status update becomes
+//! `OperatorInput::UpdateTask`, which the domain decides (its own task, T3; done only with the
+//! persisted contribution that completed it, T2; only the engine moves work, O7); a rejection
+//! comes back as a refusal naming its rule.
+
+use agentroom_planning::{
+    AgentTaskUpdate, Columns, CoordinatorPlan, CoordinatorPlans, Refusal, RefusalCode, RepoError,
+    TaskRows,
+};
+use agentroom_ports::domain::catalog::CapabilityCatalog;
+use agentroom_ports::domain::engine::{InputError, Verdict};
+use agentroom_ports::domain::ids::{ObjectiveId, RoomId};
+use agentroom_ports::domain::objective::Objective;
+use agentroom_ports::domain::plan::{Column, DEFAULT_COLUMNS, TaskState};
+use agentroom_ports::domain::state::RoomState;
+use agentroom_ports::{Clock, Reconciler};
+use agentroom_workflows::Provider;
+use async_trait::async_trait;
+
+use crate::{Coordinator, CoordinatorError, InputId, OperatorInput, Outcome, Store};
+
+fn columns() -> Columns {
+    Columns::from_stored(DEFAULT_COLUMNS.iter().map(|c| (*c).to_owned()).collect())
+}
+
+/// The board of `objective`'s current plan version, if it has one.
+fn board(objective: &Objective) -> Option<CoordinatorPlan> {
+    let plan = objective.current_plan()?;
+    let columns = columns();
+    let mut rows = TaskRows::with_capacity(plan.tasks().len(), 0);
+    for task in plan.tasks() {
+        let column = columns
+            .position(plan.column_of(task).as_str())
+            .unwrap_or_default();
+        rows.push(
+            &task.identity().to_string(),
+            &task.spec().title,
+            column,
+            task.assignee().as_str(),
+        );
+    }
+    Some(CoordinatorPlan {
+        plan_id: objective.id().to_string(),
+        name: objective.title().to_owned(),
+        columns,
+        rows,
+    })
+}
+
+fn find<'a>(state: &'a RoomState, plan_id: &str) -> Option<&'a Objective> {
+    let id: ObjectiveId = plan_id.parse().ok()?;
+    state.objectives().iter().find(|o| o.id() == id)
+}
+
+fn storage(err: impl std::fmt::Display) -> RepoError {
+    RepoError::Database(err.to_string())
+}
+
+impl<S, P, R, K, C> Coordinator<S, P, R, K, C>
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    async fn stored_state(&self, room: &RoomId) -> Result<Option<RoomState>, RepoError> {
+        Ok(self
+            .shared
+            .store
+            .load(room)
+            .await
+            .map_err(storage)?
+            .map(|stored| stored.state))
+    }
+}
+
+#[async_trait]
+impl<S, P, R, K, C> CoordinatorPlans for Coordinator<S, P, R, K, C>
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    async fn plans(&self, room: &RoomId) -> Result<Vec<CoordinatorPlan>, RepoError> {
+        let Some(state) = self.stored_state(room).await? else {
+            return Ok(Vec::new());
+        };
+        Ok(state.objectives().iter().filter_map(board).collect())
+    }
+
+    async fn plan(
+        &self,
+        room: &RoomId,
+        plan_id: &str,
+    ) -> Result<Option<CoordinatorPlan>, RepoError> {
+        let Some(state) = self.stored_state(room).await? else {
+            return Ok(None);
+        };
+        Ok(find(&state, plan_id).and_then(board))
+    }
+
+    #[tracing::instrument(skip_all, fields(room = %room, plan = %update.plan_id, task = %update.task_id))]
+    async fn update_task(
+        &self,
+        room: &RoomId,
+        update: AgentTaskUpdate,
+    ) -> Result<Result<(), Refusal>, RepoError> {
+        let Some(state) = self.stored_state(room).await? else {
+            return Ok(Err(no_plan(&update.plan_id)));
+        };
+        let Some(objective) = find(&state, &update.plan_id) else {
+            return Ok(Err(no_plan(&update.plan_id)));
+        };
+        let Some(task) = objective.current_plan().and_then(|plan| {
+            plan.tasks()
+                .iter()
+                .find(|t| t.identity().to_string() == update.task_id)
+        }) else {
+            return Ok(Err(Refusal::new(
+                RefusalCode::UnknownTask,
+                format!(
+                    "no task `{}` in the current plan of objective {}",
+                    update.task_id, update.plan_id
+                ),
+            )));
+        };
+        let Some(status) = Column::from_name(&update.status) else {
+            return Ok(Err(columns().not_a_column(&update.status)));
+        };
+        // T2: done is proven only by the persisted contribution that completed the task; the
+        // domain checks that it is this agent's.
+        let contribution = match task.state() {
+            TaskState::Completed { contribution } => Some(*contribution),
+            _ => None,
+        };
+        let input = OperatorInput::UpdateTask {
+            by: update.by,
+            objective: objective.id(),
+            task: task.identity().clone(),
+            status,
+            contribution,
+        };
+        let id = InputId::named(&format!("planning task/update {}", update.request));
+        match self.submit(room, id, input).await {
+            Ok(Outcome::Decided { log, .. }) => {
+                Ok(match log.iter().find(|e| e.verdict == Verdict::Rejected) {
+                    Some(entry) => Err(Refusal::new(
+                        RefusalCode::RuleRefused,
+                        match entry.rule {
+                            Some(rule) => format!("{rule}: {}", entry.message),
+                            None => entry.message.clone(),
+                        },
+                    )),
+                    None => Ok(()),
+                })
+            }
+            Ok(Outcome::AlreadyDone) => Ok(Ok(())),
+            Err(CoordinatorError::Input(InputError::UnknownObjective(_))) => {
+                Ok(Err(no_plan(&update.plan_id)))
+            }
+            Err(err) => Err(storage(err)),
+        }
+    }
+}
+
+fn no_plan(plan_id: &str) -> Refusal {
+    Refusal::new(
+        RefusalCode::UnknownPlan,
+        format!("no plan `{plan_id}` in this room"),
+    )
+}
