@@ -1413,3 +1413,38 @@ fn d4_a_failure_while_paused_waits_for_resume_before_repair() {
     let again = specialist_call(&d);
     assert_ne!(again.op, gather.op);
 }
+
+#[test]
+fn d4_an_aborted_call_confirmed_run_without_result_is_charged_and_leaves_the_task_open() {
+    let mut room = Room::new();
+    let d = room.start_objective();
+    let gather = specialist_call(&d);
+    room.control("olive", ControlAction::Pause);
+    // The call stopped when its heartbeat read the pause: no receipt, so uncertain (D2) …
+    room.apply(Input::CallUncertain { op: gather.op });
+    let spent = room.state().ledger().balances().spent.micros();
+    // … until its provider's record shows it ran and left no result: charged, and like a
+    // discarded late result the task is open again, not failed (no repair plan is asked).
+    let d = room.apply(Input::Reconciled {
+        op: gather.op,
+        outcome: Reconciliation::ExecutedWithoutResult {
+            charge: Charge::Actual(micros(40)),
+        },
+    });
+    assert!(calls(&d).is_empty(), "{:#?}", d.log);
+    assert_eq!(room.state().ledger().balances().reserved.micros(), 0);
+    assert_eq!(room.state().ledger().balances().spent.micros(), spent + 40);
+    let task = room
+        .objective()
+        .current_plan()
+        .unwrap()
+        .task(&old_gather_identity(&gather))
+        .unwrap()
+        .state()
+        .clone();
+    assert_eq!(task, TaskState::Pending);
+    assert_eq!(room.objective().status(), ObjectiveStatus::Paused);
+    let d = room.control("olive", ControlAction::Resume);
+    let again = specialist_call(&d);
+    assert_ne!(again.op, gather.op);
+}

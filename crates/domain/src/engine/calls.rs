@@ -332,9 +332,21 @@ impl Ctx<'_, '_> {
                     format!("{op} confirmed executed, result lost"),
                 );
                 self.settle(&operation, charge);
-                let mut as_failed = operation.clone();
-                as_failed.state = OperationState::InFlight;
-                self.call_ended_without_result(&as_failed);
+                // D4: a call a control change aborted that ran without a result leaves its
+                // work open, like a discarded late result; otherwise the call failed.
+                let aborted = operation
+                    .objective
+                    .and_then(|id| self.objective_index(id).ok())
+                    .is_some_and(|idx| {
+                        self.objective(idx).control_revision != operation.observed.control
+                    });
+                let mut as_ended = operation.clone();
+                as_ended.state = if aborted {
+                    OperationState::CancelRequested
+                } else {
+                    OperationState::InFlight
+                };
+                self.call_ended_without_result(&as_ended);
             }
         }
         Ok(())
