@@ -25,9 +25,12 @@ use agentroom_coordinator::{InputId, Outcome, Store};
 use agentroom_ports::domain::engine::{ControlAction, LateDecision, Verdict as LogVerdict};
 use agentroom_ports::domain::ids::{ObjectiveId, OperationId};
 use agentroom_ports::domain::ledger::LedgerEntry;
+use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::objective::ObjectiveStatus;
 use agentroom_ports::domain::plan::{Column, TaskState};
 use agentroom_ports::domain::rules::Rule;
+use agentroom_ports::domain::state::CallRole;
+use agentroom_ports::{OperationFilter, OperationStatus};
 use agentroom_store_sqlite::{Durability, SqliteRooms};
 use support::slow::{OnAbort, World};
 use support::{assert_completed_and_balanced, room_id};
@@ -167,6 +170,69 @@ async fn a_late_result_held_then_discarded<S: Store>(store: Arc<S>) {
     world.assert_settled(PLAN_CHARGE + GATHER_CHARGE).await;
 }
 
+async fn cancel_while_a_call_finishes_anyway<S: Store>(store: Arc<S>) {
+    let world = World::new(store, OnAbort::FinishAnyway).await;
+    let (objective, op) = world.start().await;
+    let canceled = world
+        .control("cancel", objective, ControlAction::Cancel)
+        .await;
+    assert!(accepted_by(&canceled, Rule::D3), "{canceled:?}");
+    world.slow.saw_abort.notified().await;
+    world.slow.gate.notify_one();
+    world.coordinator.wait_idle().await;
+    // D4: the result that landed after the cancel is charged its usage and held; the
+    // objective stays canceled and nothing else runs.
+    let rows = world.ledger().await;
+    assert_eq!(settled(&rows, op), Some(GATHER_CHARGE), "{rows:#?}");
+    let (status, ..) = world.gather().await;
+    assert_eq!(status, ObjectiveStatus::Canceled);
+    world.assert_settled(PLAN_CHARGE + GATHER_CHARGE).await;
+    // A canceled objective uses nothing: readmitting is refused and moves nothing.
+    let readmitted = world.late(op, LateDecision::Readmit).await;
+    assert!(
+        readmitted
+            .log()
+            .iter()
+            .any(|e| e.verdict == LogVerdict::Rejected && e.rule == Some(Rule::D4)),
+        "{readmitted:?}"
+    );
+    let (status, ..) = world.gather().await;
+    assert_eq!(status, ObjectiveStatus::Canceled);
+    world.assert_settled(PLAN_CHARGE + GATHER_CHARGE).await;
+}
+
+async fn an_aborted_call_nobody_can_confirm<S: Store>(store: Arc<S>) {
+    // The reconciler answers for the reasoner only: nobody knows what the specialist did.
+    let world = World::confirming(store, OnAbort::Stop, &[CallRole::Reasoner]).await;
+    let (objective, op) = world.start().await;
+    world
+        .control("cancel", objective, ControlAction::Cancel)
+        .await;
+    world.coordinator.wait_idle().await;
+    // D2: uncertain, its whole reservation held, never replayed: nothing is lost and
+    // nothing is guessed; the operator resolves it.
+    let stored = world.store.load(&room_id()).await.unwrap().unwrap();
+    let held = stored.state.ledger().balances().reserved;
+    let reservation = stored.state.operation(op).unwrap().reservation();
+    assert_eq!(held, reservation);
+    assert!(held > UsdMicros::ZERO);
+    assert_eq!(
+        stored.state.ledger().balances().spent,
+        UsdMicros::new(PLAN_CHARGE)
+    );
+    let uncertain = world
+        .store
+        .operations(OperationFilter::Status(OperationStatus::Uncertain))
+        .await
+        .unwrap();
+    assert_eq!(
+        uncertain.iter().map(|r| r.op()).collect::<Vec<_>>(),
+        vec![op]
+    );
+    let (status, ..) = world.gather().await;
+    assert_eq!(status, ObjectiveStatus::Canceled);
+}
+
 fn sqlite() -> (tempfile::TempDir, Arc<SqliteRooms>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("planning.db");
@@ -232,4 +298,24 @@ async fn d4_a_result_landing_after_pause_is_charged_held_and_discarded_on_sqlite
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d4_a_result_landing_after_pause_is_charged_held_and_discarded_on_postgres() {
     on_postgres(a_late_result_held_then_discarded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d4_a_result_landing_after_cancel_is_charged_and_never_used_on_sqlite() {
+    on_sqlite(cancel_while_a_call_finishes_anyway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d4_a_result_landing_after_cancel_is_charged_and_never_used_on_postgres() {
+    on_postgres(cancel_while_a_call_finishes_anyway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d2_an_aborted_call_nobody_can_confirm_stays_uncertain_with_its_reservation_on_sqlite() {
+    on_sqlite(an_aborted_call_nobody_can_confirm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d2_an_aborted_call_nobody_can_confirm_stays_uncertain_with_its_reservation_on_postgres() {
+    on_postgres(an_aborted_call_nobody_can_confirm).await;
 }

@@ -1,7 +1,7 @@
 //! Coordinator plans as planning plans (DESIGN.md "Standalone planning plans"), on the wire:
 //! an A2E session sends the exact lines of A2E-PROTOCOL.md / seed 000 to a planning service
-//! that consults the coordinator (SQLite: the Room store and the planning store share one
-//! file). While the demo objective's first task runs, its current plan is a plan with
+//! that consults the coordinator, on SQLite (the Room store and the planning store share one
+//! file) and on PostgreSQL (one fresh schema per test). While the demo objective's first task runs, its current plan is a plan with
 //! `plan_id` = the objective id on `planning/plan/board`, in `planning/plan/list` and
 //! `planning/task/list`; `task/add` on it is refused (O7); an agent's status update of its own
 //! task is decided by the domain and a refusal names its rule (T2, T3, O7); a session that
@@ -17,9 +17,17 @@
 
 mod support;
 
+#[path = "../../store-postgres/tests/common/mod.rs"]
+mod pg;
+
+use std::future::Future;
 use std::sync::Arc;
 
-use agentroom_planning::{CountingAmbient, PlanningService, PrincipalId, Session, Step, Timestamp};
+use agentroom_coordinator::Store;
+use agentroom_planning::{
+    CountingAmbient, PlanningRepository, PlanningService, PrincipalId, Session, Step, Timestamp,
+};
+use agentroom_store_postgres::{PgPlanning, PgRooms};
 use agentroom_store_sqlite::{Durability, SqlitePlanning, SqliteRooms};
 use serde_json::{Value, json};
 use support::room_id;
@@ -83,40 +91,52 @@ fn tasks(board: &Value) -> Vec<(String, String, String, String)> {
     out
 }
 
-struct Planning {
-    _dir: tempfile::TempDir,
-    world: World<SqliteRooms>,
-    service: Arc<PlanningService>,
-}
-
-async fn planning() -> Planning {
+async fn on_sqlite<F, Fut>(test: F)
+where
+    F: FnOnce(World<SqliteRooms>, Arc<PlanningService>) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("planning.db");
     agentroom_store_sqlite::migrate::up(&path).unwrap();
     let rooms = Arc::new(SqliteRooms::open(&path, Durability::ProcessCrash).unwrap());
-    let world = World::new(rooms, OnAbort::Stop).await;
     let repo = Arc::new(SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap());
-    let service = Arc::new(
+    let world = World::new(rooms, OnAbort::Stop).await;
+    let service = service(repo, &world);
+    test(world, service).await;
+}
+
+async fn on_postgres<F, Fut>(test: F)
+where
+    F: FnOnce(World<PgRooms>, Arc<PlanningService>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let (schema, pool) = pg::fresh_schema().await;
+    let rooms = Arc::new(pg::migrate_rooms(&schema, pool.clone()).await);
+    let repo = Arc::new(PgPlanning::from_pool(pool).await.unwrap());
+    let world = World::new(rooms, OnAbort::Stop).await;
+    let service = service(repo, &world);
+    test(world, service).await;
+    pg::drop_schema(&schema).await;
+}
+
+/// The planning service over `repo`, showing the coordinator's plans.
+fn service<S: Store>(repo: Arc<dyn PlanningRepository>, world: &World<S>) -> Arc<PlanningService> {
+    Arc::new(
         PlanningService::new(
             repo,
             Arc::new(CountingAmbient::new("r", Timestamp::from_millis(0))),
         )
         .with_coordinator_plans(Arc::new(world.coordinator.clone())),
-    );
-    Planning {
-        _dir: dir,
-        world,
-        service,
-    }
+    )
 }
 
 fn as_agent(service: &Arc<PlanningService>, principal: &str) -> Session {
     Session::new(Arc::clone(service), room_id()).acting_as(PrincipalId::parse(principal).unwrap())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_objectives_current_plan_is_a_planning_plan_on_the_board_and_in_lists() {
-    let Planning { world, service, .. } = &planning().await;
+async fn on_the_board_and_in_lists<S: Store>(world: World<S>, service: Arc<PlanningService>) {
+    let service = &service;
     let (objective, _) = world.start().await;
     let plan_id = objective.to_string();
     let sam = as_agent(service, "sam");
@@ -191,9 +211,8 @@ async fn an_objectives_current_plan_is_a_planning_plan_on_the_board_and_in_lists
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn o7_task_add_on_a_coordinator_plan_is_refused_and_changes_nothing() {
-    let Planning { world, service, .. } = &planning().await;
+async fn task_add_refused<S: Store>(world: World<S>, service: Arc<PlanningService>) {
+    let service = &service;
     let (objective, _) = world.start().await;
     let plan_id = objective.to_string();
     let sam = as_agent(service, "sam");
@@ -254,9 +273,8 @@ async fn o7_task_add_on_a_coordinator_plan_is_refused_and_changes_nothing() {
     assert_eq!(ids, vec![standalone, plan_id.as_str()]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn t2_t3_o7_an_agent_updates_only_the_status_of_its_own_task_by_the_rules() {
-    let Planning { world, service, .. } = &planning().await;
+async fn own_status_updates<S: Store>(world: World<S>, service: Arc<PlanningService>) {
+    let service = &service;
     let (objective, _) = world.start().await;
     let plan_id = objective.to_string();
     let sam = as_agent(service, "sam");
@@ -345,4 +363,34 @@ async fn t2_t3_o7_an_agent_updates_only_the_status_of_its_own_task_by_the_rules(
     let sue = as_agent(service, "sue");
     let foreign = send(&sue, &update("c13", &gather, "done", "")).await;
     refused(&foreign, "rule_refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_objectives_current_plan_is_a_planning_plan_on_the_board_and_in_lists_on_sqlite() {
+    on_sqlite(on_the_board_and_in_lists).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_objectives_current_plan_is_a_planning_plan_on_the_board_and_in_lists_on_postgres() {
+    on_postgres(on_the_board_and_in_lists).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o7_task_add_on_a_coordinator_plan_is_refused_and_changes_nothing_on_sqlite() {
+    on_sqlite(task_add_refused).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o7_task_add_on_a_coordinator_plan_is_refused_and_changes_nothing_on_postgres() {
+    on_postgres(task_add_refused).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t2_t3_o7_an_agent_updates_only_the_status_of_its_own_task_by_the_rules_on_sqlite() {
+    on_sqlite(own_status_updates).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t2_t3_o7_an_agent_updates_only_the_status_of_its_own_task_by_the_rules_on_postgres() {
+    on_postgres(own_status_updates).await;
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentroom_agents::Agents;
-use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
+use agentroom_agents::scripted::{Journal, JournalReconciler, SCRIPTED_ROLES, Scenario, Scripted};
 use agentroom_coordinator::{
     CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Outcome, Ports, Store,
 };
@@ -99,12 +99,18 @@ pub struct World<S: Store> {
 
 impl<S: Store> World<S> {
     pub async fn new(store: Arc<S>, on_abort: OnAbort) -> Self {
+        Self::confirming(store, on_abort, &SCRIPTED_ROLES).await
+    }
+
+    /// A world whose reconciler answers only for calls of `roles` (the journal's reconciler
+    /// restricted to them; for other calls nobody knows).
+    pub async fn confirming(store: Arc<S>, on_abort: OnAbort, roles: &[CallRole]) -> Self {
         let scenario = scenario("demo.toml");
         let (state, catalog) = room_of(&scenario);
         let journal_dir = tempfile::tempdir().unwrap();
         let journal = Arc::new(Journal::open(journal_dir.path().join("journal.jsonl")).unwrap());
         let scripted = Arc::new(Scripted::new(scenario.clone()).with_journal(journal));
-        let reconciler = scripted.reconciler().unwrap();
+        let reconciler = JournalReconciler::new(journal_dir.path().join("journal.jsonl"), roles);
         let slow = Arc::new(SlowSpecialist {
             inner: scripted.agents(),
             on_abort,
