@@ -93,6 +93,10 @@ enum Command {
         /// Time between two passes over the store, in milliseconds.
         #[arg(long, default_value_t = 200, hide = true)]
         poll_ms: u64,
+        /// Recovery runs again every this many passes (classifying the calls of processes
+        /// that died once their leases expire).
+        #[arg(long, default_value_t = 10, hide = true)]
+        recover_every: u32,
     },
     /// Create a Room on the store.
     Room {
@@ -179,6 +183,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             openai,
             lease_ms,
             poll_ms,
+            recover_every,
         } => {
             // A bad policy file stops the host before it listens, naming file, line, field.
             let loaded = policies::load(&policies)?;
@@ -196,6 +201,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 agents,
                 lease: std::time::Duration::from_millis(lease_ms.max(1)),
                 poll: std::time::Duration::from_millis(poll_ms.max(1)),
+                recover_every,
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -48,6 +48,8 @@ pub(crate) struct CoordinatorArgs {
     pub(crate) lease: Duration,
     /// Time between two passes over the store.
     pub(crate) poll: Duration,
+    /// Recovery runs again every this many passes.
+    pub(crate) recover_every: u32,
 }
 
 pub(crate) async fn run(
@@ -142,7 +144,7 @@ where
         let accepted = coordinator.accept_pending(room).await?;
         tracing::info!(%room, accepted, "pending events accepted");
     }
-    let config = BackgroundConfig::new(args.poll, 10);
+    let config = BackgroundConfig::new(args.poll, args.recover_every);
     Ok(Some(tokio::spawn(async move {
         let mut stop = stop;
         coordinator

@@ -9,10 +9,13 @@
 //!   uncertain; a third reconciles it from the journal and finishes (D2, D6, B3).
 //! - The same with two report versions reviewed by distinct reviewers (R1, R3, O3), every
 //!   process a coordinator rebuilt from the store only.
+//! - A `serve` is killed with SIGKILL while a specialist call it reserved has no receipt (its
+//!   reply was lost: uncertain, reservation held); the next process reconciles it from the
+//!   specialist's journal, never runs it again, and finishes.
 //! - Two `serve` processes on one database run two objectives: no task dispatched twice,
 //!   counted from the operation rows and from the journal both append to (D1, B7).
 //! - Every bad input of `room create`, `event post` and `serve --room`: exit code, message,
-//!   nothing written.
+//!   nothing written; and the same loop on the embedded SQLite file (`--root`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -147,6 +150,11 @@ impl Site {
 
     /// Starts `agentroom serve` playing `scenario`, crashing at `crash_at` if given.
     fn serve(&self, scenario: &str, crash_at: Option<&str>) -> Serve {
+        self.serve_with(scenario, crash_at, &[])
+    }
+
+    /// [`Site::serve`] with more arguments.
+    fn serve_with(&self, scenario: &str, crash_at: Option<&str>, extra: &[&str]) -> Serve {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agentroom"));
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
@@ -158,6 +166,7 @@ impl Site {
             .arg("--journal")
             .arg(self.journal())
             .args(["--lease-ms", LEASE_MS, "--poll-ms", "50"])
+            .args(extra)
             .env_remove("AGENTROOM_CRASH_AT")
             .env_remove("AGENTROOM_DATABASE_URL")
             .env_remove("AGENTROOM_LOG")
@@ -238,6 +247,13 @@ impl Serve {
             Some(SIGABRT),
             "serve did not die at its crash point: {status:?}"
         );
+    }
+
+    /// SIGKILL, and the process died of it.
+    fn kill(mut self) {
+        self.0.kill().unwrap();
+        let status = wait(&mut self.0);
+        assert_eq!(status.signal(), Some(support::SIGKILL), "{status:?}");
     }
 
     /// SIGTERM: a graceful stop, exit 0.
@@ -472,6 +488,68 @@ async fn d2_serve_killed_after_a_reservation_recovers_the_uncertain_call_from_th
     assert!(
         record.receipt.is_none(),
         "its result came from the reconciler"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d2_serve_killed_with_sigkill_while_a_task_call_is_uncertain_never_reruns_it_and_completes()
+{
+    let site = Site::new();
+    site.create_room(&["sam=specialist", "sue=specialist", "rita=reviewer"]);
+    // Recovery only on start, so the uncertain call stays as it is while this process lives.
+    let mut first = site.serve_with(
+        "scenarios/lost-reply.toml",
+        None,
+        &["--recover-every", "1000000"],
+    );
+    assert!(first.listening().is_some());
+    site.post("Summarize how durable agent runtimes recover from crashes, with sources.");
+
+    // sam ran `gather` and journaled it, but the reply was lost: uncertain, reservation held.
+    let store = site.store().await;
+    let deadline = Instant::now() + PATIENCE;
+    let (op, reservation) = loop {
+        let uncertain: Vec<_> = all_operations(&store)
+            .await
+            .into_values()
+            .filter(|r| r.status == OperationStatus::Uncertain)
+            .collect();
+        if let [record] = uncertain.as_slice() {
+            break (record.op(), record.request.reservation);
+        }
+        assert!(Instant::now() < deadline, "no call became uncertain");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.request.role, CallRole::Specialist);
+    assert!(task_of(&record.request.brief).unwrap().ends_with("/gather"));
+    first.kill();
+
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::Uncertain);
+    assert!(record.receipt.is_none());
+    let balances = site.room().await.state.ledger().balances();
+    assert_eq!(
+        balances.uncertain, reservation,
+        "B3: the uncertain call keeps its whole reservation"
+    );
+    let journaled: Vec<Value> = site
+        .executions()
+        .into_iter()
+        .filter(|e| e["op"] == op.to_string())
+        .collect();
+    assert_eq!(journaled.len(), 1, "sam ran it once");
+
+    let mut last = site.serve("scenarios/lost-reply.toml", None);
+    assert!(last.listening().is_some());
+    site.wait_completed(1).await;
+    last.stop();
+    let closing = no_task_twice_and_the_ledger_adds_up(&site, 2_100 + 3_400 + 2_800 + 1_200).await;
+    // D2: confirmed from sam's journal and charged what it recorded, never run again.
+    assert!(
+        matches!(closing[&op], LedgerEntry::Settled { charged, .. } if charged == UsdMicros::new(3_400)),
+        "{:?}",
+        closing[&op]
     );
 }
 
@@ -720,4 +798,101 @@ async fn event_post_and_serve_refuse_unknown_rooms_and_strangers_and_write_nothi
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].id.to_string(), id);
     assert_eq!(pending[0].author.as_str(), "olive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_on_the_embedded_database_accepts_a_posted_event_and_completes_it() {
+    use agentroom_store_sqlite::{Durability, SqliteRooms};
+
+    // The PostgreSQL site only lends its policy folder; everything else is under --root.
+    let site = Site::new();
+    let root = tempfile::tempdir().unwrap();
+    let root_arg = root.path().to_str().unwrap().to_owned();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(args)
+            .args(["--root", &root_arg])
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_CRASH_AT")
+            .output()
+            .unwrap()
+    };
+    let policies = site.policies();
+    let created = run(&[
+        "room",
+        "create",
+        "--room",
+        ROOM,
+        "--owner",
+        "olive",
+        "--limit-micros",
+        "1000000",
+        "--policies",
+        policies.to_str().unwrap(),
+        "--member",
+        "sam=specialist",
+        "--member",
+        "sue=specialist",
+        "--member",
+        "rita=reviewer",
+    ]);
+    assert!(created.status.success(), "{created:?}");
+    let stdout = String::from_utf8_lossy(&created.stdout);
+    assert!(stdout.contains("owner token (olive): ar_"), "{stdout}");
+    assert!(!stdout.contains("operator token"), "no operator: {stdout}");
+
+    let mut serve = Serve(
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
+            .args(["--root", &root_arg])
+            .arg("--policies")
+            .arg(&policies)
+            .arg("--agents")
+            .arg(repo("scenarios/serve-crash.toml"))
+            .args(["--poll-ms", "50"])
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_CRASH_AT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(serve.listening().is_some());
+    let posted = run(&[
+        "event",
+        "post",
+        "--room",
+        ROOM,
+        "--as",
+        "olive",
+        "Summarize how durable agent runtimes recover from crashes, with sources.",
+    ]);
+    assert!(posted.status.success(), "{posted:?}");
+
+    let store =
+        SqliteRooms::open(&root.path().join("planning.db"), Durability::ProcessCrash).unwrap();
+    let room = RoomId::parse(ROOM).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let stored = loop {
+        let stored = store.load(&room).await.unwrap().unwrap();
+        if stored
+            .state
+            .objectives()
+            .first()
+            .is_some_and(|o| o.status() == ObjectiveStatus::Completed)
+        {
+            break stored;
+        }
+        assert!(Instant::now() < deadline, "the objective did not complete");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    serve.stop();
+    let balances = stored.state.ledger().balances();
+    assert_eq!(
+        balances.spent,
+        UsdMicros::new(2_100 + 3_400 + 2_800 + 1_200)
+    );
+    assert_eq!(balances.reserved, UsdMicros::ZERO);
+    // The journal defaults to the data directory.
+    assert!(root.path().join("scripted-journal.jsonl").is_file());
 }
