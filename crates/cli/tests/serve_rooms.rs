@@ -12,7 +12,7 @@
 //! - A `serve` is killed with SIGKILL while a specialist call it reserved has no receipt (its
 //!   reply was lost: uncertain, reservation held); the next process reconciles it from the
 //!   specialist's journal, never runs it again, and finishes.
-//! - Two `serve` processes on one database run two objectives: no task dispatched twice,
+//! - Two `serve` processes on one database run four objectives: no task dispatched twice,
 //!   counted from the operation rows and from the journal both append to (D1, B7).
 //! - Every bad input of `room create`, `event post` and `serve --room`: exit code, message,
 //!   nothing written; and the same loop on the embedded SQLite file (`--root`).
@@ -620,16 +620,25 @@ async fn b7_two_serve_processes_on_one_database_never_dispatch_a_task_twice() {
     let mut two = site.serve("scenarios/two-serves.toml", None);
     assert!(one.listening().is_some());
     assert!(two.listening().is_some());
-    site.post("Summarize how durable agent runtimes recover from crashes, with sources.");
-    site.post("Summarize how durable agent runtimes lease their tool calls, with sources.");
-    let room = site.wait_completed(2).await;
+    // Four objectives posted at once: both processes poll for them and race to accept them.
+    for topic in [
+        "recover from crashes",
+        "lease tool calls",
+        "fence stale writers",
+        "bound budgets",
+    ] {
+        site.post(&format!(
+            "Summarize how durable agent runtimes {topic}, with sources."
+        ));
+    }
+    let room = site.wait_completed(4).await;
     one.stop();
     two.stop();
     for objective in room.state.objectives() {
         let review = objective.reviews().last().unwrap();
         assert!(review.verdicts().iter().all(|v| v.verdict == Verdict::Met));
     }
-    no_task_twice_and_the_ledger_adds_up(&site, 2 * (2_100 + 3_400 + 2_800 + 1_200)).await;
+    no_task_twice_and_the_ledger_adds_up(&site, 4 * (2_100 + 3_400 + 2_800 + 1_200)).await;
 }
 
 // ---- bad input: exit code, message, nothing written ----------------------------------------
