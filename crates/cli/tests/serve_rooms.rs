@@ -905,3 +905,30 @@ async fn serve_on_the_embedded_database_accepts_a_posted_event_and_completes_it(
     // The journal defaults to the data directory.
     assert!(root.path().join("scripted-journal.jsonl").is_file());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_to_start_when_a_capability_file_of_the_room_policy_is_bad() {
+    let site = Site::new();
+    site.create_room(&["sam=specialist"]);
+    // The Room policy names capabilities/research.yaml; it went bad after the Room was made.
+    std::fs::write(
+        site.policies().join("capabilities/research.yaml"),
+        "apiVersion: planspec.io/v1alpha1\nkind: Capability\nmetadata:\n  name: research\n  namespace: default\nspec:\n  description: Find sources\n  displayName: 42\n",
+    )
+    .unwrap();
+    let before = footprint(&site).await;
+    let out = Command::new(env!("CARGO_BIN_EXE_agentroom"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
+        .args(["--database-url", &site.url()])
+        .arg("--policies")
+        .arg(site.policies())
+        .env_remove("AGENTROOM_DATABASE_URL")
+        .output()
+        .unwrap();
+    refused(
+        &out,
+        1,
+        "capabilities/research.yaml: document 1, line 8, column 16, field `spec.displayName`",
+    );
+    assert_eq!(footprint(&site).await, before, "nothing was written");
+}
