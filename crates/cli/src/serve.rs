@@ -108,6 +108,8 @@ async fn start_coordinator<S>(
 where
     S: agentroom_coordinator::Store,
 {
+    // The agents' configuration is checked even when there is no Room to coordinate yet.
+    let (agents, reconciler) = host::agents(&args.agents, &policies.prices)?;
     let rooms = rooms_to_coordinate(&*store, &args.rooms).await?;
     if rooms.is_empty() {
         tracing::info!("no room to coordinate yet: create one with `agentroom room create`");
@@ -123,7 +125,6 @@ where
     let room_policies: Vec<_> = stored.iter().map(|s| s.policy()).collect();
     let catalog = host::catalog(&room_policies, &args.policies_dir)
         .map_err(|e| anyhow!("the capability files named by the Room policy: {e}"))?;
-    let (agents, reconciler) = host::agents(&args.agents, &policies.prices)?;
     if matches!(args.agents, AgentsChoice::None) {
         tracing::warn!("no agents configured (--agents or --openai): every call is refused");
     }

@@ -932,3 +932,55 @@ async fn serve_refuses_to_start_when_a_capability_file_of_the_room_policy_is_bad
     );
     assert_eq!(footprint(&site).await, before, "nothing was written");
 }
+
+#[test]
+fn serve_refuses_a_bad_agents_configuration_before_it_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |flag: &str, file: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg("--root")
+            .arg(dir.path().join("data"))
+            .arg("--policies")
+            .arg(repo("policies"))
+            .arg(flag)
+            .arg(file)
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_TEST_UNSET_KEY")
+            .output()
+            .unwrap()
+    };
+    let config = dir.path().join("openai.toml");
+    std::fs::write(
+        &config,
+        "base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"scripted\"\ntemperature = 2\n",
+    )
+    .unwrap();
+    refused(
+        &serve("--openai", &config),
+        1,
+        "unknown field `temperature`",
+    );
+    std::fs::write(
+        &config,
+        "base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"scripted\"\napi_key_env = \"AGENTROOM_TEST_UNSET_KEY\"\n",
+    )
+    .unwrap();
+    refused(
+        &serve("--openai", &config),
+        1,
+        "the API key variable `AGENTROOM_TEST_UNSET_KEY` (api_key_env) is not set",
+    );
+    std::fs::write(&config, "model = \"scripted\"\n").unwrap();
+    refused(&serve("--openai", &config), 1, "missing field `base_url`");
+    let scenario = dir.path().join("scenario.toml");
+    std::fs::write(&scenario, "description = \"x\"\n[[reasoner]]\nnope = 1\n").unwrap();
+    let out = serve("--agents", &scenario);
+    refused(&out, 1, "TOML parse error at line 3, column 1");
+    refused(&out, 1, "unknown field `nope`");
+    refused(
+        &serve("--agents", &dir.path().join("missing.toml")),
+        1,
+        "missing.toml: No such file or directory",
+    );
+}
