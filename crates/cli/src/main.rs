@@ -1,6 +1,7 @@
-//! The `agentroom` binary: the composition root. It runs the engine's scripted demo, the
-//! planning messages over stdio, migrations and capability checks; the server and the
-//! coordinator commands join as their crates land.
+//! The `agentroom` binary: the composition root. It runs the durable demo, the planning
+//! messages over stdio, the HTTP host with the coordinator of the store's Rooms (`serve`),
+//! Room creation and event posting on the store, operator commands on operations,
+//! migrations, and policy and capability checks.
 // Printing the timeline, board and ledger is this binary's job.
 #![allow(clippy::print_stdout)]
 
