@@ -1,15 +1,19 @@
-//! The `agentroom` binary: the composition root. It runs the engine's scripted demo, the
-//! planning messages over stdio, migrations and capability checks; the server and the
-//! coordinator commands join as their crates land.
+//! The `agentroom` binary: the composition root. It runs the durable demo, the planning
+//! messages over stdio, the HTTP host with the coordinator of the store's Rooms (`serve`),
+//! Room creation and event posting on the store, operator commands on operations,
+//! migrations, and policy and capability checks.
 // Printing the timeline, board and ledger is this binary's job.
 #![allow(clippy::print_stdout)]
 
 mod capabilities;
 mod demo;
 mod drill;
+mod event;
+mod host;
 mod migrate;
 mod operations;
 mod policies;
+mod room;
 mod room_demo;
 mod serve;
 mod stdio;
@@ -57,19 +61,53 @@ enum Command {
         store: store::StoreArgs,
     },
     /// Serve the A2E HTTP transport (`/session`, `/send`, `/stream`, `/health`) and
-    /// `POST /v1/planning` until SIGINT or SIGTERM.
+    /// `POST /v1/planning`, and run the coordinator of the store's Rooms (recovery, then every
+    /// persisted event accepted, the outbox delivered), until SIGINT or SIGTERM.
     Serve {
         /// Address to listen on (port 0 picks a free one; the bound address is printed).
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: std::net::SocketAddr,
-        /// The Room sessions act in (until tokens exist, as its owner).
-        #[arg(long, default_value = "local", value_parser = RoomId::parse)]
-        room: RoomId,
+        /// A Room to coordinate (repeat for several; each must exist). None: `local`, if it
+        /// exists. A2E sessions act in the first (until tokens, as its owner).
+        #[arg(long = "room", value_parser = RoomId::parse)]
+        rooms: Vec<RoomId>,
         #[command(flatten)]
         store: store::StoreArgs,
-        /// The folder of `room.toml`, `access.toml` and `prices.toml`, validated at start.
+        /// The folder of `room.toml`, `access.toml` and `prices.toml`, validated at start;
+        /// the capability and binding files a Room policy names are read relative to it.
         #[arg(long, value_name = "DIR", default_value = "policies")]
         policies: std::path::PathBuf,
+        /// Scripted agents playing this scenario file execute every call.
+        #[arg(long, value_name = "SCENARIO", conflicts_with = "openai")]
+        agents: Option<std::path::PathBuf>,
+        /// The scripted agents' journal (what they executed, synced before each call
+        /// returns; the reconciler reads it). Default: `scripted-journal.jsonl` under --root.
+        #[arg(long, value_name = "FILE", requires = "agents")]
+        journal: Option<std::path::PathBuf>,
+        /// An OpenAI-compatible API executes every call, configured by this TOML file
+        /// (`base_url`, `model`, `api_key_env`, timeouts).
+        #[arg(long, value_name = "CONFIG")]
+        openai: Option<std::path::PathBuf>,
+        /// The lease of calls this process runs, in milliseconds.
+        #[arg(long, default_value_t = 30_000, hide = true)]
+        lease_ms: u64,
+        /// Time between two passes over the store, in milliseconds.
+        #[arg(long, default_value_t = 200, hide = true)]
+        poll_ms: u64,
+        /// Recovery runs again every this many passes (classifying the calls of processes
+        /// that died once their leases expire).
+        #[arg(long, default_value_t = 10, hide = true)]
+        recover_every: u32,
+    },
+    /// Create a Room on the store.
+    Room {
+        #[command(subcommand)]
+        command: room::Command,
+    },
+    /// Persist an event to a Room (a running `serve` accepts it).
+    Event {
+        #[command(subcommand)]
+        command: event::Command,
     },
     /// See uncertain and dead-lettered provider calls and record their resolution.
     Operations {
@@ -138,16 +176,46 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => current_thread()?.block_on(stdio::run(&store, room))?,
         Command::Serve {
             listen,
-            room,
+            rooms,
             store,
             policies,
+            agents,
+            journal,
+            openai,
+            lease_ms,
+            poll_ms,
+            recover_every,
         } => {
             // A bad policy file stops the host before it listens, naming file, line, field.
-            let policies = policies::load(&policies)?;
+            let loaded = policies::load(&policies)?;
+            let agents = match (agents, openai) {
+                (Some(scenario), _) => host::AgentsChoice::Scripted {
+                    scenario,
+                    journal: journal.unwrap_or_else(|| serve::default_journal(&store.root)),
+                },
+                (None, Some(config)) => host::AgentsChoice::OpenAi { config },
+                (None, None) => host::AgentsChoice::None,
+            };
+            let coordinator = serve::CoordinatorArgs {
+                rooms,
+                policies_dir: policies,
+                agents,
+                lease: std::time::Duration::from_millis(lease_ms.max(1)),
+                poll: std::time::Duration::from_millis(poll_ms.max(1)),
+                recover_every,
+            };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?
-                .block_on(serve::run(listen, room, &store, policies))?
+                .block_on(serve::run(listen, &store, loaded, coordinator))?
+        }
+        Command::Room { command } => {
+            let text = current_thread()?.block_on(room::run(command))?;
+            print!("{text}");
+        }
+        Command::Event { command } => {
+            let text = current_thread()?.block_on(event::run(command))?;
+            print!("{text}");
         }
         Command::Policies { command } => print!("{}", policies::run(command)?),
         Command::Operations { command } => {

@@ -31,15 +31,10 @@ pub(crate) enum Command {
 #[derive(Debug)]
 pub(crate) struct Policies {
     /// `room.toml`.
-    #[allow(dead_code, reason = "the coordinator's Rooms take it when they land")]
     pub(crate) room: RoomPolicy,
     /// `access.toml`.
     pub(crate) access: AccessPolicy,
     /// `prices.toml`.
-    #[allow(
-        dead_code,
-        reason = "the coordinator's reservations take it when they land"
-    )]
     pub(crate) prices: PriceTable,
 }
 

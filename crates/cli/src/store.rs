@@ -79,6 +79,59 @@ impl StoreArgs {
     }
 }
 
+/// Whether opening the Room store may create the embedded database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Missing {
+    /// Create and migrate the embedded file when it does not exist (D5: the CLI migrates the
+    /// file it creates itself).
+    Create,
+    /// Refuse: the database must exist and be migrated already.
+    Refuse,
+}
+
+/// The Room store of either database, as its concrete type (the coordinator is generic over
+/// it); [`with_rooms!`](crate::with_rooms) runs one generic body on either.
+pub(crate) enum Rooms {
+    Sqlite(Arc<SqliteRooms>),
+    Postgres(Arc<agentroom_store_postgres::PgRooms>),
+}
+
+/// Runs `$body` with `$store` bound to the `Arc` of whichever store `$rooms` holds.
+#[macro_export]
+macro_rules! with_rooms {
+    ($rooms:expr, |$store:ident| $body:expr) => {
+        match $rooms {
+            $crate::store::Rooms::Sqlite($store) => $body,
+            $crate::store::Rooms::Postgres($store) => $body,
+        }
+    };
+}
+
+impl StoreArgs {
+    /// Opens the Room store (rooms, events, operations, outbox, tokens).
+    pub(crate) async fn open_rooms(&self, missing: Missing) -> anyhow::Result<Rooms> {
+        if let Some(url) = &self.database_url {
+            let store = agentroom_store_postgres::PgRooms::connect(url)
+                .await
+                .with_context(|| format!("opening {}", redact(url)))?;
+            return Ok(Rooms::Postgres(Arc::new(store)));
+        }
+        let path = self.sqlite_path();
+        if !path.exists() {
+            match missing {
+                Missing::Create => create_embedded(&self.root, &path)?,
+                Missing::Refuse => anyhow::bail!(
+                    "no database at {}: give the --root (or --database-url) of an existing one",
+                    path.display()
+                ),
+            }
+        }
+        let store = SqliteRooms::open(&path, self.durability())
+            .with_context(|| format!("opening {}", path.display()))?;
+        Ok(Rooms::Sqlite(Arc::new(store)))
+    }
+}
+
 pub(crate) fn create_embedded(root: &Path, path: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(root)
         .with_context(|| format!("creating the data directory {}", root.display()))?;

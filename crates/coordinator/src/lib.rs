@@ -15,6 +15,7 @@
 //! applies a result (T2).
 
 mod actor;
+mod background;
 mod control;
 mod error;
 mod ids;
@@ -46,6 +47,7 @@ use agentroom_ports::{
 use agentroom_workflows::{Provider, RecoveryReport, Runner, RunnerConfig};
 use tokio::sync::{mpsc, oneshot, watch};
 
+pub use background::{BackgroundConfig, Pass};
 pub use error::CoordinatorError;
 pub use ids::InputId;
 pub use notify::CollectingNotifier;

@@ -1,0 +1,144 @@
+//! What a coordinator is built from in the commands that run one on a real store (`serve`,
+//! `room create`): the capability catalog named by a Room policy, the agents that execute
+//! calls (scripted from a scenario file with its journal, an OpenAI-compatible API, or none),
+//! the reconciler that goes with them, and where notifications leave to.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentroom_agents::openai::{OpenAi, OpenAiConfig};
+use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
+use agentroom_agents::{Agents, PriceTable};
+use agentroom_capabilities::{Catalog, ResourceError, ResourceErrors};
+use agentroom_domain::engine::{Notification, Reconciliation};
+use agentroom_domain::ids::RoomId;
+use agentroom_domain::policy::RoomPolicy;
+use agentroom_ports::{Notifier, NotifyError, OperationRecord, ReconcileError, Reconciler};
+use anyhow::Context;
+use async_trait::async_trait;
+
+/// The capability catalog a Room policy names: its `[capabilities] files` and `bindings`,
+/// relative paths taken from `base` (the folder of the policy files). Every problem names its
+/// file, line and field.
+pub(crate) fn catalog(policies: &[&RoomPolicy], base: &Path) -> Result<Catalog, ResourceErrors> {
+    let mut names: Vec<PathBuf> = Vec::new();
+    for policy in policies {
+        for file in policy
+            .capability_files()
+            .iter()
+            .chain(policy.binding_files())
+        {
+            let path = base.join(file);
+            if !names.contains(&path) {
+                names.push(path);
+            }
+        }
+    }
+    let mut texts = Vec::new();
+    let mut unreadable = Vec::new();
+    for path in &names {
+        let name = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => texts.push((name, text)),
+            Err(e) => unreadable.push(ResourceError::unreadable(&name, e.to_string())),
+        }
+    }
+    match Catalog::parse(texts.iter().map(|(n, t)| (n.as_str(), t.as_str()))) {
+        Ok(catalog) if unreadable.is_empty() => Ok(catalog),
+        Ok(_) => Err(ResourceErrors::from_errors(unreadable)),
+        Err(found) => {
+            unreadable.extend(found.into_errors());
+            Err(ResourceErrors::from_errors(unreadable))
+        }
+    }
+}
+
+/// Which agents execute calls.
+#[derive(Debug, Clone)]
+pub(crate) enum AgentsChoice {
+    /// Scripted agents playing a scenario file, journaling every execution to `journal`.
+    Scripted { scenario: PathBuf, journal: PathBuf },
+    /// An OpenAI-compatible API for every role, configured by a TOML file.
+    OpenAi { config: PathBuf },
+    /// None: every call is refused (nothing is sent, the reservation is released).
+    None,
+}
+
+/// The agents and the reconciler that goes with them.
+pub(crate) fn agents(
+    choice: &AgentsChoice,
+    prices: &PriceTable,
+) -> anyhow::Result<(Agents, HostReconciler)> {
+    match choice {
+        AgentsChoice::Scripted { scenario, journal } => {
+            let scenario = Scenario::from_file(scenario)
+                .with_context(|| format!("scenario {}", scenario.display()))?;
+            if let Some(dir) = journal.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            let journal = Arc::new(Journal::open(journal)?);
+            let scripted = Arc::new(Scripted::new(scenario).with_journal(journal));
+            let reconciler = scripted
+                .reconciler()
+                .map_or(HostReconciler::Unknown, HostReconciler::Journal);
+            Ok((scripted.agents(), reconciler))
+        }
+        AgentsChoice::OpenAi { config } => {
+            let text = std::fs::read_to_string(config)
+                .with_context(|| format!("reading {}", config.display()))?;
+            let config = OpenAiConfig::from_toml(&text)
+                .with_context(|| format!("agents configuration {}", config.display()))?;
+            let openai = Arc::new(OpenAi::from_env(&config, prices.clone())?);
+            let agents = Agents::new()
+                .with_reasoner(Arc::clone(&openai) as _)
+                .with_any_specialist(Arc::clone(&openai) as _)
+                .with_any_reviewer(openai as _);
+            // The API keeps no record this host can read: uncertain calls wait for an
+            // operator (`agentroom operations resolve`).
+            Ok((agents, HostReconciler::Unknown))
+        }
+        AgentsChoice::None => Ok((Agents::new(), HostReconciler::Unknown)),
+    }
+}
+
+/// Confirms uncertain calls from the scripted agents' journal, or knows nothing (D2: they
+/// stay uncertain, reservation held, until an operator resolves them).
+#[derive(Debug, Clone)]
+pub(crate) enum HostReconciler {
+    Journal(JournalReconciler),
+    Unknown,
+}
+
+#[async_trait]
+impl Reconciler for HostReconciler {
+    async fn reconcile(
+        &self,
+        operation: &OperationRecord,
+    ) -> Result<Option<Reconciliation>, ReconcileError> {
+        match self {
+            HostReconciler::Journal(journal) => journal.reconcile(operation).await,
+            HostReconciler::Unknown => Ok(None),
+        }
+    }
+}
+
+/// Hands notifications to the log (target `agentroom::notify`) until the host's API serves
+/// them to subscribers; each is delivered once by its id (T5).
+#[derive(Debug, Default)]
+pub(crate) struct LogNotifier;
+
+#[async_trait]
+impl Notifier for LogNotifier {
+    async fn deliver(&self, room: &RoomId, notification: &Notification) -> Result<(), NotifyError> {
+        tracing::info!(
+            target: "agentroom::notify",
+            %room,
+            id = %notification.id,
+            audience = ?notification.audience,
+            text = %notification.text,
+            "notification"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,221 @@
+//! `agentroom room create`: a new Room on the store, from the Room policy (`room.toml`,
+//! `access.toml`, `prices.toml` in `--policies`, and the capability and binding files
+//! `room.toml` names), with its owner, its members and their roles, and a budget limit. The
+//! memberships are granted through the coordinator (decided and committed like any input,
+//! so the history holds them); the first owner and the first operator get a bearer token,
+//! whose text is printed once and stored only as a hash.
+//!
+//! Every argument is checked before anything is written: a bad policy, an unknown role, a
+//! principal that is not an id, a model without prices or a Room that exists already leave
+//! the store as it was.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentroom_coordinator::{CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Ports};
+use agentroom_domain::catalog::MemoryCatalog;
+use agentroom_domain::engine::{MembershipChange, Verdict};
+use agentroom_domain::ids::{PrincipalId, RoomId};
+use agentroom_domain::money::UsdMicros;
+use agentroom_domain::room::Role;
+use agentroom_domain::state::{RoomSetup, RoomState};
+use agentroom_ports::tokens::{NewToken, RANDOM_BYTES, TokenMaterial};
+use agentroom_ports::{Clock, StoreError, SystemClock, TokenStore};
+use agentroom_workflows::RunnerConfig;
+use anyhow::{Context, anyhow, bail};
+use clap::Subcommand;
+
+use crate::host::{self, HostReconciler};
+use crate::store::{Missing, StoreArgs};
+
+/// `agentroom room …`
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Create a Room: its owner, members and roles, budget limit and policy; prints the
+    /// owner's and the first operator's bearer tokens (shown once, stored hashed).
+    Create {
+        /// The new Room's id.
+        #[arg(long, value_parser = RoomId::parse)]
+        room: RoomId,
+        /// Its first owner.
+        #[arg(long, value_parser = PrincipalId::parse)]
+        owner: PrincipalId,
+        /// A member and its roles, `PRINCIPAL=ROLE[,ROLE…]` (roles: owner, operator,
+        /// reviewer, specialist, agent_host); repeat for each member.
+        #[arg(long = "member", value_name = "PRINCIPAL=ROLES", value_parser = parse_member)]
+        members: Vec<Member>,
+        /// The budget limit in USD micros (1 USD = 1,000,000).
+        #[arg(long, value_name = "MICROS")]
+        limit_micros: i64,
+        /// The model whose prices in `prices.toml` give the per-role reservations (B6).
+        #[arg(long, default_value = "scripted")]
+        model: String,
+        /// The folder of `room.toml`, `access.toml` and `prices.toml`; the capability and
+        /// binding files `room.toml` names are read relative to it.
+        #[arg(long, value_name = "DIR", default_value = "policies")]
+        policies: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// A member and the roles it is granted.
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    principal: PrincipalId,
+    roles: Vec<Role>,
+}
+
+fn parse_member(text: &str) -> Result<Member, String> {
+    let (principal, roles) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not PRINCIPAL=ROLE[,ROLE…]"))?;
+    let principal =
+        PrincipalId::parse(principal).map_err(|e| format!("member `{principal}`: {e}"))?;
+    let roles = roles
+        .split(',')
+        .map(|r| r.trim().parse::<Role>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Member { principal, roles })
+}
+
+/// Runs `command`; returns what it prints.
+pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
+    let Command::Create {
+        room,
+        owner,
+        members,
+        limit_micros,
+        model,
+        policies,
+        store,
+    } = command;
+    // Everything is checked before the store is opened.
+    let loaded = crate::policies::load(&policies)?;
+    host::catalog(&[&loaded.room], &policies)
+        .map_err(|e| anyhow!("the capability files named by room.toml: {e}"))?;
+    let quotes = loaded
+        .prices
+        .quotes(&model)
+        .with_context(|| format!("--model {model}"))?;
+    if limit_micros < 0 {
+        bail!("--limit-micros {limit_micros}: a budget limit cannot be negative");
+    }
+    let state = RoomState::new(RoomSetup {
+        room: room.clone(),
+        owner: owner.clone(),
+        policy: loaded.room,
+        access: loaded.access,
+        quotes,
+        limit: UsdMicros::new(limit_micros),
+    })
+    .with_context(|| format!("room {room}"))?;
+    let rooms = store.open_rooms(Missing::Create).await?;
+    crate::with_rooms!(rooms, |s| create(s, &state, &owner, &members).await)
+}
+
+async fn create<S>(
+    store: Arc<S>,
+    state: &RoomState,
+    owner: &PrincipalId,
+    members: &[Member],
+) -> anyhow::Result<String>
+where
+    S: agentroom_coordinator::Store + TokenStore,
+{
+    let room = state.room().clone();
+    let clock = SystemClock;
+    match store.create(state, clock.now()).await {
+        Ok(_) => {}
+        Err(StoreError::RoomExists(_)) => bail!("room {room} exists already; nothing changed"),
+        Err(err) => return Err(err.into()),
+    }
+    let coordinator = Coordinator::new(
+        Ports {
+            store: Arc::clone(&store),
+            provider: Arc::new(agentroom_agents::Agents::new()),
+            reconciler: Arc::new(HostReconciler::Unknown),
+            clock: Arc::new(SystemClock),
+            catalog: Arc::new(MemoryCatalog::new()),
+            notifier: Arc::new(CollectingNotifier::new()),
+        },
+        CoordinatorConfig::new(RunnerConfig::new(
+            "agentroom-room-create",
+            std::time::Duration::from_secs(30),
+        )),
+    );
+    let mut out = String::new();
+    writeln!(
+        out,
+        "created room {room}: owner {owner}, limit {} ({} micros)",
+        state.ledger().balances().limit,
+        state.ledger().balances().limit.micros()
+    )?;
+    for member in members {
+        for role in &member.roles {
+            let outcome = coordinator
+                .change_membership(
+                    &room,
+                    InputId::named(&format!(
+                        "room create {room}: grant {} {}",
+                        member.principal,
+                        role.as_str()
+                    )),
+                    owner.clone(),
+                    member.principal.clone(),
+                    *role,
+                    MembershipChange::Grant,
+                )
+                .await?;
+            if let Some(refused) = outcome
+                .log()
+                .iter()
+                .find(|e| e.verdict == Verdict::Rejected)
+            {
+                bail!(
+                    "granting {} the role {} was refused: {}",
+                    member.principal,
+                    role.as_str(),
+                    refused.message
+                );
+            }
+        }
+        let roles: Vec<&str> = member.roles.iter().map(|r| r.as_str()).collect();
+        writeln!(out, "member {}: {}", member.principal, roles.join(", "))?;
+    }
+    let operator = members
+        .iter()
+        .find(|m| m.roles.contains(&Role::Operator))
+        .map(|m| &m.principal);
+    for (label, principal) in [("owner", Some(owner)), ("operator", operator)] {
+        let Some(principal) = principal else {
+            continue;
+        };
+        let issued = store
+            .issue_token(
+                NewToken {
+                    room: room.clone(),
+                    principal: principal.clone(),
+                    created_at: clock.now(),
+                    expires_at: None,
+                    label: Some(format!("room create ({label})")),
+                },
+                material()?,
+            )
+            .await?;
+        writeln!(out, "{label} token ({principal}): {}", issued.text())?;
+    }
+    writeln!(
+        out,
+        "(each token is shown only now; the store keeps its hash)"
+    )?;
+    Ok(out)
+}
+
+/// Fresh token material from the operating system's randomness.
+pub(crate) fn material() -> anyhow::Result<TokenMaterial> {
+    let mut bytes = [0u8; RANDOM_BYTES];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow!("no randomness for a token: {e}"))?;
+    Ok(TokenMaterial::from_random(bytes))
+}

@@ -1,0 +1,986 @@
+//! The room loop end to end on PostgreSQL (issue 6): the real `agentroom` binary creates a
+//! Room (`room create`), persists owner messages (`event post`) and runs the coordinator
+//! (`serve`) with scripted agents from a scenario file, whose specialist keeps an fsynced
+//! journal of what it executed. A fresh database per test on the shared server.
+//!
+//! - A `serve` dies at a named crash point (`AGENTROOM_CRASH_AT`: the process aborts there,
+//!   no unwinding and no cleanup, as a SIGKILL leaves it) after a call's reservation and
+//!   before its receipt; a second process dies right after recovery marked the call
+//!   uncertain; a third reconciles it from the journal and finishes (D2, D6, B3).
+//! - The same with two report versions reviewed by distinct reviewers (R1, R3, O3), every
+//!   process a coordinator rebuilt from the store only.
+//! - A `serve` is killed with SIGKILL while a specialist call it reserved has no receipt (its
+//!   reply was lost: uncertain, reservation held); the next process reconciles it from the
+//!   specialist's journal, never runs it again, and finishes.
+//! - Two `serve` processes on one database run four objectives: no task dispatched twice,
+//!   counted from the operation rows and from the journal both append to (D1, B7).
+//! - Every bad input of `room create`, `event post` and `serve --room`: exit code, message,
+//!   nothing written; and the same loop on the embedded SQLite file (`--root`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use agentroom_ports::domain::engine::CallBrief;
+use agentroom_ports::domain::ids::{OperationId, RoomId};
+use agentroom_ports::domain::ledger::{BudgetLedger, LedgerEntry};
+use agentroom_ports::domain::money::UsdMicros;
+use agentroom_ports::domain::objective::ObjectiveStatus;
+use agentroom_ports::domain::review::Verdict;
+use agentroom_ports::domain::state::CallRole;
+use agentroom_ports::{OperationStatus, RoomStore, StoredRoom, WorkflowStore};
+use agentroom_store_postgres::PgRooms;
+use serde_json::Value;
+use support::{Database, SIGABRT, all_operations, migrate_up};
+use tempfile::TempDir;
+
+const ROOM: &str = "lab";
+/// How long a test waits for the processes to get somewhere before it fails.
+const PATIENCE: Duration = Duration::from_secs(90);
+/// The lease of the calls `serve` runs here: short, so a restart waits little for the leases
+/// of a dead process.
+const LEASE_MS: &str = "500";
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+/// A fresh, migrated database, a policy folder whose `room.toml` names the shipped capability
+/// and binding files (plus `benchmarking`, bound to bea), and a place for the journal.
+struct Site {
+    db: Database,
+    dir: TempDir,
+}
+
+impl Site {
+    fn new() -> Site {
+        let db = Database::create();
+        migrate_up(&db.url());
+        let dir = tempfile::tempdir().unwrap();
+        let policies = dir.path().join("policies");
+        std::fs::create_dir_all(policies.join("capabilities")).unwrap();
+        for file in ["access.toml", "prices.toml", "bindings.yaml"] {
+            std::fs::copy(repo(&format!("policies/{file}")), policies.join(file)).unwrap();
+        }
+        for file in ["research.yaml", "writing.yaml"] {
+            std::fs::copy(
+                repo(&format!("policies/capabilities/{file}")),
+                policies.join("capabilities").join(file),
+            )
+            .unwrap();
+        }
+        std::fs::write(
+            policies.join("capabilities/benchmarking.yaml"),
+            "apiVersion: planspec.io/v1alpha1\nkind: Capability\nmetadata:\n  name: benchmarking\n  namespace: default\nspec:\n  description: Measure and compare runtimes\n  displayName: Benchmarking\n  category: data\n  inputs:\n    - name: year\n      type: string\n      required: false\n---\napiVersion: planspec.io/v1alpha1\nkind: Binding\nmetadata:\n  name: benchmarks\n  namespace: default\nspec:\n  rules:\n    - selector:\n        capabilityRef: {name: benchmarking}\n      target:\n        provider: bea\n",
+        )
+        .unwrap();
+        std::fs::write(
+            policies.join("room.toml"),
+            "[capabilities]\nfiles = [\"capabilities/research.yaml\", \"capabilities/writing.yaml\", \"capabilities/benchmarking.yaml\"]\nbindings = [\"bindings.yaml\"]\n",
+        )
+        .unwrap();
+        Site { db, dir }
+    }
+
+    fn url(&self) -> String {
+        self.db.url()
+    }
+
+    fn policies(&self) -> PathBuf {
+        self.dir.path().join("policies")
+    }
+
+    fn journal(&self) -> PathBuf {
+        self.dir.path().join("journal.jsonl")
+    }
+
+    /// `agentroom ARGS --database-url URL`, with none of the environment a developer may set.
+    fn agentroom(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(args)
+            .args(["--database-url", &self.url()])
+            .env_remove("AGENTROOM_CRASH_AT")
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_LOG")
+            .output()
+            .unwrap()
+    }
+
+    /// `room create` of the test Room; returns what it printed.
+    fn create_room(&self, members: &[&str]) -> String {
+        let mut args = vec![
+            "room",
+            "create",
+            "--room",
+            ROOM,
+            "--owner",
+            "olive",
+            "--limit-micros",
+            "1000000",
+            "--model",
+            "scripted",
+            "--policies",
+        ];
+        let policies = self.policies();
+        args.push(policies.to_str().unwrap());
+        for member in members {
+            args.extend(["--member", member]);
+        }
+        let out = self.agentroom(&args);
+        assert!(out.status.success(), "room create failed: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `event post` as the owner; returns the event id it printed.
+    fn post(&self, text: &str) -> String {
+        let out = self.agentroom(&["event", "post", "--room", ROOM, "--as", "olive", text]);
+        assert!(out.status.success(), "event post failed: {out:?}");
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert_eq!(id.len(), 36, "not an event id: {id}");
+        id
+    }
+
+    /// Starts `agentroom serve` playing `scenario`, crashing at `crash_at` if given.
+    fn serve(&self, scenario: &str, crash_at: Option<&str>) -> Serve {
+        self.serve_with(scenario, crash_at, &[])
+    }
+
+    /// [`Site::serve`] with more arguments.
+    fn serve_with(&self, scenario: &str, crash_at: Option<&str>, extra: &[&str]) -> Serve {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentroom"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
+            .args(["--database-url", &self.url()])
+            .arg("--policies")
+            .arg(self.policies())
+            .arg("--agents")
+            .arg(repo(scenario))
+            .arg("--journal")
+            .arg(self.journal())
+            .args(["--lease-ms", LEASE_MS, "--poll-ms", "50"])
+            .args(extra)
+            .env_remove("AGENTROOM_CRASH_AT")
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(point) = crash_at {
+            command.env("AGENTROOM_CRASH_AT", point);
+        }
+        Serve(command.spawn().unwrap())
+    }
+
+    async fn store(&self) -> PgRooms {
+        PgRooms::connect(&self.url()).await.unwrap()
+    }
+
+    async fn room(&self) -> StoredRoom {
+        self.store()
+            .await
+            .load(&RoomId::parse(ROOM).unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Waits until the Room has `n` objectives, all completed.
+    async fn wait_completed(&self, n: usize) -> StoredRoom {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let room = self.room().await;
+            let objectives = room.state.objectives();
+            if objectives.len() == n
+                && objectives
+                    .iter()
+                    .all(|o| o.status() == ObjectiveStatus::Completed)
+            {
+                return room;
+            }
+            let statuses: Vec<_> = objectives.iter().map(|o| o.status()).collect();
+            assert!(
+                Instant::now() < deadline,
+                "the objectives did not complete: {statuses:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The journal's executions, each as JSON.
+    fn executions(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.journal())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// A running `serve`, killed if the test fails.
+struct Serve(Child);
+
+impl Serve {
+    /// Reads the first line; `None` when the process ended before it listened.
+    fn listening(&mut self) -> Option<String> {
+        let mut line = String::new();
+        BufReader::new(self.0.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        line.trim()
+            .strip_prefix("agentroom listening on http://")
+            .map(str::to_owned)
+    }
+
+    /// Waits for the process to die at its crash point (an abort).
+    fn crashed(mut self) {
+        let status = wait(&mut self.0);
+        assert_eq!(
+            status.signal(),
+            Some(SIGABRT),
+            "serve did not die at its crash point: {status:?}"
+        );
+    }
+
+    /// SIGKILL, and the process died of it.
+    fn kill(mut self) {
+        self.0.kill().unwrap();
+        let status = wait(&mut self.0);
+        assert_eq!(status.signal(), Some(support::SIGKILL), "{status:?}");
+    }
+
+    /// SIGTERM: a graceful stop, exit 0.
+    fn stop(mut self) {
+        let pid = self.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = wait(&mut self.0);
+        assert!(status.success(), "serve exited with {status:?}");
+    }
+}
+
+fn wait(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "serve did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The task identity a specialist operation executes.
+fn task_of(brief: &CallBrief) -> Option<String> {
+    match brief {
+        CallBrief::Execute(task) => Some(task.identity.to_string()),
+        _ => None,
+    }
+}
+
+/// Checks, from the operation rows, the ledger rows and the journal: every operation applied
+/// and closed once; no operation executed twice; no task dispatched or executed twice; the
+/// ledger replays to the stored balances with nothing held, and the charges add up to the
+/// micro to `spent` and to the scenario's charges (`expected_spent`). Returns the closing
+/// ledger row of each operation.
+async fn no_task_twice_and_the_ledger_adds_up(
+    site: &Site,
+    expected_spent: i64,
+) -> BTreeMap<OperationId, LedgerEntry> {
+    let store = site.store().await;
+    let room = RoomId::parse(ROOM).unwrap();
+    let stored = store.load(&room).await.unwrap().unwrap();
+    let records = all_operations(&store).await;
+
+    // Operation rows: all applied; one specialist operation per task identity.
+    let mut dispatched: BTreeMap<String, usize> = BTreeMap::new();
+    for (op, record) in &records {
+        assert_eq!(record.status, OperationStatus::Applied, "{op}: {record:?}");
+        if let Some(task) = task_of(&record.request.brief) {
+            *dispatched.entry(task).or_default() += 1;
+        }
+    }
+    assert!(!dispatched.is_empty());
+    for (task, n) in &dispatched {
+        assert_eq!(*n, 1, "task {task} was dispatched {n} times");
+    }
+
+    // The journal: each operation executed once, each task identity executed once, and every
+    // executed operation has its row.
+    let executions = site.executions();
+    let ops: Vec<OperationId> = executions
+        .iter()
+        .map(|e| e["op"].as_str().unwrap().parse().unwrap())
+        .collect();
+    let distinct: BTreeSet<OperationId> = ops.iter().copied().collect();
+    assert_eq!(distinct.len(), ops.len(), "an operation executed twice");
+    assert!(distinct.iter().all(|op| records.contains_key(op)));
+    let mut executed: BTreeMap<String, usize> = BTreeMap::new();
+    for e in executions.iter().filter(|e| e["role"] == "specialist") {
+        *executed
+            .entry(e["task"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    assert_eq!(
+        executed.keys().collect::<Vec<_>>(),
+        dispatched.keys().collect::<Vec<_>>(),
+        "the journal and the operation rows disagree on the tasks run"
+    );
+    for (task, n) in &executed {
+        assert_eq!(*n, 1, "task {task} was executed {n} times");
+    }
+
+    // The ledger: one reservation and one closing row per operation; replayed = stored.
+    let rows = store.ledger(&room).await.unwrap();
+    let mut closing = BTreeMap::new();
+    let mut reserved = BTreeSet::new();
+    for row in &rows {
+        match row {
+            LedgerEntry::Reserved { op, .. } => assert!(reserved.insert(*op), "{op} twice"),
+            LedgerEntry::Settled { op, .. } | LedgerEntry::Released { op, .. } => {
+                assert!(
+                    closing.insert(*op, row.clone()).is_none(),
+                    "{op} closed twice"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(reserved, records.keys().copied().collect::<BTreeSet<_>>());
+    assert_eq!(reserved, closing.keys().copied().collect::<BTreeSet<_>>());
+    let balances = stored.state.ledger().balances();
+    assert_eq!(BudgetLedger::replay(&rows).unwrap().balances(), balances);
+    assert_eq!(balances.reserved, UsdMicros::ZERO);
+    assert_eq!(balances.uncertain, UsdMicros::ZERO);
+    let charged: i64 = closing
+        .values()
+        .map(|row| match row {
+            LedgerEntry::Settled { charged, .. } => charged.micros(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(charged, balances.spent.micros());
+    assert_eq!(
+        charged, expected_spent,
+        "the scenario's charges, to the micro"
+    );
+    assert_eq!(
+        balances.available.micros(),
+        1_000_000 - expected_spent,
+        "available = limit - spent - reserved (B2)"
+    );
+    closing
+}
+
+/// The crash and restarts shared by the first two tests: a `serve` dies after the first
+/// call's reservation and its execution, before its receipt; the call is in flight with its
+/// reservation held. A second dies right after recovery marked it uncertain: still held,
+/// never replayed. Returns the operation and its reservation; a third process finishes.
+async fn die_after_the_call_then_after_marking_it_uncertain(
+    site: &Site,
+    scenario: &str,
+    post_while_running: Option<&str>,
+) -> (OperationId, UsdMicros) {
+    let mut first = site.serve(scenario, Some("after_call"));
+    if let Some(text) = post_while_running {
+        // T1: a running serve accepts an event another process persisted.
+        assert!(first.listening().is_some(), "serve did not start");
+        site.post(text);
+    }
+    first.crashed();
+
+    let store = site.store().await;
+    let records = all_operations(&store).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let (op, record) = records.into_iter().next().unwrap();
+    assert_eq!(record.request.role, CallRole::Reasoner);
+    assert_eq!(record.status, OperationStatus::InFlight);
+    assert!(record.receipt.is_none(), "killed before the receipt");
+    let reservation = record.request.reservation;
+    let held = site.room().await.state.ledger().balances();
+    assert_eq!(held.reserved, reservation, "B1: the reservation is held");
+    assert_eq!(held.spent, UsdMicros::ZERO);
+    let executed = site.executions();
+    assert_eq!(executed.len(), 1, "the call ran before the crash");
+    assert_eq!(executed[0]["op"], op.to_string());
+
+    // The next process classifies it from durable evidence only (D2) and dies right after
+    // marking it uncertain (once the dead process's lease expired).
+    site.serve(scenario, Some("after_uncertain")).crashed();
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::Uncertain);
+    assert!(record.receipt.is_none());
+    let balances = site.room().await.state.ledger().balances();
+    assert_eq!(
+        balances.reserved.micros() + balances.uncertain.micros(),
+        reservation.micros(),
+        "D2/B3: an uncertain call keeps its whole reservation"
+    );
+    assert!(
+        !store
+            .ledger(&RoomId::parse(ROOM).unwrap())
+            .await
+            .unwrap()
+            .iter()
+            .any(|row| matches!(row, LedgerEntry::Settled { op: o, .. } | LedgerEntry::Released { op: o, .. } if *o == op)),
+        "nothing charged or released before the reconciler confirmed it"
+    );
+    assert_eq!(site.executions().len(), 1, "never replayed");
+    (op, reservation)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d2_serve_killed_after_a_reservation_recovers_the_uncertain_call_from_the_journal_and_completes()
+ {
+    let site = Site::new();
+    let created = site.create_room(&[
+        "oscar=operator",
+        "sam=specialist",
+        "sue=specialist",
+        "rita=reviewer",
+    ]);
+    assert!(created.contains("owner token (olive): ar_"), "{created}");
+    assert!(created.contains("operator token (oscar): ar_"), "{created}");
+
+    let (op, _) = die_after_the_call_then_after_marking_it_uncertain(
+        &site,
+        "scenarios/serve-crash.toml",
+        Some("Summarize how durable agent runtimes recover from crashes, with sources."),
+    )
+    .await;
+
+    let mut last = site.serve("scenarios/serve-crash.toml", None);
+    assert!(last.listening().is_some());
+    let room = site.wait_completed(1).await;
+    last.stop();
+
+    let objective = &room.state.objectives()[0];
+    let review = objective.reviews().last().unwrap();
+    assert_eq!(review.reviewer().as_str(), "rita");
+    assert!(review.verdicts().iter().all(|v| v.verdict == Verdict::Met));
+    let closing = no_task_twice_and_the_ledger_adds_up(&site, 2_100 + 3_400 + 2_800 + 1_200).await;
+    // Confirmed from the journal: charged what the journal says it cost (D2, B3).
+    assert!(
+        matches!(closing[&op], LedgerEntry::Settled { charged, .. } if charged == UsdMicros::new(2_100)),
+        "{:?}",
+        closing[&op]
+    );
+    let record = site.store().await.operation(op).await.unwrap().unwrap();
+    assert!(
+        record.receipt.is_none(),
+        "its result came from the reconciler"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d2_serve_killed_with_sigkill_while_a_task_call_is_uncertain_never_reruns_it_and_completes()
+{
+    let site = Site::new();
+    site.create_room(&["sam=specialist", "sue=specialist", "rita=reviewer"]);
+    // Recovery only on start, so the uncertain call stays as it is while this process lives.
+    let mut first = site.serve_with(
+        "scenarios/lost-reply.toml",
+        None,
+        &["--recover-every", "1000000"],
+    );
+    assert!(first.listening().is_some());
+    site.post("Summarize how durable agent runtimes recover from crashes, with sources.");
+
+    // sam ran `gather` and journaled it, but the reply was lost: uncertain, reservation held.
+    let store = site.store().await;
+    let deadline = Instant::now() + PATIENCE;
+    let (op, reservation) = loop {
+        let uncertain: Vec<_> = all_operations(&store)
+            .await
+            .into_values()
+            .filter(|r| r.status == OperationStatus::Uncertain)
+            .collect();
+        if let [record] = uncertain.as_slice() {
+            break (record.op(), record.request.reservation);
+        }
+        assert!(Instant::now() < deadline, "no call became uncertain");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.request.role, CallRole::Specialist);
+    assert!(task_of(&record.request.brief).unwrap().ends_with("/gather"));
+    first.kill();
+
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::Uncertain);
+    assert!(record.receipt.is_none());
+    let balances = site.room().await.state.ledger().balances();
+    assert_eq!(
+        balances.uncertain, reservation,
+        "B3: the uncertain call keeps its whole reservation"
+    );
+    let journaled: Vec<Value> = site
+        .executions()
+        .into_iter()
+        .filter(|e| e["op"] == op.to_string())
+        .collect();
+    assert_eq!(journaled.len(), 1, "sam ran it once");
+
+    let mut last = site.serve("scenarios/lost-reply.toml", None);
+    assert!(last.listening().is_some());
+    site.wait_completed(1).await;
+    last.stop();
+    let closing = no_task_twice_and_the_ledger_adds_up(&site, 2_100 + 3_400 + 2_800 + 1_200).await;
+    // D2: confirmed from sam's journal and charged what it recorded, never run again.
+    assert!(
+        matches!(closing[&op], LedgerEntry::Settled { charged, .. } if charged == UsdMicros::new(3_400)),
+        "{:?}",
+        closing[&op]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d6_two_report_versions_reviewed_by_distinct_reviewers_complete_across_rebuilt_coordinators()
+ {
+    let site = Site::new();
+    site.create_room(&[
+        "bea=specialist,reviewer",
+        "oscar=operator",
+        "sam=specialist",
+        "sue=specialist",
+        "rita=reviewer",
+    ]);
+    // Persisted before any coordinator runs: the first one accepts it on start (T1).
+    site.post("Summarize what changed in durable agent runtimes, with sources for every claim.");
+
+    die_after_the_call_then_after_marking_it_uncertain(&site, "scenarios/two-reviewers.toml", None)
+        .await;
+    // A new process: a coordinator rebuilt from the store only.
+    let mut last = site.serve("scenarios/two-reviewers.toml", None);
+    assert!(last.listening().is_some());
+    let room = site.wait_completed(1).await;
+    last.stop();
+
+    let objective = &room.state.objectives()[0];
+    assert_eq!(objective.plans().len(), 2, "R3: a corrective plan");
+    let reviews: Vec<(u32, String, bool)> = objective
+        .reviews()
+        .iter()
+        .map(|r| {
+            (
+                r.report().version,
+                r.reviewer().to_string(),
+                r.verdicts().iter().all(|v| v.verdict == Verdict::Met),
+            )
+        })
+        .collect();
+    // R1: version 2 has bea among its authors, so another reviewer reviews it.
+    assert_eq!(
+        reviews,
+        [(1, "bea".to_owned(), false), (2, "rita".to_owned(), true)]
+    );
+    no_task_twice_and_the_ledger_adds_up(
+        &site,
+        2_100 + 3_400 + 2_800 + 1_200 + 2_300 + 3_100 + 3_000 + 1_300,
+    )
+    .await;
+    // O3: the unchanged research was reused by plan 2, never run again.
+    let gathered = site
+        .executions()
+        .iter()
+        .filter(|e| e["task"].as_str().is_some_and(|t| t.ends_with("/gather")))
+        .count();
+    assert_eq!(gathered, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b7_two_serve_processes_on_one_database_never_dispatch_a_task_twice() {
+    let site = Site::new();
+    site.create_room(&[
+        "oscar=operator",
+        "sam=specialist",
+        "sue=specialist",
+        "rita=reviewer",
+    ]);
+    let mut one = site.serve("scenarios/two-serves.toml", None);
+    let mut two = site.serve("scenarios/two-serves.toml", None);
+    assert!(one.listening().is_some());
+    assert!(two.listening().is_some());
+    // Four objectives posted at once: both processes poll for them and race to accept them.
+    for topic in [
+        "recover from crashes",
+        "lease tool calls",
+        "fence stale writers",
+        "bound budgets",
+    ] {
+        site.post(&format!(
+            "Summarize how durable agent runtimes {topic}, with sources."
+        ));
+    }
+    let room = site.wait_completed(4).await;
+    one.stop();
+    two.stop();
+    for objective in room.state.objectives() {
+        let review = objective.reviews().last().unwrap();
+        assert!(review.verdicts().iter().all(|v| v.verdict == Verdict::Met));
+    }
+    no_task_twice_and_the_ledger_adds_up(&site, 4 * (2_100 + 3_400 + 2_800 + 1_200)).await;
+}
+
+// ---- bad input: exit code, message, nothing written ----------------------------------------
+
+/// The Room's revision and ledger, and the number of persisted events and tokens: what a
+/// refused command must leave as it was.
+async fn footprint(site: &Site) -> (Option<i64>, usize, String) {
+    let store = site.store().await;
+    let room = RoomId::parse(ROOM).unwrap();
+    let revision = store.load(&room).await.unwrap().map(|r| r.revision.0);
+    let ledger = store.ledger(&room).await.unwrap().len();
+    let out = Command::new("psql")
+        .args([site.url().as_str(), "-X", "-q", "-A", "-t", "-c"])
+        .arg("SELECT (SELECT count(*) FROM rooms) || ' rooms ' || (SELECT count(*) FROM room_events) || ' events ' || (SELECT count(*) FROM access_tokens) || ' tokens'")
+        .output()
+        .unwrap();
+    (
+        revision,
+        ledger,
+        String::from_utf8(out.stdout).unwrap().trim().to_owned(),
+    )
+}
+
+fn refused(out: &Output, code: i32, message: &str) {
+    assert_eq!(out.status.code(), Some(code), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(message), "{stderr}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn room_create_refuses_bad_input_and_writes_nothing() {
+    let site = Site::new();
+    let policies = site.policies();
+    let policies = policies.to_str().unwrap();
+    let create = |extra: &[&str], policies: &str| {
+        let mut args = vec![
+            "room",
+            "create",
+            "--room",
+            ROOM,
+            "--owner",
+            "olive",
+            "--policies",
+            policies,
+        ];
+        args.extend(extra);
+        if !extra.iter().any(|a| a.starts_with("--limit-micros")) {
+            args.extend(["--limit-micros", "1000"]);
+        }
+        site.agentroom(&args)
+    };
+    let empty = footprint(&site).await;
+    assert_eq!(empty.2, "0 rooms 0 events 0 tokens");
+
+    refused(
+        &create(&["--member", "sam=wizard"], policies),
+        2,
+        "`wizard` is not a role (owner, operator, reviewer, specialist, agent_host)",
+    );
+    refused(
+        &create(&["--member", "sam"], policies),
+        2,
+        "is not PRINCIPAL=ROLE",
+    );
+    refused(
+        &create(&["--model", "gpt-nothing"], policies),
+        1,
+        "--model gpt-nothing",
+    );
+    refused(
+        &create(&["--limit-micros=-5"], policies),
+        1,
+        "--limit-micros -5: a budget limit cannot be negative",
+    );
+    // A bad Room policy: file, line and field.
+    let bad = tempfile::tempdir().unwrap();
+    for file in ["access.toml", "prices.toml"] {
+        std::fs::copy(site.policies().join(file), bad.path().join(file)).unwrap();
+    }
+    std::fs::write(bad.path().join("room.toml"), "[bounds]\nreplans = 3\n").unwrap();
+    refused(
+        &create(&[], bad.path().to_str().unwrap()),
+        1,
+        "room.toml: line 2, column 1, field `bounds.replans`",
+    );
+    // A capability file it names that is not valid: named with its problem.
+    std::fs::write(
+        bad.path().join("room.toml"),
+        "[capabilities]\nfiles = [\"caps.yaml\"]\n",
+    )
+    .unwrap();
+    std::fs::write(bad.path().join("caps.yaml"), "kind: Capability\n").unwrap();
+    refused(&create(&[], bad.path().to_str().unwrap()), 1, "caps.yaml");
+    assert_eq!(footprint(&site).await, empty, "nothing was written");
+
+    let ok = create(&["--member", "oscar=operator"], policies);
+    assert!(ok.status.success(), "{ok:?}");
+    let made = footprint(&site).await;
+    assert_eq!(made.2, "1 rooms 0 events 2 tokens");
+    refused(
+        &create(&["--member", "oscar=operator"], policies),
+        1,
+        "room lab exists already; nothing changed",
+    );
+    assert_eq!(footprint(&site).await, made, "nothing was written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_post_and_serve_refuse_unknown_rooms_and_strangers_and_write_nothing() {
+    let site = Site::new();
+    site.create_room(&["sam=specialist"]);
+    let before = footprint(&site).await;
+    refused(
+        &site.agentroom(&["event", "post", "--room", "nope", "--as", "olive", "hello"]),
+        1,
+        "no room nope: create it with `agentroom room create`; nothing was posted",
+    );
+    refused(
+        &site.agentroom(&["event", "post", "--room", ROOM, "--as", "mallory", "hello"]),
+        1,
+        "mallory is not a member of room lab; nothing was posted",
+    );
+    refused(
+        &site.agentroom(&["event", "post", "--room", ROOM, "--as", "olive", "  "]),
+        1,
+        "the message is empty; nothing was posted",
+    );
+    refused(
+        &site.agentroom(&[
+            "event",
+            "post",
+            "--room",
+            "Not A Room",
+            "--as",
+            "olive",
+            "hi",
+        ]),
+        2,
+        "--room",
+    );
+    assert_eq!(footprint(&site).await, before, "nothing was written");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_agentroom"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--room", "nope"])
+        .args(["--database-url", &site.url()])
+        .arg("--policies")
+        .arg(site.policies())
+        .env_remove("AGENTROOM_DATABASE_URL")
+        .output()
+        .unwrap();
+    refused(
+        &out,
+        1,
+        "no room nope: create it with `agentroom room create`",
+    );
+    assert_eq!(footprint(&site).await, before, "nothing was written");
+
+    // A member's message is persisted and its id printed; nothing accepts it yet.
+    let id = site.post("hello");
+    let store = site.store().await;
+    let pending = store
+        .unaccepted_events(&RoomId::parse(ROOM).unwrap(), 10)
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].id.to_string(), id);
+    assert_eq!(pending[0].author.as_str(), "olive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_on_the_embedded_database_accepts_a_posted_event_and_completes_it() {
+    use agentroom_store_sqlite::{Durability, SqliteRooms};
+
+    // The PostgreSQL site only lends its policy folder; everything else is under --root.
+    let site = Site::new();
+    let root = tempfile::tempdir().unwrap();
+    let root_arg = root.path().to_str().unwrap().to_owned();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(args)
+            .args(["--root", &root_arg])
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_CRASH_AT")
+            .output()
+            .unwrap()
+    };
+    let policies = site.policies();
+    let created = run(&[
+        "room",
+        "create",
+        "--room",
+        ROOM,
+        "--owner",
+        "olive",
+        "--limit-micros",
+        "1000000",
+        "--policies",
+        policies.to_str().unwrap(),
+        "--member",
+        "sam=specialist",
+        "--member",
+        "sue=specialist",
+        "--member",
+        "rita=reviewer",
+    ]);
+    assert!(created.status.success(), "{created:?}");
+    let stdout = String::from_utf8_lossy(&created.stdout);
+    assert!(stdout.contains("owner token (olive): ar_"), "{stdout}");
+    assert!(!stdout.contains("operator token"), "no operator: {stdout}");
+
+    let mut serve = Serve(
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
+            .args(["--root", &root_arg])
+            .arg("--policies")
+            .arg(&policies)
+            .arg("--agents")
+            .arg(repo("scenarios/serve-crash.toml"))
+            .args(["--poll-ms", "50"])
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_CRASH_AT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(serve.listening().is_some());
+    let posted = run(&[
+        "event",
+        "post",
+        "--room",
+        ROOM,
+        "--as",
+        "olive",
+        "Summarize how durable agent runtimes recover from crashes, with sources.",
+    ]);
+    assert!(posted.status.success(), "{posted:?}");
+
+    let store =
+        SqliteRooms::open(&root.path().join("planning.db"), Durability::ProcessCrash).unwrap();
+    let room = RoomId::parse(ROOM).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let stored = loop {
+        let stored = store.load(&room).await.unwrap().unwrap();
+        if stored
+            .state
+            .objectives()
+            .first()
+            .is_some_and(|o| o.status() == ObjectiveStatus::Completed)
+        {
+            break stored;
+        }
+        assert!(Instant::now() < deadline, "the objective did not complete");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    serve.stop();
+    let balances = stored.state.ledger().balances();
+    assert_eq!(
+        balances.spent,
+        UsdMicros::new(2_100 + 3_400 + 2_800 + 1_200)
+    );
+    assert_eq!(balances.reserved, UsdMicros::ZERO);
+    // The journal defaults to the data directory.
+    assert!(root.path().join("scripted-journal.jsonl").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_to_start_when_a_capability_file_of_the_room_policy_is_bad() {
+    let site = Site::new();
+    site.create_room(&["sam=specialist"]);
+    // The Room policy names capabilities/research.yaml; it went bad after the Room was made.
+    std::fs::write(
+        site.policies().join("capabilities/research.yaml"),
+        "apiVersion: planspec.io/v1alpha1\nkind: Capability\nmetadata:\n  name: research\n  namespace: default\nspec:\n  description: Find sources\n  displayName: 42\n",
+    )
+    .unwrap();
+    let before = footprint(&site).await;
+    let out = Command::new(env!("CARGO_BIN_EXE_agentroom"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
+        .args(["--database-url", &site.url()])
+        .arg("--policies")
+        .arg(site.policies())
+        .env_remove("AGENTROOM_DATABASE_URL")
+        .output()
+        .unwrap();
+    refused(
+        &out,
+        1,
+        "capabilities/research.yaml: document 1, line 8, column 16, field `spec.displayName`",
+    );
+    assert_eq!(footprint(&site).await, before, "nothing was written");
+}
+
+#[test]
+fn serve_refuses_a_bad_agents_configuration_before_it_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |flag: &str, file: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg("--root")
+            .arg(dir.path().join("data"))
+            .arg("--policies")
+            .arg(repo("policies"))
+            .arg(flag)
+            .arg(file)
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_TEST_UNSET_KEY")
+            .output()
+            .unwrap()
+    };
+    let config = dir.path().join("openai.toml");
+    std::fs::write(
+        &config,
+        "base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"scripted\"\ntemperature = 2\n",
+    )
+    .unwrap();
+    refused(
+        &serve("--openai", &config),
+        1,
+        "unknown field `temperature`",
+    );
+    std::fs::write(
+        &config,
+        "base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"scripted\"\napi_key_env = \"AGENTROOM_TEST_UNSET_KEY\"\n",
+    )
+    .unwrap();
+    refused(
+        &serve("--openai", &config),
+        1,
+        "the API key variable `AGENTROOM_TEST_UNSET_KEY` (api_key_env) is not set",
+    );
+    std::fs::write(&config, "model = \"scripted\"\n").unwrap();
+    refused(&serve("--openai", &config), 1, "missing field `base_url`");
+    let scenario = dir.path().join("scenario.toml");
+    std::fs::write(&scenario, "description = \"x\"\n[[reasoner]]\nnope = 1\n").unwrap();
+    let out = serve("--agents", &scenario);
+    refused(&out, 1, "TOML parse error at line 3, column 1");
+    refused(&out, 1, "unknown field `nope`");
+    refused(
+        &serve("--agents", &dir.path().join("missing.toml")),
+        1,
+        "missing.toml: No such file or directory",
+    );
+}
