@@ -20,6 +20,7 @@
 //! [`ServerConfig::room`]; `Authorization: Bearer` is accepted and ignored.
 
 mod a2e;
+pub mod api;
 mod body;
 mod caller;
 mod config;
