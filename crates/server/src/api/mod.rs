@@ -22,6 +22,7 @@ mod error;
 mod feed;
 mod handlers;
 mod openapi;
+mod tokens;
 
 use std::sync::Arc;
 
@@ -46,6 +47,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 pub use feed::Feed;
+pub use tokens::{IssueError, issue_token};
 
 /// The largest JSON body the REST API reads; above it a request is a 413 and nothing changes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
