@@ -1,5 +1,7 @@
 //! The HTTP edge of agentroom: the A2E HTTP transport that the A2E SDK's `HTTPTransport`
 //! speaks, and `POST /v1/planning`. Build the app with [`router`], run it with [`serve`].
+//! The authenticated REST API under `/v1/rooms/{room}/…` (bearer tokens, roles, SSE,
+//! `/v1/openapi.json`) is [`api::router`]; merge it into the app.
 //!
 //! | endpoint | answer |
 //! | --- | --- |
@@ -16,8 +18,9 @@
 //! `req_id`). A session with no send and no connected stream for
 //! [`ServerConfig::session_idle_timeout`] is expired by a background sweep.
 //!
-//! Until tokens exist (the host issue) every caller acts as the owner of
-//! [`ServerConfig::room`]; `Authorization: Bearer` is accepted and ignored.
+//! The A2E transport and `POST /v1/planning` still act as the owner of
+//! [`ServerConfig::room`] whatever the `Authorization` header says; the REST API checks
+//! bearer tokens, including for its planning endpoint `POST /v1/rooms/{room}/planning`.
 
 mod a2e;
 pub mod api;

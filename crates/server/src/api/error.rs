@@ -42,6 +42,9 @@ pub(crate) enum RestError {
         /// The limit.
         limit: usize,
     },
+    /// The target is not in a state this request applies to; nothing changed.
+    #[error("{0}")]
+    WrongState(String),
     /// The Room kept changing under the request.
     #[error("the room kept changing; try again")]
     Conflict,
@@ -62,7 +65,7 @@ impl RestError {
             RestError::MalformedJson(_) | RestError::BadRequest(_) => StatusCode::BAD_REQUEST,
             RestError::InvalidBody(_) => StatusCode::UNPROCESSABLE_ENTITY,
             RestError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            RestError::Conflict => StatusCode::CONFLICT,
+            RestError::Conflict | RestError::WrongState(_) => StatusCode::CONFLICT,
             RestError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             RestError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -79,6 +82,7 @@ impl RestError {
             RestError::BadRequest(_) => "bad_request",
             RestError::TooLarge { .. } => "too_large",
             RestError::Conflict => "conflict",
+            RestError::WrongState(_) => "wrong_state",
             RestError::Unavailable => "unavailable",
             RestError::Internal(_) => "internal_error",
         }

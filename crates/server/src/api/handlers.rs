@@ -18,7 +18,7 @@ use agentroom_domain::plan::{Column, PlanVersion, Task};
 use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
 use agentroom_domain::room::Permission;
 use agentroom_planning::{Session, Step};
-use agentroom_ports::{OperationFilter, OperationStatus};
+use agentroom_ports::{OperationFilter, OperationStatus, Resolution, ResolutionOutcome};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
@@ -52,8 +52,16 @@ async fn read_json<T: DeserializeOwned>(headers: &HeaderMap, body: Body) -> Resu
     }
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
-        .map_err(|_| RestError::TooLarge {
-            limit: MAX_BODY_BYTES,
+        .map_err(|error| {
+            let over_limit = std::error::Error::source(&error)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            if over_limit {
+                RestError::TooLarge {
+                    limit: MAX_BODY_BYTES,
+                }
+            } else {
+                RestError::BadRequest(format!("the request body could not be read: {error}"))
+            }
         })?;
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|error| RestError::MalformedJson(error.to_string()))?;
@@ -855,6 +863,55 @@ pub(crate) async fn operations(
         }
     }
     Ok(page.of(&items))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResolveBody {
+    outcome: ResolutionOutcome,
+    reason: String,
+}
+
+/// `POST /v1/rooms/{room}/operations/{operation}/resolve`: the caller is the operator on
+/// record; the Room applies the resolution at its coordinator's next recovery (D2).
+pub(crate) async fn resolve_operation(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path((_, operation)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, RestError> {
+    let unknown = || RestError::NotFound(format!("no operation {operation} in this room"));
+    let op: OperationId = operation.parse().map_err(|_| unknown())?;
+    let record = api
+        .rooms
+        .operation(op)
+        .await?
+        .filter(|record| record.room == caller.room)
+        .ok_or_else(unknown)?;
+    let ResolveBody { outcome, reason } = read_json(&headers, body).await?;
+    if reason.trim().is_empty() {
+        return Err(RestError::InvalidBody(
+            "reason must say why (what was checked)".to_owned(),
+        ));
+    }
+    let resolution = Resolution {
+        outcome,
+        operator: caller.principal.to_string(),
+        reason,
+        at: api.clock.now(),
+    };
+    if !api.rooms.resolve(op, &resolution).await? {
+        return Err(RestError::WrongState(format!(
+            "operation {op} is {}, not uncertain or dead-lettered; nothing was changed",
+            record.status.as_str()
+        )));
+    }
+    Ok(Json(json!({
+        "op": op.to_string(),
+        "resolution": resolution,
+        "applied": "at the next recovery of the room's coordinator",
+    })))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -36,8 +36,8 @@ use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::room::Permission;
 use agentroom_planning::PlanningService;
 use agentroom_ports::{
-    Clock, OperationFilter, OperationRecord, Reconciler, RoomStore, StoredRoom, TokenStore,
-    WorkflowStore,
+    Clock, OperationFilter, OperationRecord, Reconciler, Resolution, RoomStore, StoredRoom,
+    TokenStore, WorkflowStore,
 };
 use agentroom_workflows::Provider;
 use async_trait::async_trait;
@@ -78,6 +78,13 @@ pub trait RoomApi: Send + Sync + 'static {
     /// One operation.
     async fn operation(&self, op: OperationId)
     -> Result<Option<OperationRecord>, CoordinatorError>;
+    /// Records an operator's resolution of an uncertain or dead-lettered operation (D2);
+    /// false when it is neither. Its Room applies it at its coordinator's next recovery.
+    async fn resolve(
+        &self,
+        op: OperationId,
+        resolution: &Resolution,
+    ) -> Result<bool, CoordinatorError>;
     /// Every decision committed in this process from now on.
     fn watch(&self) -> UnboundedReceiver<Committed>;
 }
@@ -145,6 +152,14 @@ where
         op: OperationId,
     ) -> Result<Option<OperationRecord>, CoordinatorError> {
         Ok(WorkflowStore::operation(&*self.store, op).await?)
+    }
+
+    async fn resolve(
+        &self,
+        op: OperationId,
+        resolution: &Resolution,
+    ) -> Result<bool, CoordinatorError> {
+        Ok(WorkflowStore::resolve(&*self.store, op, resolution).await?)
     }
 
     fn watch(&self) -> UnboundedReceiver<Committed> {
@@ -346,6 +361,13 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
             Needs(P::OperationResolve),
             "Uncertain and dead-lettered operations of the Room (paginated).",
             on(MethodFilter::GET, h::operations),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/operations/{operation}/resolve",
+            Needs(P::OperationResolve),
+            "Record what an operator confirmed about an uncertain or dead-lettered operation (D2).",
+            on(MethodFilter::POST, h::resolve_operation),
         ),
         row(
             Method::POST,

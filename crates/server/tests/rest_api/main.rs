@@ -14,9 +14,13 @@ mod support;
 
 use std::collections::{BTreeSet, HashSet};
 
+use agentroom_domain::engine::Effect;
 use agentroom_domain::engine::{Audience, Notification};
 use agentroom_domain::ids::Timestamp;
-use agentroom_ports::{Clock, SystemClock, TokenStore};
+use agentroom_ports::conformance::Driver;
+use agentroom_ports::{
+    Clock, OperationStatus, ResolutionOutcome, SystemClock, TokenStore, WorkflowStore,
+};
 use agentroom_server::api::{Access, routes};
 use axum::http::{Method, StatusCode};
 use http_body_util::BodyExt;
@@ -33,134 +37,30 @@ const UNKNOWN: &str = "00000000-0000-4000-8000-000000000000";
 // the roles that may use it (from the shipped policies/access.toml). `-` marks a public route.
 // ---------------------------------------------------------------------------------------------
 
-const MATRIX: &[(&str, &str, &str, &[&str])] = &[
-    (
-        "GET",
-        "/v1/openapi.json",
-        "-",
-        &[
-            "owner",
-            "operator",
-            "reviewer",
-            "specialist",
-            "agent_host",
-            "none",
-        ],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}",
-        "objective.read",
-        &["owner", "operator", "reviewer", "specialist", "agent_host"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/members",
-        "objective.read",
-        &["owner", "operator", "reviewer", "specialist", "agent_host"],
-    ),
-    (
-        "POST",
-        "/v1/rooms/{room}/events",
-        "event.post",
-        &["owner", "operator", "reviewer", "specialist", "agent_host"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/objectives",
-        "objective.read",
-        &["owner", "operator", "reviewer", "specialist", "agent_host"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/objectives/{objective}",
-        "objective.read",
-        &["owner", "operator", "reviewer", "specialist", "agent_host"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/objectives/{objective}/plans",
-        "objective.read",
-        &["owner", "operator", "reviewer", "specialist", "agent_host"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/objectives/{objective}/decisions",
-        "objective.read",
-        &["owner", "operator", "reviewer", "specialist", "agent_host"],
-    ),
-    (
-        "POST",
-        "/v1/rooms/{room}/objectives/{objective}/control",
-        "objective.control",
-        &["owner", "operator"],
-    ),
-    (
-        "POST",
-        "/v1/rooms/{room}/objectives/{objective}/tasks",
-        "task.update_own",
-        &["specialist", "agent_host"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/objectives/{objective}/reviews",
-        "report.read",
-        &["owner", "operator", "reviewer"],
-    ),
-    (
-        "POST",
-        "/v1/rooms/{room}/objectives/{objective}/reviews",
-        "review.record",
-        &["reviewer"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/late-results",
-        "late_result.decide",
-        &["owner", "operator"],
-    ),
-    (
-        "POST",
-        "/v1/rooms/{room}/late-results/{operation}",
-        "late_result.decide",
-        &["owner", "operator"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/budget",
-        "budget.read",
-        &["owner", "operator"],
-    ),
-    (
-        "POST",
-        "/v1/rooms/{room}/budget/raise",
-        "budget.raise",
-        &["operator"],
-    ),
-    (
-        "POST",
-        "/v1/rooms/{room}/budget/acknowledge",
-        "budget.acknowledge",
-        &["operator"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/operations",
-        "operation.resolve",
-        &["operator"],
-    ),
-    (
-        "POST",
-        "/v1/rooms/{room}/planning",
-        "planning.use",
-        &["owner", "operator", "reviewer", "specialist", "agent_host"],
-    ),
-    (
-        "GET",
-        "/v1/rooms/{room}/notifications",
-        "objective.read",
-        &["owner", "operator", "reviewer", "specialist", "agent_host"],
-    ),
+#[rustfmt::skip]
+const MATRIX: &[(&str, &str, &str, &str)] = &[
+    // method  path                                              permission           roles admitted
+    ("GET",  "/v1/openapi.json",                                  "-",                  "owner operator reviewer specialist agent_host none"),
+    ("GET",  "/v1/rooms/{room}",                                  "objective.read",     "owner operator reviewer specialist agent_host"),
+    ("GET",  "/v1/rooms/{room}/members",                          "objective.read",     "owner operator reviewer specialist agent_host"),
+    ("POST", "/v1/rooms/{room}/events",                           "event.post",         "owner operator reviewer specialist agent_host"),
+    ("GET",  "/v1/rooms/{room}/objectives",                       "objective.read",     "owner operator reviewer specialist agent_host"),
+    ("GET",  "/v1/rooms/{room}/objectives/{objective}",           "objective.read",     "owner operator reviewer specialist agent_host"),
+    ("GET",  "/v1/rooms/{room}/objectives/{objective}/plans",     "objective.read",     "owner operator reviewer specialist agent_host"),
+    ("GET",  "/v1/rooms/{room}/objectives/{objective}/decisions", "objective.read",     "owner operator reviewer specialist agent_host"),
+    ("POST", "/v1/rooms/{room}/objectives/{objective}/control",   "objective.control",  "owner operator"),
+    ("POST", "/v1/rooms/{room}/objectives/{objective}/tasks",     "task.update_own",    "specialist agent_host"),
+    ("GET",  "/v1/rooms/{room}/objectives/{objective}/reviews",   "report.read",        "owner operator reviewer"),
+    ("POST", "/v1/rooms/{room}/objectives/{objective}/reviews",   "review.record",      "reviewer"),
+    ("GET",  "/v1/rooms/{room}/late-results",                     "late_result.decide", "owner operator"),
+    ("POST", "/v1/rooms/{room}/late-results/{operation}",         "late_result.decide", "owner operator"),
+    ("GET",  "/v1/rooms/{room}/budget",                           "budget.read",        "owner operator"),
+    ("POST", "/v1/rooms/{room}/budget/raise",                     "budget.raise",       "operator"),
+    ("POST", "/v1/rooms/{room}/budget/acknowledge",               "budget.acknowledge", "operator"),
+    ("GET",  "/v1/rooms/{room}/operations",                       "operation.resolve",  "operator"),
+    ("POST", "/v1/rooms/{room}/operations/{operation}/resolve",   "operation.resolve",  "operator"),
+    ("POST", "/v1/rooms/{room}/planning",                         "planning.use",       "owner operator reviewer specialist agent_host"),
+    ("GET",  "/v1/rooms/{room}/notifications",                    "objective.read",     "owner operator reviewer specialist agent_host"),
 ];
 
 /// The principal of each role in the matrix (`none`: a valid token, no membership).
@@ -239,7 +139,7 @@ async fn t3_every_endpoint_refuses_every_role_the_matrix_leaves_out() {
                 )
                 .await;
             let status = response.status();
-            if admitted.contains(&role) {
+            if admitted.split(' ').any(|r| r == role) {
                 assert!(
                     status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
                     "{method} {path} refused {role} ({status})"
@@ -637,6 +537,107 @@ async fn openapi_document_lists_every_route_with_its_permission() {
             assert_eq!(operation["x-permission"], *permission, "{method} {path}");
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Uncertain and dead-lettered operations
+// ---------------------------------------------------------------------------------------------
+
+/// D2: operators see the Room's uncertain operations and record what they confirmed, with
+/// who (the token's principal) and why; nobody else may, a second resolution changes nothing,
+/// and another Room's token does not reach the operation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d2_operators_resolve_uncertain_operations_and_nobody_else_does() {
+    let app = spawn_app().await;
+    let mut drill = Driver::create(&*app.store, "drill", 1_000_000).await;
+    let decision = drill.owner_message("an owner message whose call is left uncertain");
+    let op = decision
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::ReserveAndCall(request) => Some(request.op),
+            _ => None,
+        })
+        .unwrap();
+    drill
+        .commit(&*app.store, &decision, "event_accepted")
+        .await
+        .unwrap();
+    assert!(app.store.mark_uncertain(op, 1).await.unwrap());
+    let room = drill.room();
+    let (_, oscar) = issue(&app.store, &room, "oscar", None).await;
+    let (_, olive) = issue(&app.store, &room, "olive", None).await;
+    let as_oscar = format!("Bearer {oscar}");
+    let as_olive = format!("Bearer {olive}");
+
+    let listed = app
+        .call(
+            Method::GET,
+            "/v1/rooms/drill/operations",
+            &[("authorization", &as_oscar)],
+            "",
+        )
+        .await;
+    assert_eq!(listed.status, StatusCode::OK, "{listed:?}");
+    let items = listed.json()["items"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 1, "{items}");
+    assert_eq!(items[0]["op"], op.to_string());
+    assert_eq!(items[0]["status"], "uncertain");
+
+    let path = format!("/v1/rooms/drill/operations/{op}/resolve");
+    let body = r#"{"outcome":"failed","reason":"the provider's log shows no request"}"#;
+    let refused = app
+        .call(Method::POST, &path, &[("authorization", &as_olive)], body)
+        .await;
+    assert_eq!(
+        refused.assert_error(StatusCode::FORBIDDEN, "forbidden")["permission"],
+        "operation.resolve"
+    );
+    for (bad, code) in [
+        (r#"{"outcome":"failed","reason":"  "}"#, "invalid_body"),
+        (r#"{"outcome":"maybe","reason":"x"}"#, "invalid_body"),
+        (
+            r#"{"outcome":"failed","reason":"x","operator":"someone-else"}"#,
+            "invalid_body",
+        ),
+    ] {
+        let answer = app
+            .call(Method::POST, &path, &[("authorization", &as_oscar)], bad)
+            .await;
+        answer.assert_error(StatusCode::UNPROCESSABLE_ENTITY, code);
+    }
+    // From another Room, the operation does not exist.
+    let foreign = app
+        .as_(
+            "oscar",
+            Method::POST,
+            &format!("/v1/rooms/local/operations/{op}/resolve"),
+            body,
+        )
+        .await;
+    foreign.assert_error(StatusCode::NOT_FOUND, "not_found");
+    assert_eq!(
+        app.store.operation(op).await.unwrap().unwrap().status,
+        OperationStatus::Uncertain
+    );
+
+    let resolved = app
+        .call(Method::POST, &path, &[("authorization", &as_oscar)], body)
+        .await;
+    assert_eq!(resolved.status, StatusCode::OK, "{resolved:?}");
+    let record = app.store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::Resolved);
+    let resolution = record.resolution.unwrap();
+    assert_eq!(
+        resolution.operator, "oscar",
+        "the author is the token's principal"
+    );
+    assert_eq!(resolution.outcome, ResolutionOutcome::Failed);
+
+    let again = app
+        .call(Method::POST, &path, &[("authorization", &as_oscar)], body)
+        .await;
+    again.assert_error(StatusCode::CONFLICT, "wrong_state");
 }
 
 // ---------------------------------------------------------------------------------------------
