@@ -16,7 +16,7 @@ use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
 use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
-use agentroom_domain::room::Permission;
+use agentroom_domain::room::{Permission, Role};
 use agentroom_planning::{Session, Step};
 use agentroom_ports::{OperationFilter, OperationStatus, Resolution, ResolutionOutcome};
 use axum::body::Body;
@@ -41,6 +41,12 @@ use super::{MAX_BODY_BYTES, State as ApiState, feed};
 /// Reads a JSON body of at most [`MAX_BODY_BYTES`]: above it 413, not JSON 400, JSON of the
 /// wrong shape (unknown or missing fields, wrong types) 422.
 async fn read_json<T: DeserializeOwned>(headers: &HeaderMap, body: Body) -> Result<T, RestError> {
+    parse_json(&read_bytes(headers, body).await?)
+}
+
+/// The body's bytes, at most [`MAX_BODY_BYTES`] (from `Content-Length` before reading, or
+/// when reading passes the limit).
+async fn read_bytes(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, RestError> {
     let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
@@ -50,7 +56,7 @@ async fn read_json<T: DeserializeOwned>(headers: &HeaderMap, body: Body) -> Resu
             limit: MAX_BODY_BYTES,
         });
     }
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|error| {
             let over_limit = std::error::Error::source(&error)
@@ -62,10 +68,26 @@ async fn read_json<T: DeserializeOwned>(headers: &HeaderMap, body: Body) -> Resu
             } else {
                 RestError::BadRequest(format!("the request body could not be read: {error}"))
             }
-        })?;
-    let value: Value = serde_json::from_slice(&bytes)
+        })
+}
+
+/// Not JSON 400, JSON of the wrong shape 422.
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, RestError> {
+    let value: Value = serde_json::from_slice(bytes)
         .map_err(|error| RestError::MalformedJson(error.to_string()))?;
     serde_json::from_value(value).map_err(|error| RestError::InvalidBody(error.to_string()))
+}
+
+/// Like [`read_json`], but an empty body is read as `{}` (for endpoints that take no fields).
+async fn read_json_or_empty<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, RestError> {
+    let bytes = read_bytes(headers, body).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return parse_json(b"{}");
+    }
+    parse_json(&bytes)
 }
 
 /// A page of a list: `?limit=1..=200` (default 50) and `?cursor=` from the previous page.
@@ -308,6 +330,17 @@ pub(crate) async fn objectives(
     Ok(page.of(&items))
 }
 
+/// Whether the caller sees every task, or only its own: a principal that is only a
+/// specialist or agent host (no owner, operator or reviewer role) sees and updates only the
+/// tasks assigned to it (issue 7).
+fn sees(caller: &Caller, task: &Task) -> bool {
+    let overseer = caller
+        .roles
+        .iter()
+        .any(|role| matches!(role, Role::Owner | Role::Operator | Role::Reviewer));
+    overseer || task.assignee() == &caller.principal
+}
+
 fn task_json(plan: &PlanVersion, task: &Task) -> Value {
     json!({
         "identity": task.identity(),
@@ -341,7 +374,7 @@ pub(crate) async fn objective(
             let tasks: Vec<Value> = plan
                 .tasks()
                 .iter()
-                .filter(|task| plan.column_of(task) == column)
+                .filter(|task| plan.column_of(task) == column && sees(&caller, task))
                 .map(|task| task_json(plan, task))
                 .collect();
             json!({"column": column, "tasks": tasks})
@@ -396,7 +429,12 @@ pub(crate) async fn plans(
             .filter(|t| t.is_reused())
             .map(|t| t.key().to_string())
             .collect();
-        let tasks: Vec<Value> = plan.tasks().iter().map(|t| task_json(plan, t)).collect();
+        let tasks: Vec<Value> = plan
+            .tasks()
+            .iter()
+            .filter(|t| sees(&caller, t))
+            .map(|t| task_json(plan, t))
+            .collect();
         versions.push(json!({
             "id": plan.id().to_string(),
             "number": plan.number(),
@@ -815,7 +853,7 @@ pub(crate) async fn acknowledge_overrun(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, RestError> {
-    let AcknowledgeBody {} = read_json(&headers, body).await?;
+    let AcknowledgeBody {} = read_json_or_empty(&headers, body).await?;
     let outcome = api
         .rooms
         .submit(

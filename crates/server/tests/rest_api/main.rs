@@ -771,37 +771,33 @@ fn task<'a>(objective: &'a Value, key: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no task {key} on {objective}"))
 }
 
-/// Specialists confirm their completed tasks with their contribution (T2) and may not touch
-/// another's task; returns how many they confirmed.
+/// Each specialist sees only its own tasks, confirms its completed ones with their
+/// contribution (T2), and may not touch the other's; returns how many were confirmed.
 async fn specialists_confirm(app: &App, objective_path: &str) -> usize {
-    let objective = app.get("sam", objective_path).await;
     let mut confirmed = 0;
-    for column in objective["board"]["columns"].as_array().unwrap() {
-        for task in column["tasks"].as_array().unwrap() {
-            let Some(contribution) = task["state"]["contribution"].as_str() else {
-                continue;
-            };
-            let assignee = task["assignee"].as_str().unwrap();
-            let other = if assignee == "sam" { "sue" } else { "sam" };
-            let update =
-                json!({"task": task["identity"], "status": "done", "contribution": contribution})
-                    .to_string();
-            let refused = app
-                .as_(
-                    other,
-                    Method::POST,
-                    &format!("{objective_path}/tasks"),
-                    &update,
-                )
-                .await;
-            refused.assert_error(StatusCode::FORBIDDEN, "refused");
-            let answer = app
-                .post(assignee, &format!("{objective_path}/tasks"), &update)
-                .await;
-            if answer["decided"] == true {
-                assert_eq!(answer["accepted"], true, "{answer}");
-                assert_eq!(answer["log"][0]["rule"], "T2", "{answer}");
-                confirmed += 1;
+    for (me, other) in [("sam", "sue"), ("sue", "sam")] {
+        let objective = app.get(me, objective_path).await;
+        for column in objective["board"]["columns"].as_array().unwrap() {
+            for task in column["tasks"].as_array().unwrap() {
+                assert_eq!(task["assignee"], me, "{me} sees another's task: {task}");
+                let Some(contribution) = task["state"]["contribution"].as_str() else {
+                    continue;
+                };
+                let update = json!({
+                    "task": task["identity"],
+                    "status": "done",
+                    "contribution": contribution,
+                })
+                .to_string();
+                let tasks = format!("{objective_path}/tasks");
+                let refused = app.as_(other, Method::POST, &tasks, &update).await;
+                refused.assert_error(StatusCode::FORBIDDEN, "refused");
+                let answer = app.post(me, &tasks, &update).await;
+                if answer["decided"] == true {
+                    assert_eq!(answer["accepted"], true, "{answer}");
+                    assert_eq!(answer["log"][0]["rule"], "T2", "{answer}");
+                    confirmed += 1;
+                }
             }
         }
     }
