@@ -106,6 +106,16 @@ impl Feed {
         self.with_room(room, |feed| feed.notifications.clone())
     }
 
+    /// The Rooms this feed has seen a decision or notification of.
+    pub(crate) fn rooms(&self) -> Vec<RoomId> {
+        self.rooms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// The timeline of `room`.
     pub(crate) fn decisions(&self, room: &RoomId) -> Vec<Decided> {
         self.with_room(room, |feed| feed.decisions.clone())

@@ -21,6 +21,7 @@ mod auth;
 mod error;
 mod feed;
 mod handlers;
+mod metrics;
 mod openapi;
 mod tokens;
 
@@ -245,6 +246,13 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
         ),
         row(
             Method::GET,
+            "/metrics",
+            Public,
+            "Prometheus metrics: responses, decisions by rule, calls by role and status, budget.",
+            on(MethodFilter::GET, metrics::metrics),
+        ),
+        row(
+            Method::GET,
             "/v1/rooms/{room}",
             Needs(P::ObjectiveRead),
             "The Room: its budget balances and objectives in brief.",
@@ -407,7 +415,13 @@ pub fn router(api: Api) -> Router {
         };
         router = router.route(spec.path, handler);
     }
+    let counters = Arc::new(metrics::Metrics::default());
     router
         .with_state(api)
+        .layer(axum::Extension(Arc::clone(&counters)))
+        .layer(axum::middleware::from_fn_with_state(
+            counters,
+            metrics::count,
+        ))
         .layer(axum::middleware::from_fn(auth::request_id))
 }

@@ -41,6 +41,7 @@ const UNKNOWN: &str = "00000000-0000-4000-8000-000000000000";
 const MATRIX: &[(&str, &str, &str, &str)] = &[
     // method  path                                              permission           roles admitted
     ("GET",  "/v1/openapi.json",                                  "-",                  "owner operator reviewer specialist agent_host none"),
+    ("GET",  "/metrics",                                          "-",                  "owner operator reviewer specialist agent_host none"),
     ("GET",  "/v1/rooms/{room}",                                  "objective.read",     "owner operator reviewer specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/members",                          "objective.read",     "owner operator reviewer specialist agent_host"),
     ("POST", "/v1/rooms/{room}/events",                           "event.post",         "owner operator reviewer specialist agent_host"),
@@ -952,6 +953,36 @@ async fn a_whole_objective_runs_through_the_http_api_alone() {
         budget["balances"]["spent"].as_i64(),
         Some(spent),
         "B4: spend is not reset"
+    );
+
+    // The operator's metrics agree with the ledger and count the calls by role and status
+    // (four specialist calls: gather, write, benchmarks, write again; gather is reused, O3).
+    let metrics = app.call(Method::GET, "/metrics", &[], "").await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    assert!(
+        metrics.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = metrics.body;
+    assert!(
+        text.contains(&format!(
+            "agentroom_budget_micros{{part=\"spent\"}} {spent}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("agentroom_operations{role=\"specialist\",status=\"applied\"} 4\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("agentroom_decisions_total{verdict=\"accepted\",rule=\"T2\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("agentroom_http_responses_total{code=\"403\"}"),
+        "{text}"
     );
 }
 
