@@ -288,6 +288,88 @@ async fn every_response_carries_a_request_id_echoed_when_sane() {
     assert!(refused.headers.contains_key("x-request-id"));
 }
 
+/// T2/T3 at the API: authorization follows the principal's *current* membership, so a
+/// revoked role takes effect on the token's next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t3_a_revoked_role_is_refused_on_the_next_request() {
+    let app = spawn_app().await;
+    app.get("sam", "/v1/rooms/local/objectives").await;
+    app.coordinator
+        .change_membership(
+            &local(),
+            agentroom_coordinator::InputId::named("revoke sam"),
+            support::p("olive"),
+            support::p("sam"),
+            agentroom_domain::room::Role::Specialist,
+            agentroom_domain::engine::MembershipChange::Revoke,
+        )
+        .await
+        .unwrap();
+    let answer = app
+        .as_("sam", Method::GET, "/v1/rooms/local/objectives", "")
+        .await;
+    assert_eq!(
+        answer.assert_error(StatusCode::FORBIDDEN, "forbidden")["permission"],
+        "objective.read"
+    );
+}
+
+/// T1: the author of a posted event is the token's principal; the same Idempotency-Key
+/// posts it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t1_an_event_posted_twice_with_one_idempotency_key_is_accepted_once() {
+    let app = spawn_app().await;
+    let auth = format!("Bearer {}", app.token("olive"));
+    let body = json!({"kind": "owner_message", "text": "Summarize what changed in durable agent runtimes, with sources for every claim."}).to_string();
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("idempotency-key", "msg-1"),
+    ];
+    let first = app
+        .call(
+            Method::POST,
+            "/v1/rooms/local/events",
+            &headers,
+            body.clone(),
+        )
+        .await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{first:?}");
+    let second = app
+        .call(Method::POST, "/v1/rooms/local/events", &headers, body)
+        .await;
+    assert_eq!(second.status, StatusCode::ACCEPTED, "{second:?}");
+    assert_eq!(first.json()["event"], second.json()["event"]);
+    assert_eq!(second.json()["already_done"], true, "{second:?}");
+    app.settle().await;
+    let objectives = app.get("olive", "/v1/rooms/local/objectives").await;
+    assert_eq!(objectives["items"].as_array().unwrap().len(), 1);
+    assert_eq!(objectives["items"][0]["owner"], "olive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_are_paginated_with_limit_and_cursor() {
+    let app = spawn_app().await;
+    let mut seen = Vec::new();
+    let mut path = "/v1/rooms/local/members?limit=2".to_owned();
+    loop {
+        let page = app.get("rita", &path).await;
+        let items = page["items"].as_array().unwrap();
+        assert!(items.len() <= 2, "{page}");
+        seen.extend(
+            items
+                .iter()
+                .map(|m| m["principal"].as_str().unwrap().to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/rooms/local/members?limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    // olive, oscar, sam, sue, rita and hank, each once.
+    seen.sort();
+    assert_eq!(seen, ["hank", "olive", "oscar", "rita", "sam", "sue"]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input: a clear 4xx, never a 500, nothing changed
 // ---------------------------------------------------------------------------------------------
@@ -864,6 +946,18 @@ async fn a_whole_objective_runs_through_the_http_api_alone() {
 
     // The specialists confirm their own work; the reviewer finds one criterion unmet (R3).
     assert_eq!(specialists_confirm(&app, &path).await, 2);
+    // O7: an agent cannot move work back; the domain rejects it by rule, the board stays.
+    let gather = task(&objective, "gather")["identity"].clone();
+    let moved = app
+        .post(
+            "sam",
+            &format!("{path}/tasks"),
+            &json!({"task": gather, "status": "todo"}).to_string(),
+        )
+        .await;
+    assert_eq!(moved["accepted"], false, "{moved}");
+    assert_eq!(moved["log"][0]["rule"], "O7", "{moved}");
+    assert_eq!(app.get("olive", &path).await["board"], objective["board"]);
     let unmet = review(&app, &path, 1, "unmet").await;
     assert_eq!(unmet["accepted"], true, "{unmet}");
     app.settle().await;
@@ -908,6 +1002,12 @@ async fn a_whole_objective_runs_through_the_http_api_alone() {
         .await;
     let entries = decisions["items"].as_array().unwrap();
     assert!(entries.iter().any(|e| e["rule"] == "T2"), "{decisions}");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["verdict"] == "rejected" && e["rule"] == "O7"),
+        "{decisions}"
+    );
     assert!(
         entries
             .iter()
