@@ -5,7 +5,8 @@ use std::sync::Arc;
 use agentroom_domain::ids::{PrincipalId, RoomId};
 use agentroom_domain::room::{Permission, Role};
 use agentroom_ports::{AuthError, StoredRoom};
-use axum::extract::{Request, State};
+use axum::RequestExt;
+use axum::extract::{RawPathParams, Request, State};
 use axum::http::HeaderValue;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
@@ -68,11 +69,15 @@ pub(crate) async fn guard(
             return Err(RestError::Unauthenticated);
         }
     };
-    let room_segment = request
-        .uri()
-        .path()
-        .strip_prefix("/v1/rooms/")
-        .and_then(|rest| rest.split('/').next())
+    // The route's `{room}` parameter (not the URI text, so a router nested under a prefix
+    // still finds it).
+    let params = request
+        .extract_parts::<RawPathParams>()
+        .await
+        .map_err(|_| RestError::BadRequest("the path cannot be read".to_owned()))?;
+    let room_segment = params
+        .iter()
+        .find_map(|(name, value)| (name == "room").then(|| value.to_owned()))
         .unwrap_or_default();
     // A token sees its own Room only: another Room is "not found", whether it exists or not.
     if room_segment != authenticated.room.as_str() {

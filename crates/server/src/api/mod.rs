@@ -425,3 +425,10 @@ pub fn router(api: Api) -> Router {
         ))
         .layer(axum::middleware::from_fn(auth::request_id))
 }
+
+/// Gives every response of `router` an `x-request-id` (the client's when sane, a fresh one
+/// otherwise) and runs each request in a span carrying it: for the host's other routes (the
+/// A2E transport), which [`router`] does not cover.
+pub fn with_request_ids<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
+    router.layer(axum::middleware::from_fn(auth::request_id))
+}
