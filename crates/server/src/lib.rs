@@ -24,6 +24,7 @@
 
 mod a2e;
 pub mod api;
+pub mod board;
 mod body;
 mod caller;
 mod config;
@@ -83,6 +84,7 @@ pub fn router(service: Arc<PlanningService>, config: ServerConfig) -> Router {
         .route("/stream", get(a2e::stream))
         .route("/health", get(a2e::health))
         .route("/v1/planning", post(v1::planning))
+        .merge(board::router())
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
