@@ -61,6 +61,14 @@ const HOSTILE_ESCAPED: &str =
     "&lt;img src=x onerror=alert(1)&gt;&lt;/script&gt;&lt;script&gt;alert(2)&lt;/script&gt;";
 /// The demo's first task title, which the hostile one replaces in both plans.
 const GATHER_TITLE: &str = "Gather papers and release notes on durable agent runtimes";
+/// A criterion's text, and the hostile markup added to it in both plans.
+const CRITERION_TEXT: &str = "every claim cites a source";
+const HOSTILE_CRITERION: &str = "<svg onload=alert(3)>";
+/// The start of both report versions' content, and the hostile markup put before it.
+const REPORT_START: &str = "Durable agent runtimes checkpoint";
+const HOSTILE_REPORT: &str = "<iframe src=javascript:alert(4)></iframe>";
+/// The owner's message (the objective's title), with hostile markup in it.
+const OWNER_MESSAGE: &str = "Summarize what changed in durable agent runtimes <b onmouseover=alert(5)>with sources</b> for every claim.";
 
 fn p(id: &str) -> PrincipalId {
     PrincipalId::parse(id).unwrap()
@@ -92,7 +100,15 @@ fn hostile_scenario(dir: &Path) -> Scenario {
     let text = std::fs::read_to_string(demo).unwrap();
     assert!(text.contains(GATHER_TITLE), "the demo scenario changed");
     let path = dir.join("hostile.toml");
-    std::fs::write(&path, text.replace(GATHER_TITLE, HOSTILE)).unwrap();
+    assert!(text.contains(CRITERION_TEXT) && text.contains(REPORT_START));
+    let hostile = text
+        .replace(GATHER_TITLE, HOSTILE)
+        .replace(
+            CRITERION_TEXT,
+            &format!("{CRITERION_TEXT} {HOSTILE_CRITERION}"),
+        )
+        .replace(REPORT_START, &format!("{HOSTILE_REPORT}{REPORT_START}"));
+    std::fs::write(&path, hostile).unwrap();
     Scenario::from_file(&path).unwrap()
 }
 
@@ -290,7 +306,7 @@ impl App {
 /// Runs the demo objective through the REST API: planned, one agent's move refused by O7,
 /// reviewed unmet, corrected, approved. Returns the objective's path.
 async fn run_objective(app: &App) -> String {
-    let message = json!({"kind": "owner_message", "text": "Summarize what changed in durable agent runtimes, with sources for every claim."});
+    let message = json!({"kind": "owner_message", "text": OWNER_MESSAGE});
     app.post("olive", "/v1/rooms/local/events", &message).await;
     app.settle().await;
     let objectives = app.get("olive", "/v1/rooms/local/objectives").await;
@@ -466,6 +482,24 @@ async fn board_shows_the_room_in_chromium_with_every_user_string_as_text() {
         "the hostile title is not shown as text:\n{done}"
     );
     assert!(!dom.contains("<img"), "an img element was created:\n{dom}");
+    // So are the objective's title (the owner's message), a criterion and report content.
+    for (markup, escaped) in [
+        (
+            "<b ",
+            "&lt;b onmouseover=alert(5)&gt;with sources&lt;/b&gt;",
+        ),
+        ("<svg", "&lt;svg onload=alert(3)&gt;"),
+        (
+            "<iframe",
+            "&lt;iframe src=javascript:alert(4)&gt;&lt;/iframe&gt;Durable agent runtimes",
+        ),
+    ] {
+        assert!(dom.contains(escaped), "{escaped} not shown as text:\n{dom}");
+        assert!(
+            !dom.contains(markup),
+            "an element {markup} was created:\n{dom}"
+        );
+    }
     assert_eq!(
         dom.matches("<script").count(),
         1,
