@@ -304,8 +304,8 @@ impl App {
 }
 
 /// Runs the demo objective through the REST API: planned, one agent's move refused by O7,
-/// reviewed unmet, corrected, approved. Returns the objective's path.
-async fn run_objective(app: &App) -> String {
+/// reviewed unmet, corrected, until report version 2 awaits review. Returns its path.
+async fn run_until_second_review(app: &App) -> String {
     let message = json!({"kind": "owner_message", "text": OWNER_MESSAGE});
     app.post("olive", "/v1/rooms/local/events", &message).await;
     app.settle().await;
@@ -333,6 +333,12 @@ async fn run_objective(app: &App) -> String {
     assert_eq!(moved["log"][0]["rule"], "O7", "{moved}");
     app.review(&path, 1, "unmet").await;
     app.specialists_confirm(&path).await;
+    path
+}
+
+/// Runs the objective to completion: [`run_until_second_review`], then approval.
+async fn run_objective(app: &App) -> String {
+    let path = run_until_second_review(app).await;
     app.review(&path, 2, "met").await;
     let detail = app.get("olive", &path).await;
     assert_eq!(detail["status"], "completed", "{detail}");
@@ -596,4 +602,175 @@ async fn board_assets_are_sent_with_a_strict_policy_and_nosniff() {
     }
     let room = app.call(Method::GET, "/v1/rooms/local", None, "").await;
     assert_eq!(room.status, StatusCode::UNAUTHORIZED);
+}
+
+/// Headless Chromium driven through the DevTools protocol over a pipe
+/// (`--remote-debugging-pipe`: commands on its fd 3, answers on its fd 4, each JSON message
+/// ended by a NUL byte), attached to one page.
+struct Browser {
+    child: tokio::process::Child,
+    input: tokio::process::ChildStdin,
+    output: tokio::io::BufReader<tokio::process::ChildStdout>,
+    next: u64,
+    session: Option<String>,
+}
+
+impl Browser {
+    async fn launch(binary: &str, profile: &Path) -> Browser {
+        use std::process::Stdio;
+        // The shell gives Chromium our pipes as its fds 3 and 4, and nothing on 0 and 1.
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(r#"exec "$0" "$@" 3<&0 4>&1 1>/dev/null 0</dev/null"#)
+            .arg(binary)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--remote-debugging-pipe",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let output = tokio::io::BufReader::new(child.stdout.take().unwrap());
+        let mut browser = Browser {
+            child,
+            input,
+            output,
+            next: 0,
+            session: None,
+        };
+        let target = browser
+            .command("Target.createTarget", json!({"url": "about:blank"}))
+            .await;
+        let target = target["targetId"].as_str().unwrap().to_owned();
+        let attached = browser
+            .command(
+                "Target.attachToTarget",
+                json!({"targetId": target, "flatten": true}),
+            )
+            .await;
+        browser.session = Some(attached["sessionId"].as_str().unwrap().to_owned());
+        browser
+    }
+
+    /// Sends one command (to the attached page once there is one) and returns its result.
+    async fn command(&mut self, method: &str, params: Value) -> Value {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        self.next += 1;
+        let id = self.next;
+        let mut message = json!({"id": id, "method": method, "params": params});
+        if let Some(session) = &self.session {
+            message["sessionId"] = json!(session);
+        }
+        let mut bytes = message.to_string().into_bytes();
+        bytes.push(0);
+        self.input.write_all(&bytes).await.unwrap();
+        self.input.flush().await.unwrap();
+        loop {
+            let mut frame = Vec::new();
+            let read = timeout(BROWSER, self.output.read_until(0, &mut frame))
+                .await
+                .expect("chromium did not answer in time")
+                .unwrap();
+            assert!(read > 0, "chromium closed its DevTools pipe");
+            frame.pop();
+            let answer: Value = serde_json::from_slice(&frame).unwrap();
+            if answer["id"] == id {
+                assert!(answer["error"].is_null(), "{method}: {answer}");
+                return answer["result"].clone();
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression in the page.
+    async fn eval(&mut self, expression: &str) -> Value {
+        let result = self
+            .command(
+                "Runtime.evaluate",
+                json!({"expression": expression, "returnByValue": true}),
+            )
+            .await;
+        result["result"]["value"].clone()
+    }
+
+    /// Waits until `expression` is true in the page (a hang guard, not a measure).
+    async fn wait_for(&mut self, expression: &str) {
+        let waited = timeout(BROWSER, async {
+            while self.eval(expression).await != json!(true) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            let dom = self.eval("document.documentElement.outerHTML").await;
+            panic!("never true in the page: {expression}\n{dom}");
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Live updates: the board the owner has open changes when the notification stream reports
+/// that the reviewer approved report version 2, without a reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn board_updates_live_from_the_notification_stream() {
+    let Some(binary) = chromium() else { return };
+    let app = spawn_app().await;
+    let path = run_until_second_review(&app).await;
+    let mut browser = Browser::launch(binary, &app.dir.path().join("chromium-live")).await;
+    let url = format!("{}/#room=local&token={}", app.base, app.tokens["olive"]);
+    browser.command("Page.navigate", json!({"url": url})).await;
+    browser
+        .wait_for(r#"document.body.dataset.loaded === "true" && document.getElementById("live").dataset.state === "connected""#)
+        .await;
+    // The token left the address bar; it is in this tab's sessionStorage only.
+    assert_eq!(browser.eval("location.hash").await, json!(""));
+    assert_eq!(
+        browser
+            .eval(r#"sessionStorage.getItem("agentroom.token")"#)
+            .await,
+        json!(app.tokens["olive"])
+    );
+    assert_eq!(browser.eval("document.cookie").await, json!(""));
+    assert_ne!(
+        browser
+            .eval(r#"document.querySelector(".objective").dataset.status"#)
+            .await,
+        json!("completed"),
+        "already completed"
+    );
+    assert_eq!(
+        browser
+            .eval(r#"document.querySelector('[data-report-version="2"] .review') === null"#)
+            .await,
+        json!(true),
+        "report v2 shows a review before it was recorded"
+    );
+
+    app.review(&path, 2, "met").await;
+    browser
+        .wait_for(r#"document.querySelector('[data-report-version="2"] [data-outcome="all_met"]') !== null && document.querySelector(".objective").dataset.status === "completed""#)
+        .await;
+    let notices = browser
+        .eval(r#"document.getElementById("notifications").textContent"#)
+        .await;
+    assert!(
+        notices
+            .as_str()
+            .unwrap()
+            .contains("completed: every criterion met"),
+        "{notices}"
+    );
 }
