@@ -627,6 +627,13 @@ async fn openapi_document_lists_every_route_with_its_permission() {
         if *permission != "-" {
             assert_eq!(operation["x-permission"], *permission, "{method} {path}");
         }
+        // Every POST documents the body it reads.
+        if *method == "POST" {
+            assert!(
+                operation["requestBody"]["content"]["application/json"]["schema"].is_object(),
+                "{method} {path} has no request body schema"
+            );
+        }
     }
 }
 
