@@ -855,6 +855,31 @@ async fn t5_stream_resumes_from_last_event_id_and_never_repeats_an_id() {
     assert_eq!(distinct.len(), 2, "an id came twice: {rest:?}");
 }
 
+/// A graceful shutdown ends open notification streams instead of waiting for their clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutting_down_ends_open_streams() {
+    let mut app = spawn_app().await;
+    let auth = format!("Bearer {}", app.token("olive"));
+    let stream = app
+        .send(
+            Method::GET,
+            "/v1/rooms/local/notifications",
+            &[("authorization", &auth)],
+            "",
+        )
+        .await;
+    assert_eq!(stream.status(), StatusCode::OK);
+    app.shut_down().await;
+    // The stream ends (its body completes) rather than hanging.
+    let mut body = stream.into_body();
+    loop {
+        match timeout(STEP, body.frame()).await.expect("the stream hangs") {
+            None | Some(Err(_)) => break,
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // A whole objective through the HTTP API alone
 // ---------------------------------------------------------------------------------------------
