@@ -163,14 +163,18 @@ fn find_objective<'a>(caller: &'a Caller, text: &str) -> Result<&'a Objective, R
         .ok_or_else(|| RestError::NotFound(format!("no objective {id} in this room")))
 }
 
-/// The input id of a request: derived from `Idempotency-Key` (so a retry decides once),
-/// fresh otherwise.
-fn input_id(caller: &Caller, headers: &HeaderMap) -> InputId {
+/// The input id of a request: derived from `Idempotency-Key`, the caller and what the request
+/// does (so a retry decides once, and one key used for two different requests does not
+/// collide), fresh otherwise.
+fn input_id(caller: &Caller, headers: &HeaderMap, what: &str) -> InputId {
     match headers
         .get("idempotency-key")
         .and_then(|value| value.to_str().ok())
     {
-        Some(key) => InputId::named(&format!("rest/{}/{}/{key}", caller.room, caller.principal)),
+        Some(key) => InputId::named(&format!(
+            "rest/{}/{}/{what}/{key}",
+            caller.room, caller.principal
+        )),
         None => InputId::from_uuid(fresh_uuid()),
     }
 }
@@ -288,7 +292,7 @@ pub(crate) async fn post_event(
             EventBody::ExplicitReference { objective, task }
         }
     };
-    let id = EventId::from_uuid(*input_id(&caller, &headers).as_uuid());
+    let id = EventId::from_uuid(*input_id(&caller, &headers, "event").as_uuid());
     let event = Event {
         id,
         room: caller.room.clone(),
@@ -495,7 +499,7 @@ pub(crate) async fn control(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers),
+            input_id(&caller, &headers, &format!("control/{objective}")),
             OperatorInput::Control {
                 by: caller.principal.clone(),
                 objective,
@@ -548,7 +552,7 @@ pub(crate) async fn update_task(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers),
+            input_id(&caller, &headers, &format!("task/{objective}")),
             OperatorInput::UpdateTask {
                 by: caller.principal.clone(),
                 objective,
@@ -678,7 +682,7 @@ pub(crate) async fn record_review(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers),
+            input_id(&caller, &headers, &format!("review/{objective}")),
             OperatorInput::RecordReview {
                 by: caller.principal.clone(),
                 objective,
@@ -736,7 +740,7 @@ pub(crate) async fn decide_late_result(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers),
+            input_id(&caller, &headers, &format!("late/{op}")),
             OperatorInput::DecideLateResult {
                 by: caller.principal.clone(),
                 op,
@@ -832,7 +836,7 @@ pub(crate) async fn raise_limit(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers),
+            input_id(&caller, &headers, "raise"),
             OperatorInput::RaiseLimit {
                 by: caller.principal.clone(),
                 amount: UsdMicros::new(amount_micros),
@@ -858,7 +862,7 @@ pub(crate) async fn acknowledge_overrun(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers),
+            input_id(&caller, &headers, "acknowledge"),
             OperatorInput::AcknowledgeOverrun {
                 by: caller.principal.clone(),
             },

@@ -67,6 +67,8 @@ pub struct App {
     pub store: Arc<SqliteRooms>,
     pub feed: Arc<Feed>,
     pub tokens: HashMap<String, String>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -211,11 +213,10 @@ pub async fn spawn_app() -> App {
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(agentroom_server::serve(
-        listener,
-        router,
-        std::future::pending(),
-    ));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(agentroom_server::serve(listener, router, async move {
+        let _ = stopped.await;
+    }));
     App {
         base: format!("http://{address}"),
         client: Client::builder(TokioExecutor::new()).build_http(),
@@ -223,11 +224,27 @@ pub async fn spawn_app() -> App {
         store,
         feed,
         tokens,
+        stop: Some(stop),
+        server: Some(server),
         _dir: dir,
     }
 }
 
 impl App {
+    /// Stops the server gracefully and waits until it has stopped (a hang fails the test).
+    pub async fn shut_down(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            timeout(STEP, server)
+                .await
+                .expect("the server did not stop")
+                .unwrap()
+                .unwrap();
+        }
+    }
+
     pub fn token(&self, who: &str) -> &str {
         &self.tokens[who]
     }
