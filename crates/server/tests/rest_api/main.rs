@@ -286,6 +286,12 @@ async fn every_response_carries_a_request_id_echoed_when_sane() {
     let refused = app.call(Method::GET, "/v1/rooms/local", &[], "").await;
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
     assert!(refused.headers.contains_key("x-request-id"));
+    // The A2E transport mounted beside the API gets request ids too.
+    let health = app
+        .call(Method::GET, "/health", &[("x-request-id", "a2e-1")], "")
+        .await;
+    assert_eq!(health.status, StatusCode::OK);
+    assert_eq!(health.headers["x-request-id"], "a2e-1");
 }
 
 /// T2/T3 at the API: authorization follows the principal's *current* membership, so a
