@@ -18,6 +18,7 @@ mod room_demo;
 mod serve;
 mod stdio;
 mod store;
+mod token;
 
 use agentroom_domain::ids::RoomId;
 use clap::{Parser, Subcommand};
@@ -113,6 +114,11 @@ enum Command {
     Operations {
         #[command(subcommand)]
         command: operations::Command,
+    },
+    /// Issue, revoke and list the bearer tokens of the REST API.
+    Token {
+        #[command(subcommand)]
+        command: token::Command,
     },
     /// Apply, show or revert the database schema (the only command that changes it).
     Migrate {
@@ -220,6 +226,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Policies { command } => print!("{}", policies::run(command)?),
         Command::Operations { command } => {
             let text = current_thread()?.block_on(operations::run(command))?;
+            print!("{text}");
+        }
+        Command::Token { command } => {
+            let text = current_thread()?.block_on(token::run(command))?;
             print!("{text}");
         }
         Command::Migrate { command } => {

@@ -1,5 +1,7 @@
 //! The HTTP edge of agentroom: the A2E HTTP transport that the A2E SDK's `HTTPTransport`
 //! speaks, and `POST /v1/planning`. Build the app with [`router`], run it with [`serve`].
+//! The authenticated REST API under `/v1/rooms/{room}/…` (bearer tokens, roles, SSE,
+//! `/v1/openapi.json`) is [`api::router`]; merge it into the app.
 //!
 //! | endpoint | answer |
 //! | --- | --- |
@@ -16,10 +18,13 @@
 //! `req_id`). A session with no send and no connected stream for
 //! [`ServerConfig::session_idle_timeout`] is expired by a background sweep.
 //!
-//! Until tokens exist (the host issue) every caller acts as the owner of
-//! [`ServerConfig::room`]; `Authorization: Bearer` is accepted and ignored.
+//! The A2E transport and `POST /v1/planning` still act as the owner of
+//! [`ServerConfig::room`] whatever the `Authorization` header says; the REST API checks
+//! bearer tokens, including for its planning endpoint `POST /v1/rooms/{room}/planning`.
 
 mod a2e;
+pub mod api;
+pub mod board;
 mod body;
 mod caller;
 mod config;
@@ -79,6 +84,7 @@ pub fn router(service: Arc<PlanningService>, config: ServerConfig) -> Router {
         .route("/stream", get(a2e::stream))
         .route("/health", get(a2e::health))
         .route("/v1/planning", post(v1::planning))
+        .merge(board::router())
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)

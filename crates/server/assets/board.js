@@ -1,0 +1,393 @@
+// agentroom board: reads the REST API under /v1/rooms/{room} with a bearer token kept in
+// sessionStorage (no cookies), renders the Room, and follows the notification stream with
+// fetch + a stream reader (EventSource cannot send Authorization), resuming with
+// Last-Event-ID. Every string from the server is inserted as text (textContent and text
+// nodes), never as HTML.
+"use strict";
+(() => {
+  const TOKEN = "agentroom.token";
+  const ROOM = "agentroom.room";
+  const COLUMNS = ["backlog", "todo", "in_progress", "done"];
+
+  const $ = (id) => document.getElementById(id);
+
+  /** An element with fixed attributes and children (strings become text nodes). */
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value !== undefined && value !== null) node.setAttribute(name, String(value));
+    }
+    for (const child of children) {
+      if (child === undefined || child === null || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  /** Integer micros as dollars, without floating point: 1234567 -> "$1.234567". */
+  function usd(micros) {
+    const n = Number(micros || 0);
+    const sign = n < 0 ? "-" : "";
+    const abs = Math.abs(n);
+    const whole = Math.floor(abs / 1000000);
+    const frac = String(abs % 1000000).padStart(6, "0");
+    return `${sign}$${whole}.${frac}`;
+  }
+
+  function when(millis) {
+    const date = new Date(Number(millis));
+    return Number.isNaN(date.getTime()) ? "" : date.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  }
+
+  let session = null; // { room, token }
+  let stream = null; // AbortController of the live stream
+  let refreshTimer = null;
+
+  function showError(message) {
+    const box = $("error");
+    box.textContent = message;
+    box.hidden = !message;
+  }
+
+  class HttpError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  async function get(path) {
+    const response = await fetch(`/v1/rooms/${encodeURIComponent(session.room)}${path}`, {
+      headers: { Authorization: `Bearer ${session.token}` },
+      cache: "no-store",
+      credentials: "omit",
+    });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch (_) {
+      body = null;
+    }
+    if (!response.ok) {
+      const message = body && typeof body.message === "string" ? body.message : `HTTP ${response.status}`;
+      throw new HttpError(response.status, message);
+    }
+    return body;
+  }
+
+  /** Like get, but a 403 (the caller's role may not read it) is null. */
+  async function maybe(path) {
+    try {
+      return await get(path);
+    } catch (error) {
+      if (error instanceof HttpError && error.status === 403) return null;
+      throw error;
+    }
+  }
+
+  // --- rendering -----------------------------------------------------------------------------
+
+  function renderBudget(balances) {
+    const section = $("budget");
+    section.hidden = !balances;
+    if (!balances) return;
+    const limit = Math.max(Number(balances.limit), 1);
+    const uncertain = Number(balances.uncertain);
+    const reservedOnly = Math.max(Number(balances.reserved) - uncertain, 0);
+    const pct = (micros) => `${Math.min(Math.max((100 * micros) / limit, 0), 100)}%`;
+    const gauge = $("gauge");
+    gauge.querySelector(".spent").style.width = pct(Number(balances.spent));
+    gauge.querySelector(".reserved").style.width = pct(reservedOnly);
+    gauge.querySelector(".uncertain").style.width = pct(uncertain);
+    gauge.setAttribute(
+      "aria-label",
+      `spent ${usd(balances.spent)}, reserved ${usd(balances.reserved)} (uncertain ${usd(uncertain)}) of ${usd(balances.limit)}`,
+    );
+    const figures = $("budget-figures");
+    figures.replaceChildren();
+    for (const field of ["limit", "spent", "reserved", "uncertain", "available"]) {
+      figures.append(
+        el("dt", null, field),
+        el("dd", { "data-field": field, "data-micros": balances[field] }, `${usd(balances[field])} (${balances[field]} micros)`),
+      );
+    }
+  }
+
+  function renderBoard(detail) {
+    const kanban = el("div", { class: "kanban" });
+    const columns = new Map(((detail.board && detail.board.columns) || []).map((c) => [c.column, c.tasks || []]));
+    const names = COLUMNS.concat([...columns.keys()].filter((c) => !COLUMNS.includes(c)));
+    for (const name of names) {
+      const tasks = columns.get(name) || [];
+      const column = el("div", { class: "column", "data-column": name }, el("h4", null, name.replace("_", " "), ` (${tasks.length})`));
+      for (const task of tasks) {
+        column.append(
+          el(
+            "div",
+            { class: "card", "data-task": task.key },
+            el("div", { class: "title" }, task.title),
+            el("div", { class: "meta" }, `${task.key} · ${task.kind} · ${task.capability} · ${task.assignee}`),
+          ),
+        );
+      }
+      kanban.append(column);
+    }
+    const version = detail.board ? `plan version ${detail.board.plan_version}` : "no plan yet";
+    return el("div", { class: "board" }, el("h4", null, `Board (${version})`), kanban);
+  }
+
+  function renderTimeline(decisions) {
+    const list = el("ol", { class: "timeline" });
+    for (const entry of (decisions && decisions.items) || []) {
+      list.append(
+        el(
+          "li",
+          { "data-verdict": entry.verdict, "data-rule": entry.rule || "" },
+          el("time", null, when(entry.at)),
+          " ",
+          el("span", { class: `verdict-${entry.verdict}` }, entry.verdict),
+          entry.rule ? " " : null,
+          entry.rule ? el("span", { class: "rule" }, entry.rule) : null,
+          ` ${entry.input}: `,
+          el("span", { class: "message" }, entry.message),
+        ),
+      );
+    }
+    if (!list.children.length) list.append(el("li", { class: "muted" }, "no decision in this process yet"));
+    return el("div", { class: "decisions" }, el("h4", null, "Decision timeline"), list);
+  }
+
+  function renderSources(sources) {
+    const list = el("ul", { class: "sources" });
+    for (const source of sources || []) {
+      list.append(el("li", null, source.kind === "external" ? `${source.url} (${source.digest})` : `contribution ${source.id}`));
+    }
+    return list;
+  }
+
+  function renderReviews(reviews, criteria) {
+    const box = el("div", { class: "reviews" }, el("h4", null, "Reports and reviews"));
+    if (!reviews) {
+      box.append(el("p", { class: "muted" }, "your role may not read reports"));
+      return box;
+    }
+    const textOf = new Map((criteria || []).map((c) => [c.id, c.text]));
+    for (const report of reviews.reports || []) {
+      const part = el("section", { class: "report", "data-report-version": report.version }, el("h5", null, `Report v${report.version}`));
+      if (report.content) {
+        part.append(el("p", { class: "muted" }, `by ${report.content.author}`));
+        for (const artifact of report.content.artifacts || []) {
+          part.append(el("div", { class: "report-content" }, el("strong", null, artifact.name), "\n", artifact.content));
+        }
+        part.append(renderSources(report.content.sources));
+      }
+      if (report.source_set && report.source_set.digest) {
+        part.append(el("p", { class: "muted" }, `source set ${report.source_set.digest}`));
+      }
+      const done = (reviews.reviews || []).filter((r) => r.report_version === report.version);
+      for (const review of done) {
+        const table = el("table", { class: "verdicts" }, el("tr", null, el("th", null, "criterion"), el("th", null, "verdict"), el("th", null, "evidence")));
+        for (const v of review.verdicts || []) {
+          table.append(
+            el(
+              "tr",
+              { "data-criterion": v.criterion, "data-verdict": v.verdict },
+              el("td", null, textOf.get(v.criterion) || v.criterion),
+              el("td", { class: `verdict-${v.verdict}` }, v.verdict),
+              el("td", null, v.evidence),
+            ),
+          );
+        }
+        part.append(
+          el(
+            "div",
+            { class: "review", "data-reviewer": review.reviewer, "data-outcome": review.outcome },
+            el("p", null, `Review by ${review.reviewer}: ${String(review.outcome).replace("_", " ")}`),
+            table,
+          ),
+        );
+      }
+      if (!done.length) part.append(el("p", { class: "muted" }, "not reviewed yet"));
+      box.append(part);
+    }
+    if (!(reviews.reports || []).length) box.append(el("p", { class: "muted" }, "no report yet"));
+    return box;
+  }
+
+  async function renderObjective(brief) {
+    const path = `/objectives/${encodeURIComponent(brief.id)}`;
+    const [detail, decisions, reviews] = await Promise.all([get(path), get(`${path}/decisions?limit=200`), maybe(`${path}/reviews`)]);
+    const criteria = el("ul", { class: "criteria" });
+    for (const c of detail.criteria || []) criteria.append(el("li", { "data-criterion": c.id }, `${c.id}: ${c.text}`));
+    return el(
+      "article",
+      { class: "objective", "data-objective": brief.id, "data-status": detail.status },
+      el("h3", null, el("span", { class: "objective-title" }, detail.title), el("span", { class: "status" }, detail.status)),
+      el("p", { class: "muted" }, `owner ${detail.owner} · revision ${detail.revision} · ${detail.plan_versions} plan version(s)`),
+      criteria,
+      renderBoard(detail),
+      renderTimeline(decisions),
+      renderReviews(reviews, detail.criteria),
+    );
+  }
+
+  async function refresh() {
+    if (!session) return;
+    try {
+      const room = await get("");
+      $("whoami").textContent = `${room.you.principal} (${(room.you.roles || []).join(", ") || "no role"})`;
+      $("room-title").textContent = `Room ${room.room}`;
+      renderBudget(room.budget);
+      const objectives = await Promise.all((room.objectives || []).map(renderObjective));
+      const box = $("objectives");
+      box.replaceChildren(el("h3", null, `Objectives (${objectives.length})`), ...objectives);
+      $("room").hidden = false;
+      showError("");
+      document.body.dataset.revision = String(room.revision);
+      document.body.dataset.loaded = "true";
+    } catch (error) {
+      if (error instanceof HttpError && error.status === 401) {
+        signOut("the token was refused (missing, expired or revoked): sign in again");
+        return;
+      }
+      showError(`could not load the room: ${error.message}`);
+    }
+  }
+
+  function scheduleRefresh() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refresh, 250);
+  }
+
+  // --- the live stream -----------------------------------------------------------------------
+
+  function setLive(state) {
+    const live = $("live");
+    live.dataset.state = state;
+    live.textContent = `live: ${state}`;
+  }
+
+  function onNotification(data) {
+    let parsed = null;
+    try {
+      parsed = JSON.parse(data);
+    } catch (_) {
+      return;
+    }
+    const list = $("notifications");
+    list.append(el("li", { "data-notification": parsed.id }, parsed.text));
+    scheduleRefresh();
+  }
+
+  async function follow(controller) {
+    let lastEventId = null;
+    while (!controller.signal.aborted) {
+      try {
+        const headers = { Authorization: `Bearer ${session.token}`, Accept: "text/event-stream" };
+        if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+        const response = await fetch(`/v1/rooms/${encodeURIComponent(session.room)}/notifications`, {
+          headers,
+          cache: "no-store",
+          credentials: "omit",
+          signal: controller.signal,
+        });
+        if (response.status === 401) {
+          signOut("the token was refused (missing, expired or revoked): sign in again");
+          return;
+        }
+        if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+        setLive("connected");
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value.replace(/\r\n?/g, "\n");
+          let end;
+          while ((end = buffer.indexOf("\n\n")) >= 0) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            let id = null;
+            let kind = "message";
+            const data = [];
+            for (const line of block.split("\n")) {
+              if (line.startsWith(":")) continue;
+              const colon = line.indexOf(":");
+              const field = colon < 0 ? line : line.slice(0, colon);
+              const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+              if (field === "id") id = text;
+              else if (field === "event") kind = text;
+              else if (field === "data") data.push(text);
+            }
+            if (id !== null) lastEventId = id;
+            if (data.length && kind === "notification") onNotification(data.join("\n"));
+          }
+        }
+      } catch (error) {
+        if (controller.signal.aborted) return;
+      }
+      setLive("reconnecting");
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  }
+
+  // --- signing in and out --------------------------------------------------------------------
+
+  function start() {
+    $("sign-in").hidden = true;
+    $("sign-out").hidden = false;
+    $("notifications").replaceChildren();
+    if (stream) stream.abort();
+    stream = new AbortController();
+    follow(stream);
+    refresh();
+  }
+
+  function signOut(message) {
+    sessionStorage.removeItem(TOKEN);
+    sessionStorage.removeItem(ROOM);
+    session = null;
+    if (stream) stream.abort();
+    stream = null;
+    setLive("off");
+    $("room").hidden = true;
+    $("sign-out").hidden = true;
+    $("sign-in").hidden = false;
+    $("whoami").textContent = "";
+    showError(message || "");
+  }
+
+  function init() {
+    // A sign-in link may carry the Room and token in the fragment (never sent to the server):
+    // keep them in this tab and take them out of the address bar and history.
+    if (location.hash.length > 1) {
+      const params = new URLSearchParams(location.hash.slice(1));
+      if (params.get("token")) {
+        sessionStorage.setItem(TOKEN, params.get("token"));
+        sessionStorage.setItem(ROOM, params.get("room") || "local");
+      }
+      history.replaceState(null, "", location.pathname + location.search);
+    }
+    $("sign-in-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const token = $("token-input").value.trim();
+      const room = $("room-input").value.trim() || "local";
+      if (!token) return;
+      $("token-input").value = "";
+      sessionStorage.setItem(TOKEN, token);
+      sessionStorage.setItem(ROOM, room);
+      session = { room, token };
+      start();
+    });
+    $("sign-out").addEventListener("click", () => signOut(""));
+    const token = sessionStorage.getItem(TOKEN);
+    if (token) {
+      session = { room: sessionStorage.getItem(ROOM) || "local", token };
+      start();
+    } else {
+      signOut("");
+    }
+  }
+
+  init();
+})();

@@ -1,0 +1,150 @@
+//! The bearer-token guard in front of every REST route and the request-id layer around all.
+
+use std::sync::Arc;
+
+use agentroom_domain::ids::{PrincipalId, RoomId};
+use agentroom_domain::room::{Permission, Role};
+use agentroom_ports::{AuthError, StoredRoom};
+use axum::RequestExt;
+use axum::extract::{RawPathParams, Request, State};
+use axum::http::HeaderValue;
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
+
+use super::Api;
+use super::error::RestError;
+
+/// The header that carries the request id.
+pub(crate) const REQUEST_ID: &str = "x-request-id";
+
+/// The guard's state for one route: the API and the permission the route needs.
+#[derive(Clone)]
+pub(crate) struct Guard {
+    pub(crate) api: Arc<Api>,
+    pub(crate) permission: Permission,
+}
+
+/// The authenticated, authorized caller of a request, as handlers see it.
+#[derive(Clone)]
+pub(crate) struct Caller {
+    pub(crate) room: RoomId,
+    pub(crate) principal: PrincipalId,
+    pub(crate) roles: Vec<Role>,
+    /// The Room as loaded when the request was authorized.
+    pub(crate) stored: Arc<StoredRoom>,
+}
+
+impl Caller {
+    /// Whether one of the caller's roles holds `permission`.
+    pub(crate) fn may(&self, permission: Permission) -> bool {
+        let access = self.stored.state.access();
+        self.roles
+            .iter()
+            .any(|&role| access.allows(role, permission))
+    }
+}
+
+/// 401 without a valid token; 404 for another Room than the token's; 403 naming the
+/// permission when no current role of the principal in the Room holds it.
+pub(crate) async fn guard(
+    State(guard): State<Guard>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, RestError> {
+    let token = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or(RestError::Unauthenticated)?;
+    let now = guard.api.clock.now();
+    let authenticated = match guard.api.tokens.authenticate(token, now).await {
+        Ok(authenticated) => authenticated,
+        Err(AuthError::Store(error)) => return Err(RestError::Internal(error.to_string())),
+        Err(reason) => {
+            tracing::info!(%reason, "bearer token refused");
+            return Err(RestError::Unauthenticated);
+        }
+    };
+    // The route's `{room}` parameter (not the URI text, so a router nested under a prefix
+    // still finds it).
+    let params = request
+        .extract_parts::<RawPathParams>()
+        .await
+        .map_err(|_| RestError::BadRequest("the path cannot be read".to_owned()))?;
+    let room_segment = params
+        .iter()
+        .find_map(|(name, value)| (name == "room").then(|| value.to_owned()))
+        .unwrap_or_default();
+    // A token sees its own Room only: another Room is "not found", whether it exists or not.
+    if room_segment != authenticated.room.as_str() {
+        return Err(RestError::NotFound(format!(
+            "no room {room_segment} for this token"
+        )));
+    }
+    let stored = guard.api.rooms.room(&authenticated.room).await?;
+    let roles: Vec<Role> = stored
+        .state
+        .members()
+        .roles_of(&authenticated.principal)
+        .collect();
+    let caller = Caller {
+        room: authenticated.room,
+        principal: authenticated.principal,
+        roles,
+        stored: Arc::new(stored),
+    };
+    if !caller.may(guard.permission) {
+        tracing::info!(principal = %caller.principal, permission = %guard.permission, "forbidden");
+        return Err(RestError::Forbidden(guard.permission));
+    }
+    tracing::Span::current().record("principal", tracing::field::display(&caller.principal));
+    request.extensions_mut().insert(caller);
+    Ok(next.run(request).await)
+}
+
+/// Whether a client's request id is sane enough to echo: 1 to 64 of `A-Z a-z 0-9 . _ -`.
+fn sane(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A fresh request id: 16 random bytes in hex.
+fn fresh() -> String {
+    let mut bytes = [0u8; 16];
+    if let Err(error) = getrandom::fill(&mut bytes) {
+        tracing::warn!(%error, "no randomness for a request id");
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Gives every request an id (the client's when sane, a fresh one otherwise), runs it in a
+/// span carrying the id, and returns the id on the response.
+pub(crate) async fn request_id(request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|value| value.to_str().ok())
+        .filter(|id| sane(id))
+        .map_or_else(fresh, str::to_owned);
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %request.method(),
+        path = %request.uri().path(),
+        principal = tracing::field::Empty,
+    );
+    let mut response = next.run(request).instrument(span).await;
+    match HeaderValue::from_str(&id) {
+        Ok(value) => {
+            response.headers_mut().insert(REQUEST_ID, value);
+        }
+        Err(_) => return RestError::Internal("request id".to_owned()).into_response(),
+    }
+    response
+}

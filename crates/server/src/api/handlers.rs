@@ -1,0 +1,998 @@
+//! The REST handlers. Each runs behind the guard, which put the authorized [`Caller`] (with
+//! the Room as loaded) in the request. Request bodies are read whole up to
+//! [`MAX_BODY_BYTES`] and parsed into types that refuse unknown fields; every id in a path is
+//! parsed, and one the Room does not know is a 404.
+
+use std::collections::BTreeMap;
+
+use agentroom_coordinator::{InputId, OperatorInput, Outcome};
+use agentroom_domain::engine::{ControlAction, LateDecision};
+use agentroom_domain::event::{Event, EventBody};
+use agentroom_domain::ids::{
+    ContributionId, CriterionId, EventId, ObjectiveId, OperationId, TaskIdentity,
+};
+use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::money::UsdMicros;
+use agentroom_domain::objective::{Objective, ObservedRevisions};
+use agentroom_domain::plan::{Column, PlanVersion, Task};
+use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
+use agentroom_domain::room::{Permission, Role};
+use agentroom_planning::{Session, Step};
+use agentroom_ports::{OperationFilter, OperationStatus, Resolution, ResolutionOutcome};
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::auth::Caller;
+use super::error::RestError;
+use super::{MAX_BODY_BYTES, State as ApiState, feed};
+
+// ---------------------------------------------------------------------------------------------
+// Reading requests
+// ---------------------------------------------------------------------------------------------
+
+/// Reads a JSON body of at most [`MAX_BODY_BYTES`]: above it 413, not JSON 400, JSON of the
+/// wrong shape (unknown or missing fields, wrong types) 422.
+async fn read_json<T: DeserializeOwned>(headers: &HeaderMap, body: Body) -> Result<T, RestError> {
+    parse_json(&read_bytes(headers, body).await?)
+}
+
+/// The body's bytes, at most [`MAX_BODY_BYTES`] (from `Content-Length` before reading, or
+/// when reading passes the limit).
+async fn read_bytes(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, RestError> {
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<usize>().ok());
+    if declared.is_some_and(|bytes| bytes > MAX_BODY_BYTES) {
+        return Err(RestError::TooLarge {
+            limit: MAX_BODY_BYTES,
+        });
+    }
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|error| {
+            let over_limit = std::error::Error::source(&error)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            if over_limit {
+                RestError::TooLarge {
+                    limit: MAX_BODY_BYTES,
+                }
+            } else {
+                RestError::BadRequest(format!("the request body could not be read: {error}"))
+            }
+        })
+}
+
+/// Not JSON 400, JSON of the wrong shape 422.
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, RestError> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|error| RestError::MalformedJson(error.to_string()))?;
+    serde_json::from_value(value).map_err(|error| RestError::InvalidBody(error.to_string()))
+}
+
+/// Like [`read_json`], but an empty body is read as `{}` (for endpoints that take no fields).
+async fn read_json_or_empty<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, RestError> {
+    let bytes = read_bytes(headers, body).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return parse_json(b"{}");
+    }
+    parse_json(&bytes)
+}
+
+/// A page of a list: `?limit=1..=200` (default 50) and `?cursor=` from the previous page.
+struct Page {
+    offset: usize,
+    limit: usize,
+}
+
+impl Page {
+    const DEFAULT: usize = 50;
+    const MAX: usize = 200;
+
+    fn from_uri(uri: &Uri) -> Result<Self, RestError> {
+        let mut page = Page {
+            offset: 0,
+            limit: Self::DEFAULT,
+        };
+        for pair in uri.query().unwrap_or_default().split('&') {
+            if pair.is_empty() {
+                continue;
+            }
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match name {
+                "limit" => {
+                    page.limit = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=Self::MAX).contains(n))
+                        .ok_or_else(|| {
+                            RestError::BadRequest(format!(
+                                "limit must be a whole number from 1 to {}",
+                                Self::MAX
+                            ))
+                        })?;
+                }
+                "cursor" => {
+                    page.offset = value.parse::<usize>().map_err(|_| {
+                        RestError::BadRequest(
+                            "cursor must be a next_cursor this API returned".to_owned(),
+                        )
+                    })?;
+                }
+                other => {
+                    return Err(RestError::BadRequest(format!(
+                        "unknown query parameter `{other}`: lists take `limit` and `cursor`"
+                    )));
+                }
+            }
+        }
+        Ok(page)
+    }
+
+    /// `{"items": [...], "next_cursor": "..." | null}`.
+    fn of<T: serde::Serialize>(&self, items: &[T]) -> Json<Value> {
+        let end = self.offset.saturating_add(self.limit).min(items.len());
+        let slice = items.get(self.offset..end).unwrap_or_default();
+        let next = (end < items.len()).then(|| end.to_string());
+        Json(json!({"items": slice, "next_cursor": next}))
+    }
+}
+
+fn objective_id(text: &str) -> Result<ObjectiveId, RestError> {
+    text.parse()
+        .map_err(|_| RestError::NotFound(format!("no objective {text} in this room")))
+}
+
+fn find_objective<'a>(caller: &'a Caller, text: &str) -> Result<&'a Objective, RestError> {
+    let id = objective_id(text)?;
+    caller
+        .stored
+        .state
+        .objective(id)
+        .ok_or_else(|| RestError::NotFound(format!("no objective {id} in this room")))
+}
+
+/// The input id of a request: derived from `Idempotency-Key`, the caller and what the request
+/// does (so a retry decides once, and one key used for two different requests does not
+/// collide), fresh otherwise.
+fn input_id(caller: &Caller, headers: &HeaderMap, what: &str) -> InputId {
+    match headers
+        .get("idempotency-key")
+        .and_then(|value| value.to_str().ok())
+    {
+        Some(key) => InputId::named(&format!(
+            "rest/{}/{}/{what}/{key}",
+            caller.room, caller.principal
+        )),
+        None => InputId::from_uuid(fresh_uuid()),
+    }
+}
+
+fn fresh_uuid() -> Uuid {
+    let mut bytes = [0u8; 16];
+    if let Err(error) = getrandom::fill(&mut bytes) {
+        tracing::warn!(%error, "no randomness for an id");
+    }
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}
+
+/// What a decided input answers: the revision and the decision log (rejections by a rule are
+/// decisions too, with their rule).
+fn decided(outcome: &Outcome) -> Json<Value> {
+    match outcome {
+        Outcome::Decided { revision, log, .. } => Json(json!({
+            "decided": true,
+            "revision": revision.0,
+            "accepted": log.iter().all(|e| e.verdict == agentroom_domain::engine::Verdict::Accepted),
+            "log": log,
+        })),
+        Outcome::AlreadyDone => Json(json!({"decided": false, "already_done": true, "log": []})),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Room
+// ---------------------------------------------------------------------------------------------
+
+fn objective_brief(objective: &Objective) -> Value {
+    json!({
+        "id": objective.id().to_string(),
+        "title": objective.title(),
+        "status": objective.status(),
+        "owner": objective.owner(),
+        "revision": objective.revision(),
+        "control_revision": objective.control_revision(),
+        "plan_versions": objective.plans().len(),
+    })
+}
+
+/// `GET /v1/rooms/{room}`.
+pub(crate) async fn room(Extension(caller): Extension<Caller>) -> Json<Value> {
+    let state = &caller.stored.state;
+    let objectives: Vec<Value> = state.objectives().iter().map(objective_brief).collect();
+    let budget = caller
+        .may(Permission::BudgetRead)
+        .then(|| json!(state.ledger().balances()));
+    Json(json!({
+        "room": state.room(),
+        "revision": caller.stored.revision.0,
+        "you": {"principal": caller.principal, "roles": caller.roles},
+        "members": state.members().iter().count(),
+        "objectives": objectives,
+        "budget": budget,
+        "review_source": state.policy().review_source(),
+    }))
+}
+
+/// `GET /v1/rooms/{room}/members`.
+pub(crate) async fn members(
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+) -> Result<Json<Value>, RestError> {
+    let page = Page::from_uri(&uri)?;
+    let members: Vec<Value> = caller
+        .stored
+        .state
+        .members()
+        .iter()
+        .map(|(principal, roles)| json!({"principal": principal, "roles": roles}))
+        .collect();
+    Ok(page.of(&members))
+}
+
+/// The events a client may post; the author is the token's principal (T1).
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum PostEvent {
+    OwnerMessage {
+        text: String,
+    },
+    OwnerCorrection {
+        objective: ObjectiveId,
+        text: String,
+    },
+    ExplicitReference {
+        objective: ObjectiveId,
+        #[serde(default)]
+        task: Option<TaskIdentity>,
+    },
+}
+
+/// `POST /v1/rooms/{room}/events`.
+pub(crate) async fn post_event(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, RestError> {
+    let posted: PostEvent = read_json(&headers, body).await?;
+    let body = match posted {
+        PostEvent::OwnerMessage { text } => EventBody::OwnerMessage { text },
+        PostEvent::OwnerCorrection { objective, text } => {
+            known_objective(&caller, objective)?;
+            EventBody::OwnerCorrection {
+                objective,
+                text,
+                criteria: None,
+            }
+        }
+        PostEvent::ExplicitReference { objective, task } => {
+            known_objective(&caller, objective)?;
+            EventBody::ExplicitReference { objective, task }
+        }
+    };
+    let id = EventId::from_uuid(*input_id(&caller, &headers, "event").as_uuid());
+    let event = Event {
+        id,
+        room: caller.room.clone(),
+        author: caller.principal.clone(),
+        body,
+    };
+    let outcome = api.rooms.post(&event).await?;
+    let Json(mut answer) = decided(&outcome);
+    answer["event"] = json!(id.to_string());
+    Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+}
+
+fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), RestError> {
+    caller
+        .stored
+        .state
+        .objective(objective)
+        .map(|_| ())
+        .ok_or_else(|| RestError::NotFound(format!("no objective {objective} in this room")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Objectives
+// ---------------------------------------------------------------------------------------------
+
+/// `GET /v1/rooms/{room}/objectives`.
+pub(crate) async fn objectives(
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+) -> Result<Json<Value>, RestError> {
+    let page = Page::from_uri(&uri)?;
+    let items: Vec<Value> = caller
+        .stored
+        .state
+        .objectives()
+        .iter()
+        .map(objective_brief)
+        .collect();
+    Ok(page.of(&items))
+}
+
+/// Whether the caller sees every task, or only its own: a principal that is only a
+/// specialist or agent host (no owner, operator or reviewer role) sees and updates only the
+/// tasks assigned to it (issue 7).
+fn sees(caller: &Caller, task: &Task) -> bool {
+    let overseer = caller
+        .roles
+        .iter()
+        .any(|role| matches!(role, Role::Owner | Role::Operator | Role::Reviewer));
+    overseer || task.assignee() == &caller.principal
+}
+
+fn task_json(plan: &PlanVersion, task: &Task) -> Value {
+    json!({
+        "identity": task.identity(),
+        "key": task.key(),
+        "title": task.spec().title,
+        "capability": task.capability(),
+        "kind": task.kind(),
+        "assignee": task.assignee(),
+        "deps": task.spec().deps,
+        "column": plan.column_of(task),
+        "state": task.state(),
+        "reused": task.is_reused(),
+    })
+}
+
+/// `GET /v1/rooms/{room}/objectives/{objective}`: the objective and its current board.
+pub(crate) async fn objective(
+    Extension(caller): Extension<Caller>,
+    Path((_, objective)): Path<(String, String)>,
+) -> Result<Json<Value>, RestError> {
+    let objective = find_objective(&caller, &objective)?;
+    let board = objective.current_plan().map(|plan| {
+        let columns: Vec<Value> = [
+            Column::Backlog,
+            Column::Todo,
+            Column::InProgress,
+            Column::Done,
+        ]
+        .into_iter()
+        .map(|column| {
+            let tasks: Vec<Value> = plan
+                .tasks()
+                .iter()
+                .filter(|task| plan.column_of(task) == column && sees(&caller, task))
+                .map(|task| task_json(plan, task))
+                .collect();
+            json!({"column": column, "tasks": tasks})
+        })
+        .collect();
+        json!({"plan_version": plan.number(), "columns": columns})
+    });
+    let mut answer = objective_brief(objective);
+    answer["criteria"] = json!(objective.criteria());
+    answer["counters"] = json!(objective.counters());
+    answer["observed"] = json!(objective.observed());
+    answer["board"] = json!(board);
+    answer["awaiting_review"] = json!(objective.awaiting_review().map(|r| r.report()));
+    Ok(Json(answer))
+}
+
+/// `GET /v1/rooms/{room}/objectives/{objective}/plans`: each version with its diff.
+pub(crate) async fn plans(
+    Extension(caller): Extension<Caller>,
+    Path((_, objective)): Path<(String, String)>,
+    uri: Uri,
+) -> Result<Json<Value>, RestError> {
+    let page = Page::from_uri(&uri)?;
+    let objective = find_objective(&caller, &objective)?;
+    let mut previous: Option<&PlanVersion> = None;
+    let mut versions = Vec::new();
+    for plan in objective.plans() {
+        let mut added = Vec::new();
+        let mut changed = Vec::new();
+        let mut kept = Vec::new();
+        for task in plan.tasks() {
+            match previous.and_then(|p| p.task_by_key(task.key())) {
+                None => added.push(task.key().to_string()),
+                Some(before) if before.spec() != task.spec() => {
+                    changed.push(task.key().to_string());
+                }
+                Some(_) => kept.push(task.key().to_string()),
+            }
+        }
+        let removed: Vec<String> = previous
+            .map(|p| {
+                p.tasks()
+                    .iter()
+                    .filter(|t| plan.task_by_key(t.key()).is_none())
+                    .map(|t| t.key().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let reused: Vec<String> = plan
+            .tasks()
+            .iter()
+            .filter(|t| t.is_reused())
+            .map(|t| t.key().to_string())
+            .collect();
+        let tasks: Vec<Value> = plan
+            .tasks()
+            .iter()
+            .filter(|t| sees(&caller, t))
+            .map(|t| task_json(plan, t))
+            .collect();
+        versions.push(json!({
+            "id": plan.id().to_string(),
+            "number": plan.number(),
+            "predecessor": plan.predecessor().map(|p| p.to_string()),
+            "trigger": plan.trigger(),
+            "observed": plan.observed(),
+            "explanation": plan.explanation(),
+            "current": objective.current_plan().map(|c| c.id()) == Some(plan.id()),
+            "tasks": tasks,
+            "diff": {
+                "added": added,
+                "removed": removed,
+                "changed": changed,
+                "unchanged": kept,
+                "reused": reused,
+            },
+        }));
+        previous = Some(plan);
+    }
+    Ok(page.of(&versions))
+}
+
+/// `GET /v1/rooms/{room}/objectives/{objective}/decisions`.
+pub(crate) async fn decisions(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path((_, objective)): Path<(String, String)>,
+    uri: Uri,
+) -> Result<Json<Value>, RestError> {
+    let page = Page::from_uri(&uri)?;
+    let id = find_objective(&caller, &objective)?.id();
+    let items: Vec<feed::Decided> = api
+        .feed
+        .decisions(&caller.room)
+        .into_iter()
+        .filter(|d| d.entry.objective == Some(id))
+        .collect();
+    Ok(page.of(&items))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ControlBody {
+    action: ControlAction,
+}
+
+/// `POST /v1/rooms/{room}/objectives/{objective}/control`.
+pub(crate) async fn control(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path((_, objective)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, RestError> {
+    let objective = find_objective(&caller, &objective)?.id();
+    let ControlBody { action } = read_json(&headers, body).await?;
+    let outcome = api
+        .rooms
+        .submit(
+            &caller.room,
+            input_id(&caller, &headers, &format!("control/{objective}")),
+            OperatorInput::Control {
+                by: caller.principal.clone(),
+                objective,
+                action,
+            },
+        )
+        .await?;
+    Ok(decided(&outcome))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskUpdateBody {
+    task: TaskIdentity,
+    status: Column,
+    #[serde(default)]
+    contribution: Option<ContributionId>,
+}
+
+/// `POST /v1/rooms/{room}/objectives/{objective}/tasks`: only the task's assignee (checked
+/// here, and again by the domain, T2/T3).
+pub(crate) async fn update_task(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path((_, objective)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, RestError> {
+    let found = find_objective(&caller, &objective)?;
+    let objective = found.id();
+    let update: TaskUpdateBody = read_json(&headers, body).await?;
+    let task = found
+        .current_plan()
+        .and_then(|plan| plan.task(&update.task))
+        .ok_or_else(|| {
+            RestError::NotFound(format!(
+                "no task {} in the current plan of {objective}",
+                update.task
+            ))
+        })?;
+    if task.assignee() != &caller.principal {
+        return Err(RestError::Refused(format!(
+            "{} may update only its own tasks; {} is assigned to {}",
+            caller.principal,
+            update.task,
+            task.assignee()
+        )));
+    }
+    let outcome = api
+        .rooms
+        .submit(
+            &caller.room,
+            input_id(&caller, &headers, &format!("task/{objective}")),
+            OperatorInput::UpdateTask {
+                by: caller.principal.clone(),
+                objective,
+                task: update.task,
+                status: update.status,
+                contribution: update.contribution,
+            },
+        )
+        .await?;
+    Ok(decided(&outcome))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reviews
+// ---------------------------------------------------------------------------------------------
+
+/// `GET /v1/rooms/{room}/objectives/{objective}/reviews`.
+pub(crate) async fn reviews(
+    Extension(caller): Extension<Caller>,
+    Path((_, objective)): Path<(String, String)>,
+) -> Result<Json<Value>, RestError> {
+    let objective = find_objective(&caller, &objective)?;
+    let contributions = caller.stored.state.contributions();
+    let reports: Vec<Value> = objective
+        .reports()
+        .iter()
+        .map(|report| {
+            let content = contributions.get(&report.contribution).map(|c| {
+                json!({"author": c.author(), "artifacts": c.artifacts(), "sources": c.sources()})
+            });
+            json!({
+                "version": report.version,
+                "task": report.task,
+                "contribution": report.contribution.to_string(),
+                "source_set": report.source_set,
+                "content": content,
+            })
+        })
+        .collect();
+    let reviews: Vec<Value> = objective
+        .reviews()
+        .iter()
+        .map(|review| {
+            json!({
+                "id": review.id().to_string(),
+                "reviewer": review.reviewer(),
+                "report_version": review.report().version,
+                "report": review.report(),
+                "verdicts": review.verdicts(),
+                "outcome": review.outcome(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "objective": objective.id().to_string(),
+        "criteria": objective.criteria(),
+        "observed": objective.observed(),
+        "awaiting_review": objective.awaiting_review().map(|r| r.report()),
+        "reports": reports,
+        "reviews": reviews,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerdictBody {
+    criterion: CriterionId,
+    verdict: Verdict,
+    evidence: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObservedBody {
+    objective: u64,
+    control: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReviewBody {
+    report_version: u32,
+    observed: ObservedBody,
+    verdicts: Vec<VerdictBody>,
+}
+
+/// `POST /v1/rooms/{room}/objectives/{objective}/reviews`: a human review of the report
+/// version awaiting review; the domain checks R1, R2 and R6.
+pub(crate) async fn record_review(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path((_, objective)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, RestError> {
+    let found = find_objective(&caller, &objective)?;
+    let objective = found.id();
+    let review: ReviewBody = read_json(&headers, body).await?;
+    let report = found
+        .reports()
+        .iter()
+        .find(|r| r.version == review.report_version)
+        .cloned()
+        .ok_or_else(|| {
+            RestError::NotFound(format!(
+                "objective {objective} has no report version {}",
+                review.report_version
+            ))
+        })?;
+    let submission = ReviewSubmission {
+        report,
+        observed: ObservedRevisions {
+            objective: review.observed.objective,
+            control: review.observed.control,
+        },
+        verdicts: review
+            .verdicts
+            .into_iter()
+            .map(|v| CriterionVerdict {
+                criterion: v.criterion,
+                verdict: v.verdict,
+                evidence: v.evidence,
+            })
+            .collect(),
+    };
+    let outcome = api
+        .rooms
+        .submit(
+            &caller.room,
+            input_id(&caller, &headers, &format!("review/{objective}")),
+            OperatorInput::RecordReview {
+                by: caller.principal.clone(),
+                objective,
+                review: submission,
+            },
+        )
+        .await?;
+    Ok(decided(&outcome))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Late results
+// ---------------------------------------------------------------------------------------------
+
+/// `GET /v1/rooms/{room}/late-results`.
+pub(crate) async fn late_results(
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+) -> Result<Json<Value>, RestError> {
+    let page = Page::from_uri(&uri)?;
+    let items: Vec<Value> = caller
+        .stored
+        .state
+        .held_results()
+        .values()
+        .map(|held| json!(held))
+        .collect();
+    Ok(page.of(&items))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LateBody {
+    decision: LateDecision,
+}
+
+/// `POST /v1/rooms/{room}/late-results/{operation}`.
+pub(crate) async fn decide_late_result(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path((_, operation)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, RestError> {
+    let op: OperationId = operation
+        .parse()
+        .map_err(|_| RestError::NotFound(format!("no held result of operation {operation}")))?;
+    if !caller.stored.state.held_results().contains_key(&op) {
+        return Err(RestError::NotFound(format!(
+            "no held result of operation {op}"
+        )));
+    }
+    let LateBody { decision } = read_json(&headers, body).await?;
+    let outcome = api
+        .rooms
+        .submit(
+            &caller.room,
+            input_id(&caller, &headers, &format!("late/{op}")),
+            OperatorInput::DecideLateResult {
+                by: caller.principal.clone(),
+                op,
+                decision,
+            },
+        )
+        .await?;
+    Ok(decided(&outcome))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Budget
+// ---------------------------------------------------------------------------------------------
+
+/// `GET /v1/rooms/{room}/budget`: balances, overrun, cost by objective, role and principal
+/// (from the settled operations), and the ledger entries (paginated).
+pub(crate) async fn budget(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+) -> Result<Json<Value>, RestError> {
+    let page = Page::from_uri(&uri)?;
+    let entries = api.rooms.ledger(&caller.room).await?;
+    let mut by_objective: BTreeMap<String, i64> = BTreeMap::new();
+    let mut by_role: BTreeMap<String, i64> = BTreeMap::new();
+    let mut by_principal: BTreeMap<String, i64> = BTreeMap::new();
+    for entry in &entries {
+        let LedgerEntry::Settled { op, charged, .. } = entry else {
+            continue;
+        };
+        let record = api.rooms.operation(*op).await?;
+        let (objective, role, principal) = match &record {
+            Some(record) => (
+                record
+                    .request
+                    .objective
+                    .map_or_else(|| "(none)".to_owned(), |o| o.to_string()),
+                record.request.role.as_str().to_owned(),
+                record
+                    .request
+                    .principal
+                    .as_ref()
+                    .map_or_else(|| "(none)".to_owned(), ToString::to_string),
+            ),
+            None => (
+                "(unknown)".to_owned(),
+                "(unknown)".to_owned(),
+                "(unknown)".to_owned(),
+            ),
+        };
+        for (map, key) in [
+            (&mut by_objective, objective),
+            (&mut by_role, role),
+            (&mut by_principal, principal),
+        ] {
+            let sum = map.entry(key).or_insert(0);
+            *sum = sum.saturating_add(charged.micros());
+        }
+    }
+    let ledger = caller.stored.state.ledger();
+    let Json(page) = page.of(&entries);
+    Ok(Json(json!({
+        "balances": ledger.balances(),
+        "overrun": ledger.overrun(),
+        "spent_micros_by_objective": by_objective,
+        "spent_micros_by_role": by_role,
+        "spent_micros_by_principal": by_principal,
+        "entries": page["items"],
+        "next_cursor": page["next_cursor"],
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RaiseBody {
+    amount_micros: i64,
+}
+
+/// `POST /v1/rooms/{room}/budget/raise`.
+pub(crate) async fn raise_limit(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, RestError> {
+    let RaiseBody { amount_micros } = read_json(&headers, body).await?;
+    if amount_micros <= 0 {
+        return Err(RestError::InvalidBody(format!(
+            "amount_micros must be positive, not {amount_micros}"
+        )));
+    }
+    let outcome = api
+        .rooms
+        .submit(
+            &caller.room,
+            input_id(&caller, &headers, "raise"),
+            OperatorInput::RaiseLimit {
+                by: caller.principal.clone(),
+                amount: UsdMicros::new(amount_micros),
+            },
+        )
+        .await?;
+    Ok(decided(&outcome))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AcknowledgeBody {}
+
+/// `POST /v1/rooms/{room}/budget/acknowledge`.
+pub(crate) async fn acknowledge_overrun(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, RestError> {
+    let AcknowledgeBody {} = read_json_or_empty(&headers, body).await?;
+    let outcome = api
+        .rooms
+        .submit(
+            &caller.room,
+            input_id(&caller, &headers, "acknowledge"),
+            OperatorInput::AcknowledgeOverrun {
+                by: caller.principal.clone(),
+            },
+        )
+        .await?;
+    Ok(decided(&outcome))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+// ---------------------------------------------------------------------------------------------
+
+/// `GET /v1/rooms/{room}/operations`: the Room's uncertain and dead-lettered operations.
+pub(crate) async fn operations(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+) -> Result<Json<Value>, RestError> {
+    let page = Page::from_uri(&uri)?;
+    let mut items = Vec::new();
+    for status in [OperationStatus::Uncertain, OperationStatus::DeadLetter] {
+        for record in api
+            .rooms
+            .operations(OperationFilter::Status(status))
+            .await?
+        {
+            if record.room != caller.room {
+                continue;
+            }
+            items.push(json!({
+                "op": record.op().to_string(),
+                "status": record.status,
+                "role": record.request.role.as_str(),
+                "principal": record.request.principal,
+                "objective": record.request.objective.map(|o| o.to_string()),
+                "reservation_micros": record.request.reservation.micros(),
+                "recovery_attempts": record.recovery_attempts,
+                "dead_letter_reason": record.dead_letter_reason,
+            }));
+        }
+    }
+    Ok(page.of(&items))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResolveBody {
+    outcome: ResolutionOutcome,
+    reason: String,
+}
+
+/// `POST /v1/rooms/{room}/operations/{operation}/resolve`: the caller is the operator on
+/// record; the Room applies the resolution at its coordinator's next recovery (D2).
+pub(crate) async fn resolve_operation(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path((_, operation)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, RestError> {
+    let unknown = || RestError::NotFound(format!("no operation {operation} in this room"));
+    let op: OperationId = operation.parse().map_err(|_| unknown())?;
+    let record = api
+        .rooms
+        .operation(op)
+        .await?
+        .filter(|record| record.room == caller.room)
+        .ok_or_else(unknown)?;
+    let ResolveBody { outcome, reason } = read_json(&headers, body).await?;
+    if reason.trim().is_empty() {
+        return Err(RestError::InvalidBody(
+            "reason must say why (what was checked)".to_owned(),
+        ));
+    }
+    let resolution = Resolution {
+        outcome,
+        operator: caller.principal.to_string(),
+        reason,
+        at: api.clock.now(),
+    };
+    if !api.rooms.resolve(op, &resolution).await? {
+        return Err(RestError::WrongState(format!(
+            "operation {op} is {}, not uncertain or dead-lettered; nothing was changed",
+            record.status.as_str()
+        )));
+    }
+    Ok(Json(json!({
+        "op": op.to_string(),
+        "resolution": resolution,
+        "applied": "at the next recovery of the room's coordinator",
+    })))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planning messages
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /v1/rooms/{room}/planning`: one A2E message in the caller's Room, its reply out
+/// (unknown fields tolerated, as the A2E contract says).
+pub(crate) async fn planning(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, RestError> {
+    let session = Session::new(api.planning.clone(), caller.room.clone());
+    let message = match crate::body::read_message(&headers, body).await {
+        Ok(message) => message,
+        Err(crate::error::ApiError::TooLarge { bytes, .. }) => {
+            return Ok(json_line(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                session.too_large(bytes),
+            ));
+        }
+        Err(error) => return Err(RestError::BadRequest(error.to_string())),
+    };
+    match tokio::spawn(async move { session.step(&message).await }).await {
+        Ok(Step::Reply(line)) => Ok(json_line(StatusCode::OK, line)),
+        Ok(Step::Silent | Step::Close) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Err(error) => Err(RestError::Internal(error.to_string())),
+    }
+}
+
+fn json_line(status: StatusCode, line: String) -> Response {
+    let mut response = (status, line).into_response();
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        crate::error::close_connection(&mut response);
+    }
+    response
+}

@@ -1,0 +1,434 @@
+//! The REST API under `/v1/rooms/{room}/…` with bearer tokens and roles (issue 7), its
+//! OpenAPI document at `/v1/openapi.json`, and the notification stream.
+//!
+//! Every route is one row of [`table`]: method, path, the permission it needs, what it does,
+//! and its handler. The router is built from that table and nothing else, so [`routes`]
+//! (the table without handlers) is exactly what the router serves; the role × endpoint matrix
+//! test compares it with its literal matrix, and the OpenAPI document is generated from it.
+//!
+//! Authentication and authorization are one layer on every route ([`auth::guard`]): a
+//! missing, malformed, unknown, expired or revoked bearer token is a 401 with
+//! `WWW-Authenticate: Bearer`; a token for another Room is a 404 (its Room is the only one it
+//! can see); a principal none of whose current roles in the Room (its membership in the Room
+//! state) holds the route's permission in the Room's access policy is a 403 naming the
+//! permission. The coordinator and the domain check again at every effect sink (T3). There
+//! is no cookie authentication.
+//!
+//! Every response carries `x-request-id`: the client's when it sent a sane one (1 to 64 of
+//! `A-Z a-z 0-9 . _ -`), a fresh one otherwise; it is in the request's tracing span too.
+
+mod auth;
+mod error;
+mod feed;
+mod handlers;
+mod metrics;
+mod openapi;
+mod tokens;
+
+use std::sync::Arc;
+
+use agentroom_coordinator::{
+    Committed, Coordinator, CoordinatorError, InputId, OperatorInput, Outcome, Store,
+};
+use agentroom_domain::catalog::CapabilityCatalog;
+use agentroom_domain::event::Event;
+use agentroom_domain::ids::{OperationId, RoomId};
+use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::room::Permission;
+use agentroom_planning::PlanningService;
+use agentroom_ports::{
+    Clock, OperationFilter, OperationRecord, Reconciler, Resolution, RoomStore, StoredRoom,
+    TokenStore, WorkflowStore,
+};
+use agentroom_workflows::Provider;
+use async_trait::async_trait;
+use axum::Router;
+use axum::http::Method;
+use axum::routing::{MethodFilter, MethodRouter, on};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+pub use feed::Feed;
+pub use tokens::{IssueError, issue_token};
+
+/// The largest JSON body the REST API reads; above it a request is a 413 and nothing changes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// What the REST API needs from the host: the coordinator's use cases and the store's
+/// read models. Object-safe, so the router holds one `Arc<dyn RoomApi>` whatever the
+/// coordinator's type parameters; [`hosted`] makes one from a [`Coordinator`].
+#[async_trait]
+pub trait RoomApi: Send + Sync + 'static {
+    /// A Room as stored now.
+    async fn room(&self, room: &RoomId) -> Result<StoredRoom, CoordinatorError>;
+    /// Persists an event (its author is the caller's principal, T1) and accepts it by id.
+    async fn post(&self, event: &Event) -> Result<Outcome, CoordinatorError>;
+    /// Decides an operator input persisted as `id`.
+    async fn submit(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        input: OperatorInput,
+    ) -> Result<Outcome, CoordinatorError>;
+    /// The Room's ledger entries, in order.
+    async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, CoordinatorError>;
+    /// Operations with this status, every Room's (the caller filters by Room).
+    async fn operations(
+        &self,
+        filter: OperationFilter,
+    ) -> Result<Vec<OperationRecord>, CoordinatorError>;
+    /// One operation.
+    async fn operation(&self, op: OperationId)
+    -> Result<Option<OperationRecord>, CoordinatorError>;
+    /// Records an operator's resolution of an uncertain or dead-lettered operation (D2);
+    /// false when it is neither. Its Room applies it at its coordinator's next recovery.
+    async fn resolve(
+        &self,
+        op: OperationId,
+        resolution: &Resolution,
+    ) -> Result<bool, CoordinatorError>;
+    /// Every decision committed in this process from now on.
+    fn watch(&self) -> UnboundedReceiver<Committed>;
+}
+
+/// A [`Coordinator`] and the store it runs on, as the REST API uses them.
+struct Hosted<S, P, R, K, C> {
+    coordinator: Coordinator<S, P, R, K, C>,
+    store: Arc<S>,
+}
+
+/// The REST API's view of `coordinator`, which runs on `store`.
+pub fn hosted<S, P, R, K, C>(
+    coordinator: Coordinator<S, P, R, K, C>,
+    store: Arc<S>,
+) -> Arc<dyn RoomApi>
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    Arc::new(Hosted { coordinator, store })
+}
+
+#[async_trait]
+impl<S, P, R, K, C> RoomApi for Hosted<S, P, R, K, C>
+where
+    S: Store,
+    P: Provider + 'static,
+    R: Reconciler + 'static,
+    K: Clock + 'static,
+    C: CapabilityCatalog + Send + Sync + 'static,
+{
+    async fn room(&self, room: &RoomId) -> Result<StoredRoom, CoordinatorError> {
+        self.coordinator.room(room).await
+    }
+
+    async fn post(&self, event: &Event) -> Result<Outcome, CoordinatorError> {
+        self.coordinator.post(event).await
+    }
+
+    async fn submit(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        input: OperatorInput,
+    ) -> Result<Outcome, CoordinatorError> {
+        self.coordinator.submit(room, id, input).await
+    }
+
+    async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, CoordinatorError> {
+        Ok(RoomStore::ledger(&*self.store, room).await?)
+    }
+
+    async fn operations(
+        &self,
+        filter: OperationFilter,
+    ) -> Result<Vec<OperationRecord>, CoordinatorError> {
+        Ok(WorkflowStore::operations(&*self.store, filter).await?)
+    }
+
+    async fn operation(
+        &self,
+        op: OperationId,
+    ) -> Result<Option<OperationRecord>, CoordinatorError> {
+        Ok(WorkflowStore::operation(&*self.store, op).await?)
+    }
+
+    async fn resolve(
+        &self,
+        op: OperationId,
+        resolution: &Resolution,
+    ) -> Result<bool, CoordinatorError> {
+        Ok(WorkflowStore::resolve(&*self.store, op, resolution).await?)
+    }
+
+    fn watch(&self) -> UnboundedReceiver<Committed> {
+        self.coordinator.watch()
+    }
+}
+
+/// What the REST API runs on.
+#[derive(Clone)]
+pub struct Api {
+    /// The coordinator and its store ([`hosted`]).
+    pub rooms: Arc<dyn RoomApi>,
+    /// Where bearer tokens are kept.
+    pub tokens: Arc<dyn TokenStore>,
+    /// The host's clock (token expiry).
+    pub clock: Arc<dyn Clock>,
+    /// The planning messages' service (`POST /v1/rooms/{room}/planning`).
+    pub planning: Arc<PlanningService>,
+    /// The notification stream and decision timeline: also give it to the coordinator as
+    /// its [`agentroom_ports::Notifier`], so delivered notifications reach the streams.
+    pub feed: Arc<Feed>,
+}
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, without a token (the OpenAPI document).
+    Public,
+    /// A member of the Room one of whose roles holds this permission.
+    Needs(Permission),
+}
+
+/// One route of the API, without its handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSpec {
+    /// The method.
+    pub method: Method,
+    /// The path, with `{room}`-style parameters.
+    pub path: &'static str,
+    /// Who may call it.
+    pub access: Access,
+    /// What it does, for people and the OpenAPI document.
+    pub summary: &'static str,
+}
+
+/// Every route the router serves, in table order.
+pub fn routes() -> Vec<RouteSpec> {
+    table().into_iter().map(|(spec, _)| spec).collect()
+}
+
+type State = Arc<Api>;
+
+fn row(
+    method: Method,
+    path: &'static str,
+    access: Access,
+    summary: &'static str,
+    handler: MethodRouter<State>,
+) -> (RouteSpec, MethodRouter<State>) {
+    (
+        RouteSpec {
+            method,
+            path,
+            access,
+            summary,
+        },
+        handler,
+    )
+}
+
+/// The one table of routes.
+fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
+    use Access::{Needs, Public};
+    use Permission as P;
+    use handlers as h;
+    vec![
+        row(
+            Method::GET,
+            "/v1/openapi.json",
+            Public,
+            "This OpenAPI document.",
+            on(MethodFilter::GET, openapi::document),
+        ),
+        row(
+            Method::GET,
+            "/metrics",
+            Public,
+            "Prometheus metrics: responses, decisions by rule, calls by role and status, budget.",
+            on(MethodFilter::GET, metrics::metrics),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}",
+            Needs(P::ObjectiveRead),
+            "The Room: its budget balances and objectives in brief.",
+            on(MethodFilter::GET, h::room),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/members",
+            Needs(P::ObjectiveRead),
+            "The Room's members and their roles (paginated).",
+            on(MethodFilter::GET, h::members),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/events",
+            Needs(P::EventPost),
+            "Post an event; its author is the token's principal. Persisted, then accepted by id.",
+            on(MethodFilter::POST, h::post_event),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/objectives",
+            Needs(P::ObjectiveRead),
+            "The objectives (paginated).",
+            on(MethodFilter::GET, h::objectives),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/objectives/{objective}",
+            Needs(P::ObjectiveRead),
+            "An objective with its criteria and its current plan's board.",
+            on(MethodFilter::GET, h::objective),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/objectives/{objective}/plans",
+            Needs(P::ObjectiveRead),
+            "The objective's plan versions, each with its diff from its predecessor (paginated).",
+            on(MethodFilter::GET, h::plans),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/objectives/{objective}/decisions",
+            Needs(P::ObjectiveRead),
+            "The objective's decision log, the rule behind each rejection (paginated).",
+            on(MethodFilter::GET, h::decisions),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/objectives/{objective}/control",
+            Needs(P::ObjectiveControl),
+            "Pause, resume or cancel the objective (D3).",
+            on(MethodFilter::POST, h::control),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/objectives/{objective}/tasks",
+            Needs(P::TaskUpdateOwn),
+            "Update one's own task: acknowledge it in progress, or confirm it done with its contribution (T2).",
+            on(MethodFilter::POST, h::update_task),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/objectives/{objective}/reviews",
+            Needs(P::ReportRead),
+            "The objective's reports and reviews: version, source set, verdicts, evidence, reviewer.",
+            on(MethodFilter::GET, h::reviews),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/objectives/{objective}/reviews",
+            Needs(P::ReviewRecord),
+            "Record a human review of the report awaiting review (R1, R2).",
+            on(MethodFilter::POST, h::record_review),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/late-results",
+            Needs(P::LateResultDecide),
+            "Results held after a control change, awaiting readmission or discard (D4).",
+            on(MethodFilter::GET, h::late_results),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/late-results/{operation}",
+            Needs(P::LateResultDecide),
+            "Readmit or discard a held result (D4).",
+            on(MethodFilter::POST, h::decide_late_result),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/budget",
+            Needs(P::BudgetRead),
+            "The budget: balances, overrun, cost by objective, role and principal, ledger (paginated).",
+            on(MethodFilter::GET, h::budget),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/budget/raise",
+            Needs(P::BudgetRaise),
+            "Raise the limit (B4).",
+            on(MethodFilter::POST, h::raise_limit),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/budget/acknowledge",
+            Needs(P::BudgetAcknowledge),
+            "Acknowledge an overrun (B5).",
+            on(MethodFilter::POST, h::acknowledge_overrun),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/operations",
+            Needs(P::OperationResolve),
+            "Uncertain and dead-lettered operations of the Room (paginated).",
+            on(MethodFilter::GET, h::operations),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/operations/{operation}/resolve",
+            Needs(P::OperationResolve),
+            "Record what an operator confirmed about an uncertain or dead-lettered operation (D2).",
+            on(MethodFilter::POST, h::resolve_operation),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/planning",
+            Needs(P::PlanningUse),
+            "One planning message (A2E) in, its reply out; unknown fields are tolerated.",
+            on(MethodFilter::POST, h::planning),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/notifications",
+            Needs(P::ObjectiveRead),
+            "Notifications for the caller as Server-Sent Events; resumes after Last-Event-ID.",
+            on(MethodFilter::GET, feed::stream),
+        ),
+    ]
+}
+
+/// The REST API's router: every route of [`routes`], each behind the bearer-token guard
+/// (except [`Access::Public`] ones), all with request ids. Merge it into the host's router
+/// (it sets no fallback). Call it inside a Tokio runtime: it starts the task that feeds the
+/// decision timeline from the coordinator.
+pub fn router(api: Api) -> Router {
+    let api = Arc::new(api);
+    feed::follow(&api);
+    let mut router = Router::new();
+    for (spec, handler) in table() {
+        let handler = match spec.access {
+            Access::Public => handler,
+            Access::Needs(permission) => handler.route_layer(axum::middleware::from_fn_with_state(
+                auth::Guard {
+                    api: Arc::clone(&api),
+                    permission,
+                },
+                auth::guard,
+            )),
+        };
+        router = router.route(spec.path, handler);
+    }
+    let counters = Arc::new(metrics::Metrics::default());
+    router
+        .with_state(api)
+        .layer(axum::Extension(Arc::clone(&counters)))
+        .layer(axum::middleware::from_fn_with_state(
+            counters,
+            metrics::count,
+        ))
+        .layer(axum::middleware::from_fn(auth::request_id))
+}
+
+/// Gives every response of `router` an `x-request-id` (the client's when sane, a fresh one
+/// otherwise) and runs each request in a span carrying it: for the host's other routes (the
+/// A2E transport), which [`router`] does not cover.
+pub fn with_request_ids<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
+    router.layer(axum::middleware::from_fn(auth::request_id))
+}
