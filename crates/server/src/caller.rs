@@ -1,14 +1,15 @@
-//! Who is calling: the Room a request acts in. This is the one place a bearer token will be
-//! turned into a principal and its Room (the host issue); until tokens exist every caller is
-//! the owner of the configured Room.
+//! Who is calling: the Room a request acts in. With [`crate::authenticated_router`] the
+//! bearer token says (401 without a valid one, 403 when its principal may not use the
+//! planning messages, `planning.use`); with [`crate::router`] every caller is the owner of the
+//! configured Room.
 
 use axum::extract::FromRequestParts;
-use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 
+use agentroom_domain::room::Permission;
 use agentroom_planning::RoomId;
 
-use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The authenticated caller of a request.
@@ -25,20 +26,17 @@ impl Caller {
 }
 
 impl FromRequestParts<AppState> for Caller {
-    type Rejection = ApiError;
+    type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        // `Authorization: Bearer` is accepted and not yet checked: no tokens exist until
-        // the host issue. The token → principal and Room lookup goes here, and a token it
-        // does not know becomes a 401 (`ApiError::Unauthenticated`) from this extractor.
-        let has_token = parts
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.starts_with("Bearer "));
-        tracing::trace!(has_token, "caller acts as the owner of the configured room");
-        Ok(Caller {
-            room: state.config.room.clone(),
-        })
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let Some(api) = &state.auth else {
+            return Ok(Caller {
+                room: state.config.room.clone(),
+            });
+        };
+        match crate::api::authorize(api, &parts.headers, None, Permission::PlanningUse).await {
+            Ok(caller) => Ok(Caller { room: caller.room }),
+            Err(error) => Err(error.into_response()),
+        }
     }
 }

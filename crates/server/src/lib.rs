@@ -18,8 +18,10 @@
 //! `req_id`). A session with no send and no connected stream for
 //! [`ServerConfig::session_idle_timeout`] is expired by a background sweep.
 //!
-//! The A2E transport and `POST /v1/planning` still act as the owner of
-//! [`ServerConfig::room`] whatever the `Authorization` header says; the REST API checks
+//! Built with [`router`], every caller acts as the owner of [`ServerConfig::room`] whatever
+//! the `Authorization` header says (the embedded default without tokens); built with
+//! [`authenticated_router`], every endpoint but `/health` needs a bearer token whose
+//! principal holds `planning.use`, and acts in the token's Room. The REST API always checks
 //! bearer tokens, including for its planning endpoint `POST /v1/rooms/{room}/planning`.
 
 mod a2e;
@@ -59,6 +61,26 @@ use crate::state::{AppState, Stopping};
 /// stops by itself once the router and every clone of it are dropped. (Outside a runtime
 /// there is no sweep; idle sessions are then expired only when the session bound is reached.)
 pub fn router(service: Arc<PlanningService>, config: ServerConfig) -> Router {
+    build(service, config, None)
+}
+
+/// [`router`] with bearer tokens: every endpoint but `/health` needs `Authorization: Bearer`
+/// with a valid token (401 otherwise) whose principal holds `planning.use` in its Room (403
+/// naming it otherwise); a session acts in the token's Room, and a session id is only found
+/// by callers of that Room. `config.room` is not used. The planning service is `api`'s.
+pub fn authenticated_router(config: ServerConfig, api: &api::Api) -> Router {
+    build(
+        Arc::clone(&api.planning),
+        config,
+        Some(Arc::new(api.clone())),
+    )
+}
+
+fn build(
+    service: Arc<PlanningService>,
+    config: ServerConfig,
+    auth: Option<Arc<api::Api>>,
+) -> Router {
     let sessions = Arc::new(Sessions::new(
         config.buffer(),
         config.sessions(),
@@ -77,6 +99,7 @@ pub fn router(service: Arc<PlanningService>, config: ServerConfig) -> Router {
         service,
         config: Arc::new(config),
         sessions,
+        auth,
     };
     Router::new()
         .route("/session", post(a2e::create_session))

@@ -8,11 +8,15 @@ use crate::config::ServerConfig;
 use crate::sessions::Sessions;
 
 /// The router's state; cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct AppState {
     pub(crate) service: Arc<PlanningService>,
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) sessions: Arc<Sessions>,
+    /// When set, callers authenticate with a bearer token and act in its Room
+    /// ([`crate::authenticated_router`]); when not, every caller is the owner of
+    /// `config.room`.
+    pub(crate) auth: Option<Arc<crate::api::Api>>,
 }
 
 /// Set by [`crate::serve`] when the server begins to stop: open streams end, so the graceful

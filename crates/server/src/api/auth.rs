@@ -7,8 +7,8 @@ use agentroom_domain::room::{Permission, Role};
 use agentroom_ports::{AuthError, StoredRoom};
 use axum::RequestExt;
 use axum::extract::{RawPathParams, Request, State};
-use axum::http::HeaderValue;
 use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
@@ -53,15 +53,38 @@ pub(crate) async fn guard(
     mut request: Request,
     next: Next,
 ) -> Result<Response, RestError> {
-    let token = request
-        .headers()
+    // The route's `{room}` parameter (not the URI text, so a router nested under a prefix
+    // still finds it).
+    let params = request
+        .extract_parts::<RawPathParams>()
+        .await
+        .map_err(|_| RestError::BadRequest("the path cannot be read".to_owned()))?;
+    let room = params
+        .iter()
+        .find_map(|(name, value)| (name == "room").then(|| value.to_owned()))
+        .unwrap_or_default();
+    let caller = authorize(&guard.api, request.headers(), Some(&room), guard.permission).await?;
+    request.extensions_mut().insert(caller);
+    Ok(next.run(request).await)
+}
+
+/// Who the bearer token in `headers` authenticates, if its principal may use `permission`
+/// in `room` (the token's own Room when `None`): 401 without a valid token, 404 for another
+/// Room, 403 naming the permission.
+pub(crate) async fn authorize(
+    api: &Api,
+    headers: &HeaderMap,
+    room: Option<&str>,
+    permission: Permission,
+) -> Result<Caller, RestError> {
+    let token = headers
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "))
         .map(str::trim)
         .ok_or(RestError::Unauthenticated)?;
-    let now = guard.api.clock.now();
-    let authenticated = match guard.api.tokens.authenticate(token, now).await {
+    let now = api.clock.now();
+    let authenticated = match api.tokens.authenticate(token, now).await {
         Ok(authenticated) => authenticated,
         Err(AuthError::Store(error)) => return Err(RestError::Internal(error.to_string())),
         Err(reason) => {
@@ -69,23 +92,15 @@ pub(crate) async fn guard(
             return Err(RestError::Unauthenticated);
         }
     };
-    // The route's `{room}` parameter (not the URI text, so a router nested under a prefix
-    // still finds it).
-    let params = request
-        .extract_parts::<RawPathParams>()
-        .await
-        .map_err(|_| RestError::BadRequest("the path cannot be read".to_owned()))?;
-    let room_segment = params
-        .iter()
-        .find_map(|(name, value)| (name == "room").then(|| value.to_owned()))
-        .unwrap_or_default();
     // A token sees its own Room only: another Room is "not found", whether it exists or not.
-    if room_segment != authenticated.room.as_str() {
+    if let Some(room) = room
+        && room != authenticated.room.as_str()
+    {
         return Err(RestError::NotFound(format!(
-            "no room {room_segment} for this token"
+            "no room {room} for this token"
         )));
     }
-    let stored = guard.api.rooms.room(&authenticated.room).await?;
+    let stored = api.rooms.room(&authenticated.room).await?;
     let roles: Vec<Role> = stored
         .state
         .members()
@@ -97,13 +112,12 @@ pub(crate) async fn guard(
         roles,
         stored: Arc::new(stored),
     };
-    if !caller.may(guard.permission) {
-        tracing::info!(principal = %caller.principal, permission = %guard.permission, "forbidden");
-        return Err(RestError::Forbidden(guard.permission));
+    if !caller.may(permission) {
+        tracing::info!(principal = %caller.principal, %permission, "forbidden");
+        return Err(RestError::Forbidden(permission));
     }
     tracing::Span::current().record("principal", tracing::field::display(&caller.principal));
-    request.extensions_mut().insert(caller);
-    Ok(next.run(request).await)
+    Ok(caller)
 }
 
 /// Whether a client's request id is sane enough to echo: 1 to 64 of `A-Z a-z 0-9 . _ -`.

@@ -47,6 +47,7 @@ use axum::http::Method;
 use axum::routing::{MethodFilter, MethodRouter, on};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+pub(crate) use auth::authorize;
 pub use feed::Feed;
 pub use tokens::{IssueError, issue_token};
 

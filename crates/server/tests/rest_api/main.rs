@@ -617,6 +617,56 @@ async fn planning_messages_tolerate_unknown_fields_and_need_a_token() {
     answer.assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
 }
 
+/// The A2E HTTP transport beside the API takes the same tokens: no token 401, no
+/// `planning.use` 403, and a session is found only by callers of its Room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2e_sessions_authenticate_with_bearer_tokens() {
+    let app = spawn_app().await;
+    let refused = app.call(Method::POST, "/session", &[], "").await;
+    refused.assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    assert_eq!(refused.headers["www-authenticate"], "Bearer");
+    let nora = app.as_("nora", Method::POST, "/session", "").await;
+    assert_eq!(
+        nora.assert_error(StatusCode::FORBIDDEN, "forbidden")["permission"],
+        "planning.use"
+    );
+    let created = app.as_("sam", Method::POST, "/session", "").await;
+    assert_eq!(created.status, StatusCode::OK, "{created:?}");
+    let session = created.json()["session_id"].as_str().unwrap().to_owned();
+    let ping = r#"{"type":"ping","req_id":"p1"}"#;
+    let sam = format!("Bearer {}", app.token("sam"));
+    let sent = app
+        .call(
+            Method::POST,
+            "/send",
+            &[("authorization", &sam), ("x-session-id", &session)],
+            ping,
+        )
+        .await;
+    assert_eq!(sent.status, StatusCode::ACCEPTED, "{sent:?}");
+    // A token of another Room does not find the session.
+    let other = agentroom_domain::ids::RoomId::parse("other").unwrap();
+    let (_, foreign) = issue(&app.store, &other, "sam", None).await;
+    let foreign = format!("Bearer {foreign}");
+    let lost = app
+        .call(
+            Method::POST,
+            "/send",
+            &[("authorization", &foreign), ("x-session-id", &session)],
+            ping,
+        )
+        .await;
+    assert_eq!(lost.status, StatusCode::NOT_FOUND, "{lost:?}");
+    // POST /v1/planning too.
+    let answer = app.as_("sam", Method::POST, "/v1/planning", ping).await;
+    assert!(answer.status.is_success(), "{answer:?}");
+    let answer = app.call(Method::POST, "/v1/planning", &[], ping).await;
+    answer.assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    // Health stays open.
+    let health = app.call(Method::GET, "/health", &[], "").await;
+    assert_eq!(health.status, StatusCode::OK);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_document_lists_every_route_with_its_permission() {
     let app = spawn_app().await;

@@ -204,19 +204,20 @@ pub async fn spawn_app() -> App {
         Arc::new(SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap()),
         Arc::new(SystemAmbient),
     ));
-    // Mounted the way the host does: the A2E transport's router merged with the REST API,
-    // request ids on both.
-    let a2e = agentroom_server::router(
-        Arc::clone(&planning),
-        agentroom_server::ServerConfig::new(room.clone()),
-    );
-    let rest = api::router(Api {
+    // Mounted the way the host does: the A2E transport (with bearer tokens) merged with the
+    // REST API, request ids on both.
+    let api = Api {
         rooms: api::hosted(coordinator.clone(), Arc::clone(&store)),
         tokens: Arc::clone(&store) as Arc<dyn TokenStore>,
         clock: Arc::new(SystemClock),
         planning,
         feed: Arc::clone(&feed),
-    });
+    };
+    let a2e = agentroom_server::authenticated_router(
+        agentroom_server::ServerConfig::new(room.clone()),
+        &api,
+    );
+    let rest = api::router(api);
     let router = api::with_request_ids(a2e).merge(rest);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
