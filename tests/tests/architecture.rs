@@ -67,9 +67,15 @@ const ALLOWED_EDGES: &[(&str, Allowed)] = &[
         "agentroom-agents",
         Allowed::Only(&["agentroom-ports", "agentroom-workflows"]),
     ),
+    // DESIGN.md's table lists the crates the server composes; it also names the domain,
+    // ports and workflows types those crates' APIs are made of (tokens, stored rooms,
+    // operation records), edges that still point inward.
     (
         "agentroom-server",
         Allowed::Only(&[
+            "agentroom-domain",
+            "agentroom-ports",
+            "agentroom-workflows",
             "agentroom-planning",
             "agentroom-coordinator",
             "agentroom-capabilities",

@@ -123,10 +123,17 @@ impl Reconciler for HostReconciler {
     }
 }
 
-/// Hands notifications to the log (target `agentroom::notify`) until the host's API serves
-/// them to subscribers; each is delivered once by its id (T5).
-#[derive(Debug, Default)]
-pub(crate) struct LogNotifier;
+/// Writes each notification to the log (target `agentroom::notify`), then hands it to the
+/// host's feed, which serves it to the REST API's subscribers once by its id (T5).
+pub(crate) struct LogNotifier {
+    next: Arc<dyn Notifier>,
+}
+
+impl LogNotifier {
+    pub(crate) fn new(next: Arc<dyn Notifier>) -> Self {
+        Self { next }
+    }
+}
 
 #[async_trait]
 impl Notifier for LogNotifier {
@@ -139,6 +146,6 @@ impl Notifier for LogNotifier {
             text = %notification.text,
             "notification"
         );
-        Ok(())
+        self.next.deliver(room, notification).await
     }
 }

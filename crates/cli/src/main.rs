@@ -61,15 +61,16 @@ enum Command {
         #[command(flatten)]
         store: store::StoreArgs,
     },
-    /// Serve the A2E HTTP transport (`/session`, `/send`, `/stream`, `/health`) and
-    /// `POST /v1/planning`, and run the coordinator of the store's Rooms (recovery, then every
+    /// Serve the REST API under `/v1/rooms` (bearer tokens), the web board at `/`, the A2E
+    /// HTTP transport (`/session`, `/send`, `/stream`, `/health`) and `POST /v1/planning`,
+    /// `/metrics`, and run the coordinator of the store's Rooms (recovery, then every
     /// persisted event accepted, the outbox delivered), until SIGINT or SIGTERM.
     Serve {
         /// Address to listen on (port 0 picks a free one; the bound address is printed).
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: std::net::SocketAddr,
         /// A Room to coordinate (repeat for several; each must exist). None: `local`, if it
-        /// exists. A2E sessions act in the first (until tokens, as its owner).
+        /// exists. Anonymous A2E sessions (--anonymous-planning) act in the first.
         #[arg(long = "room", value_parser = RoomId::parse)]
         rooms: Vec<RoomId>,
         #[command(flatten)]
@@ -99,6 +100,11 @@ enum Command {
         /// that died once their leases expire).
         #[arg(long, default_value_t = 10, hide = true)]
         recover_every: u32,
+        /// Serve the A2E transport and `POST /v1/planning` without tokens, every caller
+        /// acting as the owner of the first --room: for one local user on loopback only.
+        /// Without it they need `Authorization: Bearer` like the REST API.
+        #[arg(long)]
+        anonymous_planning: bool,
     },
     /// Create a Room on the store.
     Room {
@@ -191,6 +197,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             lease_ms,
             poll_ms,
             recover_every,
+            anonymous_planning,
         } => {
             // A bad policy file stops the host before it listens, naming file, line, field.
             let loaded = policies::load(&policies)?;
@@ -213,7 +220,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?
-                .block_on(serve::run(listen, &store, loaded, coordinator))?
+                .block_on(serve::run(
+                    listen,
+                    &store,
+                    loaded,
+                    coordinator,
+                    anonymous_planning,
+                ))?
         }
         Command::Room { command } => {
             let text = current_thread()?.block_on(room::run(command))?;

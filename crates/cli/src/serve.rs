@@ -21,9 +21,10 @@ use std::time::Duration;
 
 use agentroom_coordinator::{BackgroundConfig, Coordinator, CoordinatorConfig, Ports};
 use agentroom_domain::ids::RoomId;
-use agentroom_planning::{PlanningService, SystemAmbient};
-use agentroom_ports::SystemClock;
+use agentroom_planning::{PlanningRepository, PlanningService, SystemAmbient};
+use agentroom_ports::{SystemClock, TokenStore};
 use agentroom_server::ServerConfig;
+use agentroom_server::api::{self, Api, Feed};
 use agentroom_workflows::RunnerConfig;
 use anyhow::{Context, anyhow, bail};
 use tokio::sync::watch;
@@ -57,6 +58,7 @@ pub(crate) async fn run(
     store: &StoreArgs,
     policies: Policies,
     coordinator: CoordinatorArgs,
+    anonymous_planning: bool,
 ) -> anyhow::Result<()> {
     tracing::info!(permissions = ?policies.access, "policies loaded");
     // The planning repository creates (and migrates) a missing embedded file (D5).
@@ -68,11 +70,15 @@ pub(crate) async fn run(
         .first()
         .cloned()
         .map_or_else(|| RoomId::parse(DEFAULT_ROOM), Ok)?;
-    let background = crate::with_rooms!(rooms, |s| {
-        start_coordinator(s, &policies, &coordinator, stop_rx.clone()).await?
+    let http = Host {
+        planning: repo,
+        session_room,
+        anonymous_planning,
+    };
+    let (app, background) = crate::with_rooms!(rooms, |s| {
+        start_coordinator(s, &policies, &coordinator, http, stop_rx.clone()).await?
     });
 
-    let service = Arc::new(PlanningService::new(repo, Arc::new(SystemAmbient)));
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
@@ -83,7 +89,7 @@ pub(crate) async fn run(
         stop_signal().await;
         let _ = stop_tx.send(true);
     };
-    agentroom_server::serve(listener, router(service, session_room), stopping).await?;
+    agentroom_server::serve(listener, app, stopping).await?;
     if let Some(background) = background {
         background
             .await
@@ -92,28 +98,50 @@ pub(crate) async fn run(
     Ok(())
 }
 
-/// The HTTP routes, in one place: the REST API under `/v1` is mounted here.
-fn router(service: Arc<PlanningService>, room: RoomId) -> axum::Router {
-    agentroom_server::router(service, ServerConfig::new(room))
+/// What the HTTP host is built from besides the coordinator.
+struct Host {
+    /// The planning messages' repository (standalone plans).
+    planning: Arc<dyn PlanningRepository>,
+    /// The Room anonymous A2E sessions act in.
+    session_room: RoomId,
+    /// Serve the A2E transport and `/v1/planning` without tokens (every caller acts as the
+    /// owner of `session_room`).
+    anonymous_planning: bool,
 }
 
-/// Builds the coordinator over `store`, recovers, and spawns its loops; `None` when there is
-/// no Room to coordinate (a fresh store: the host serves the planning messages only).
+/// The HTTP routes, in one place: the A2E transport and `/v1/planning` (behind bearer tokens
+/// unless `--anonymous-planning`), the REST API under `/v1/rooms`, the web board at `/`,
+/// `/metrics`; a request id on every response.
+fn router(api: Api, host: &Host) -> axum::Router {
+    let config = ServerConfig::new(host.session_room.clone());
+    let a2e = if host.anonymous_planning {
+        agentroom_server::router(Arc::clone(&api.planning), config)
+    } else {
+        agentroom_server::authenticated_router(config, &api)
+    };
+    agentroom_server::api::with_request_ids(a2e).merge(agentroom_server::api::router(api))
+}
+
+type Background = Option<tokio::task::JoinHandle<()>>;
+
+/// Builds the coordinator over `store`, recovers, spawns its loops (none when there is no
+/// Room to coordinate yet: a fresh store serves the planning messages and the API only) and
+/// returns the host's routes over it.
 async fn start_coordinator<S>(
     store: Arc<S>,
     policies: &Policies,
     args: &CoordinatorArgs,
+    http: Host,
     stop: watch::Receiver<bool>,
-) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>>
+) -> anyhow::Result<(axum::Router, Background)>
 where
-    S: agentroom_coordinator::Store,
+    S: agentroom_coordinator::Store + TokenStore,
 {
     // The agents' configuration is checked even when there is no Room to coordinate yet.
     let (agents, reconciler) = host::agents(&args.agents, &policies.prices)?;
     let rooms = rooms_to_coordinate(&*store, &args.rooms).await?;
     if rooms.is_empty() {
         tracing::info!("no room to coordinate yet: create one with `agentroom room create`");
-        return Ok(None);
     }
     let mut stored = Vec::new();
     for room in &rooms {
@@ -128,32 +156,51 @@ where
     if matches!(args.agents, AgentsChoice::None) {
         tracing::warn!("no agents configured (--agents or --openai): every call is refused");
     }
+    let feed = Arc::new(Feed::new());
     let coordinator = Coordinator::new(
         Ports {
-            store,
+            store: Arc::clone(&store),
             provider: Arc::new(agents),
             reconciler: Arc::new(reconciler),
             clock: Arc::new(SystemClock),
             catalog: Arc::new(catalog),
-            notifier: Arc::new(host::LogNotifier),
+            notifier: Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)),
         },
         CoordinatorConfig::new(RunnerConfig::new(runner_name(), args.lease)),
     );
+    // Coordinator plans are planning plans (one per objective, `plan_id` = its id).
+    let planning = Arc::new(
+        PlanningService::new(Arc::clone(&http.planning), Arc::new(SystemAmbient))
+            .with_coordinator_plans(Arc::new(coordinator.clone())),
+    );
+    let api = Api {
+        rooms: api::hosted(coordinator.clone(), Arc::clone(&store)),
+        tokens: Arc::clone(&store) as Arc<dyn TokenStore>,
+        clock: Arc::new(SystemClock),
+        planning,
+        feed,
+    };
+    // The API watches the coordinator's commits from here on, before recovery decides.
+    let app = router(api, &http);
     let report = coordinator.recover().await?;
     tracing::info!(?report, "recovered");
+    if rooms.is_empty() {
+        return Ok((app, None));
+    }
     for room in &rooms {
         let accepted = coordinator.accept_pending(room).await?;
         tracing::info!(%room, accepted, "pending events accepted");
     }
     let config = BackgroundConfig::new(args.poll, args.recover_every);
-    Ok(Some(tokio::spawn(async move {
+    let background = tokio::spawn(async move {
         let mut stop = stop;
         coordinator
             .run_background(&rooms, &config, async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             })
             .await;
-    })))
+    });
+    Ok((app, Some(background)))
 }
 
 /// The Rooms named, each of which must exist; or `local` when none is named and it exists.

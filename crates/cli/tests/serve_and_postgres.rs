@@ -22,7 +22,7 @@ struct Server {
 impl Server {
     fn start(args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentroom"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--anonymous-planning"])
             .args([
                 "--policies",
                 concat!(env!("CARGO_MANIFEST_DIR"), "/../../policies"),

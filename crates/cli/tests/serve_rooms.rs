@@ -224,6 +224,28 @@ impl Site {
     }
 }
 
+/// One HTTP/1.1 request to `address` (with `token` as a bearer token); status and body.
+fn http(address: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(token) = token {
+        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
+}
+
 /// A running `serve`, killed if the test fails.
 struct Serve(Child);
 
@@ -849,6 +871,12 @@ async fn serve_on_the_embedded_database_accepts_a_posted_event_and_completes_it(
     let stdout = String::from_utf8_lossy(&created.stdout);
     assert!(stdout.contains("owner token (olive): ar_"), "{stdout}");
     assert!(!stdout.contains("operator token"), "no operator: {stdout}");
+    let owner_token = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("owner token (olive): "))
+        .unwrap()
+        .trim()
+        .to_owned();
 
     let mut serve = Serve(
         Command::new(env!("CARGO_BIN_EXE_agentroom"))
@@ -866,7 +894,7 @@ async fn serve_on_the_embedded_database_accepts_a_posted_event_and_completes_it(
             .spawn()
             .unwrap(),
     );
-    assert!(serve.listening().is_some());
+    let address = serve.listening().unwrap();
     let posted = run(&[
         "event",
         "post",
@@ -895,6 +923,31 @@ async fn serve_on_the_embedded_database_accepts_a_posted_event_and_completes_it(
         assert!(Instant::now() < deadline, "the objective did not complete");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    // The host `serve` composes: the REST API behind the token `room create` printed, the A2E
+    // transport behind tokens too (no --anonymous-planning), the board and /metrics.
+    let objectives = format!("/v1/rooms/{ROOM}/objectives");
+    let (status, body) = http(&address, "GET", &objectives, Some(&owner_token), "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"completed\""), "{body}");
+    let (status, _) = http(&address, "GET", &objectives, None, "");
+    assert_eq!(status, 401, "the REST API needs a token");
+    let (status, _) = http(
+        &address,
+        "GET",
+        "/v1/rooms/elsewhere/objectives",
+        Some(&owner_token),
+        "",
+    );
+    assert_eq!(status, 404, "a token never reaches another Room");
+    let (status, _) = http(&address, "POST", "/v1/planning", None, "{}");
+    assert_eq!(
+        status, 401,
+        "the planning messages need a token unless --anonymous-planning"
+    );
+    let (status, body) = http(&address, "GET", "/", None, "");
+    assert_eq!(status, 200, "the board: {body}");
+    let (status, body) = http(&address, "GET", "/metrics", None, "");
+    assert_eq!(status, 200, "{body}");
     serve.stop();
     let balances = stored.state.ledger().balances();
     assert_eq!(
