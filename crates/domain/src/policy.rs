@@ -840,11 +840,16 @@ mod tests {
     }
 
     #[test]
-    fn shipped_room_policy_parses_to_the_default() {
+    fn shipped_room_policy_is_the_default_with_the_sample_capability_files() {
+        let shipped = RoomPolicy::from_toml(SHIPPED_ROOM).unwrap();
+        assert_eq!(shipped.bounds(), RoomPolicy::default().bounds());
+        assert_eq!(shipped.task_identity_prefix(), None);
+        assert_eq!(shipped.review_source(), ReviewSource::Model);
         assert_eq!(
-            RoomPolicy::from_toml(SHIPPED_ROOM).unwrap(),
-            RoomPolicy::default()
+            shipped.capability_files(),
+            ["capabilities/research.yaml", "capabilities/writing.yaml"]
         );
+        assert_eq!(shipped.binding_files(), ["bindings.yaml"]);
     }
 
     #[test]
