@@ -11,7 +11,10 @@
 //!   every page fetched and merged, `next_cursor` null; `objective show` as
 //!   `{"objective", "plans", "decisions"}`, each the API's answer).
 //! - Exit codes: 0 done; 1 an error (the host unreachable, the token refused, a permission
-//!   missing, something not found, a request refused by a rule); 2 a usage error (clap).
+//!   missing, something not found, a request a rule refused: the first entry of its decision
+//!   log rejected, nothing changed); 2 a usage error (clap). A request that stands is exit 0
+//!   even when something that followed from it was refused (a resume whose next dispatch
+//!   waits for budget, B2); every entry of the decision log is printed.
 //!
 //! Every failure is an [`OperatorError`] that says what to do about it; `main` prints it.
 
@@ -651,17 +654,25 @@ impl Client {
     }
 }
 
-/// A decided input whose decision a rule refused is an error (nothing changed).
+/// A decided input that a rule refused is an error (nothing changed). The first entry of the
+/// decision log is the verdict on the request itself; later entries are what followed from it
+/// (a resumed objective's next dispatch may be refused for want of budget, B2, while the
+/// resume stands), so the API's `accepted` (every entry accepted) is not the test.
 fn decided_or_refused(answer: &Value) -> Result<(), OperatorError> {
-    if answer["already_done"] == json!(true) || answer["accepted"] != json!(false) {
+    if answer["already_done"] == json!(true) {
         return Ok(());
     }
-    let refused = answer["log"]
-        .as_array()
-        .and_then(|log| log.iter().find(|e| e["verdict"] == json!("rejected")));
+    let first = answer["log"].as_array().and_then(|log| log.first());
+    let refused = match first {
+        Some(entry) => entry["verdict"] == json!("rejected"),
+        None => answer["accepted"] == json!(false),
+    };
+    if !refused {
+        return Ok(());
+    }
     Err(OperatorError::Refused {
-        rule: refused.and_then(|e| e["rule"].as_str()).map(str::to_owned),
-        message: refused
+        rule: first.and_then(|e| e["rule"].as_str()).map(str::to_owned),
+        message: first
             .and_then(|e| e["message"].as_str())
             .unwrap_or("the request was decided and refused")
             .to_owned(),
@@ -1132,6 +1143,12 @@ mod tests {
             "refused by rule D3: the objective is already paused"
         );
         assert!(decided_or_refused(&json!({"decided": true, "accepted": true})).is_ok());
+        // The resume stands though its consequence, the next dispatch, was refused (B2).
+        let resumed = json!({"decided": true, "accepted": false, "log": [
+            {"verdict": "accepted", "rule": "D3", "message": "resumed"},
+            {"verdict": "rejected", "rule": "B2", "message": "not admitted"}
+        ]});
+        assert!(decided_or_refused(&resumed).is_ok());
         assert!(decided_or_refused(&json!({"decided": false, "already_done": true})).is_ok());
     }
 }
