@@ -126,6 +126,23 @@ impl Host {
             .to_owned()
     }
 
+    /// `token issue` for `principal` (expiring after `expires_in`, if given), written to a
+    /// token file; returns the name [`Host::run`] takes.
+    fn issue(&self, principal: &str, expires_in: Option<&str>) -> String {
+        let root = self.root.path().to_str().unwrap();
+        let mut args = vec!["token", "issue", "--room", ROOM, "--principal", principal];
+        args.extend(["--json", "--root", root]);
+        if let Some(duration) = expires_in {
+            args.extend(["--expires-in", duration]);
+        }
+        let out = bare(&args);
+        assert!(out.status.success(), "token issue: {out:?}");
+        let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let name = format!("{principal}-{}", issued["id"].as_str().unwrap());
+        std::fs::write(self.token_file(&name), issued["token"].as_str().unwrap()).unwrap();
+        name
+    }
+
     /// The owner's message, persisted with `event post` (the running host accepts it).
     fn post(&self, text: &str) {
         let out = bare(&[
@@ -656,6 +673,26 @@ fn errors_name_the_host_the_token_the_permission_or_what_was_not_found_with_docu
     elsewhere.failed_saying(&["not found (404)", "no room elsewhere"]);
     let held = host.ok("operator", &["late-result", "list"]);
     assert_eq!(held, "no results held for readmission\n");
+
+    // A reviewer reads reviews but not the budget: 403 naming budget.read.
+    let rita = host.issue("rita", None);
+    host.run(&rita, &["review", "show", unknown])
+        .failed_saying(&["not found (404)"]);
+    host.run(&rita, &["budget", "show"])
+        .failed_saying(&["forbidden (403)", "budget.read"]);
+    // An expired token is refused like any invalid one (401).
+    let brief = host.issue("oscar", Some("1s"));
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let run = host.run(&brief, &["objective", "list"]);
+        if run.code == 1 {
+            run.failed_saying(&["401", "expired"]);
+            break;
+        }
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert!(Instant::now() < deadline, "the token never expired");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // Nothing listens: the message names the host and says the connection was refused.
     let closed = {
