@@ -531,6 +531,9 @@ impl Client {
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
+            // The API never redirects; a redirect is not followed, so the token goes nowhere
+            // but --host.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|error| bad(&error.to_string()))?;
         Ok(Client {
