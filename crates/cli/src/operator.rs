@@ -69,11 +69,13 @@ pub(crate) struct Target {
 pub(crate) enum BudgetCommand {
     /// The budget: limit, reserved, spent, uncertain, available; spend by objective, role and
     /// principal; the ledger entries.
+    #[command(after_help = EXIT_CODES)]
     Show {
         #[command(flatten)]
         target: Target,
     },
     /// Raise the limit by an amount (B4; needs `budget.raise`, held by operators).
+    #[command(after_help = EXIT_CODES)]
     Raise {
         #[command(flatten)]
         target: Target,
@@ -90,12 +92,14 @@ pub(crate) enum BudgetCommand {
 #[derive(Subcommand, Debug)]
 pub(crate) enum ObjectiveCommand {
     /// The Room's objectives and their status.
+    #[command(after_help = EXIT_CODES)]
     List {
         #[command(flatten)]
         target: Target,
     },
     /// One objective: status, criteria, the board by column, plan versions and the decision
     /// log with the rule behind each decision.
+    #[command(after_help = EXIT_CODES)]
     Show {
         #[command(flatten)]
         target: Target,
@@ -104,6 +108,7 @@ pub(crate) enum ObjectiveCommand {
         objective: String,
     },
     /// Pause the objective: nothing more is dispatched, running calls abort (D3).
+    #[command(after_help = EXIT_CODES)]
     Pause {
         #[command(flatten)]
         target: Target,
@@ -112,6 +117,7 @@ pub(crate) enum ObjectiveCommand {
         objective: String,
     },
     /// Resume a paused objective (D3).
+    #[command(after_help = EXIT_CODES)]
     Resume {
         #[command(flatten)]
         target: Target,
@@ -120,6 +126,7 @@ pub(crate) enum ObjectiveCommand {
         objective: String,
     },
     /// Cancel the objective for good (D3).
+    #[command(after_help = EXIT_CODES)]
     Cancel {
         #[command(flatten)]
         target: Target,
@@ -134,6 +141,7 @@ pub(crate) enum ObjectiveCommand {
 pub(crate) enum ReviewCommand {
     /// An objective's reports and reviews: report version, source set, each criterion's
     /// verdict and evidence, the reviewer.
+    #[command(after_help = EXIT_CODES)]
     Show {
         #[command(flatten)]
         target: Target,
@@ -147,11 +155,13 @@ pub(crate) enum ReviewCommand {
 #[derive(Subcommand, Debug)]
 pub(crate) enum LateResultCommand {
     /// Results held after a control change, awaiting readmission or discard (D4).
+    #[command(after_help = EXIT_CODES)]
     List {
         #[command(flatten)]
         target: Target,
     },
     /// Readmit a held result: its task completes with it (D4).
+    #[command(after_help = EXIT_CODES)]
     Readmit {
         #[command(flatten)]
         target: Target,
@@ -160,6 +170,7 @@ pub(crate) enum LateResultCommand {
         operation: String,
     },
     /// Discard a held result: its task stays open (D4).
+    #[command(after_help = EXIT_CODES)]
     Discard {
         #[command(flatten)]
         target: Target,

@@ -754,13 +754,27 @@ fn errors_name_the_host_the_token_the_permission_or_what_was_not_found_with_docu
     assert!(out.stderr.contains("--token"), "{}", out.stderr);
 
     // The exit codes are documented in each command's help.
-    for command in ["budget", "objective", "review", "late-result"] {
-        let help = Run::of(bare(&[command, "--help"]));
+    for command in [
+        &["budget"][..],
+        &["budget", "show"],
+        &["budget", "raise"],
+        &["objective"],
+        &["objective", "list"],
+        &["objective", "show"],
+        &["objective", "pause"],
+        &["objective", "resume"],
+        &["objective", "cancel"],
+        &["review", "show"],
+        &["late-result", "list"],
+        &["late-result", "readmit"],
+        &["late-result", "discard"],
+    ] {
+        let help = Run::of(bare(&[command, &["--help"]].concat()));
         assert_eq!(help.code, 0);
         assert!(
             help.stdout.contains("Exit codes: 0 done; 1 error")
                 && help.stdout.contains("2 usage error"),
-            "{command}: {}",
+            "{command:?}: {}",
             help.stdout
         );
     }
