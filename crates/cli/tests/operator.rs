@@ -9,6 +9,11 @@
 //! reasoner's call fits (it reserves $0.007300 and is charged $0.002100) but the first
 //! specialist call's reservation of $0.009700 does not (B2), so the objective is `running`
 //! with its tasks on the board until an operator raises the limit (B4).
+//!
+//! A result is held for readmission (D4) deterministically with `scenarios/lost-reply.toml`:
+//! the research reply is lost (uncertain, D2) on a host that never runs recovery again, the
+//! objective is paused, and the next host (after SIGKILL) reconciles the call from the
+//! specialist's journal after the control change.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
@@ -44,6 +49,11 @@ impl Host {
     /// Creates the Room (owner olive, operator oscar, specialists sam and sue, reviewer rita)
     /// with `limit` micros, writes the printed tokens to files, and starts `serve`.
     fn start(limit: i64) -> Host {
+        Host::start_with(limit, "scenarios/serve-crash.toml", &[])
+    }
+
+    /// [`Host::start`] playing `scenario`, with more `serve` arguments.
+    fn start_with(limit: i64, scenario: &str, extra: &[&str]) -> Host {
         let root = tempfile::tempdir().unwrap();
         let created = bare(&[
             "room",
@@ -79,36 +89,21 @@ impl Host {
                 .unwrap_or_else(|| panic!("no `{prefix}` in {stdout}"));
             std::fs::write(root.path().join(file), format!("{}\n", token.trim())).unwrap();
         }
-        let mut serve = Command::new(env!("CARGO_BIN_EXE_agentroom"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
-            .arg("--root")
-            .arg(root.path())
-            .arg("--policies")
-            .arg(repo("policies"))
-            .arg("--agents")
-            .arg(repo("scenarios/serve-crash.toml"))
-            .args(["--poll-ms", "50"])
-            .env_remove("AGENTROOM_DATABASE_URL")
-            .env_remove("AGENTROOM_CRASH_AT")
-            .env_remove("AGENTROOM_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(serve.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let address = line
-            .trim()
-            .strip_prefix("agentroom listening on http://")
-            .unwrap_or_else(|| panic!("serve did not listen: {line}"))
-            .to_owned();
+        let (serve, address) = serve(root.path(), scenario, extra);
         Host {
             root,
             address,
             serve,
         }
+    }
+
+    /// Kills the host with SIGKILL and starts another on the same database.
+    fn restart(&mut self, scenario: &str, extra: &[&str]) {
+        self.serve.kill().unwrap();
+        self.serve.wait().unwrap();
+        let (serve, address) = serve(self.root.path(), scenario, extra);
+        self.serve = serve;
+        self.address = address;
     }
 
     fn url(&self) -> String {
@@ -246,6 +241,34 @@ impl Drop for Host {
         let _ = self.serve.kill();
         let _ = self.serve.wait();
     }
+}
+
+/// Starts `agentroom serve` on the database under `root`, with scripted agents playing
+/// `scenario`; returns it and the address it listens on.
+fn serve(root: &Path, scenario: &str, extra: &[&str]) -> (Child, String) {
+    let mut serve = command(&["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
+        .arg("--root")
+        .arg(root)
+        .arg("--policies")
+        .arg(repo("policies"))
+        .arg("--agents")
+        .arg(repo(scenario))
+        .args(["--poll-ms", "50"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .trim()
+        .strip_prefix("agentroom listening on http://")
+        .unwrap_or_else(|| panic!("serve did not listen: {line}"))
+        .to_owned();
+    (serve, address)
 }
 
 /// `agentroom ARGS` with none of the environment a developer may have set.
@@ -553,6 +576,81 @@ fn a_completed_objective_shows_its_board_plans_decisions_and_reviews_as_tables_a
         review.contains(&format!("    - contribution {gathered}\n")),
         "{review}"
     );
+}
+
+#[test]
+fn d2_d4_a_result_that_lands_after_a_pause_is_held_listed_and_readmitted_and_the_objective_completes()
+ {
+    // The research reply is lost (uncertain, D2) and this host never runs recovery again.
+    let mut host = Host::start_with(
+        1_000_000,
+        "scenarios/lost-reply.toml",
+        &["--recover-every", "1000000"],
+    );
+    host.post("Summarize how durable agent runtimes recover from crashes, with sources.");
+    let id = host.wait_for("running");
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let shown = host.json("operator", &["objective", "show", &id]);
+        let in_progress = &shown["objective"]["board"]["columns"][2];
+        if in_progress["tasks"][0]["state"]["state"] == "uncertain" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no uncertain call: {shown}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let table = host.ok("operator", &["budget", "show"]);
+    assert_eq!(
+        row(&table, "uncertain"),
+        ["uncertain", "$0.009700", "9700"],
+        "{table}"
+    );
+    assert_eq!(
+        host.ok("operator", &["late-result", "list"]),
+        "no results held for readmission\n"
+    );
+
+    // Paused while the call is uncertain; the next host's recovery reconciles it from the
+    // specialist's journal after the control change, so its result is held (D4).
+    host.ok("operator", &["objective", "pause", &id]);
+    host.restart("scenarios/lost-reply.toml", &[]);
+    let deadline = Instant::now() + PATIENCE;
+    let held = loop {
+        let held = host.json("operator", &["late-result", "list"]);
+        if let Some(first) = held["items"].as_array().unwrap().first() {
+            break first.clone();
+        }
+        assert!(Instant::now() < deadline, "no result was held: {held}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(held["objective"], id.as_str());
+    let op = held["op"].as_str().unwrap().to_owned();
+    let list = host.ok("operator", &["late-result", "list"]);
+    assert_eq!(row(&list, &op)[..2], [op.as_str(), id.as_str()], "{list}");
+
+    // Readmitted (D4): the task completes with it; a second readmission finds nothing (404).
+    let readmitted = host.ok("owner", &["late-result", "readmit", &op]);
+    assert!(
+        readmitted.starts_with(&format!("readmitted the result of operation {op}\n")),
+        "{readmitted}"
+    );
+    assert!(readmitted.contains("accepted D4"), "{readmitted}");
+    assert!(readmitted.contains("accepted T2"), "{readmitted}");
+    host.run("operator", &["late-result", "readmit", &op])
+        .failed_saying(&[
+            "not found (404)",
+            &format!("no held result of operation {op}"),
+        ]);
+    host.run("operator", &["late-result", "discard", &op])
+        .failed_saying(&["not found (404)"]);
+
+    // Resumed, it completes; the lost reply was charged once.
+    host.ok("operator", &["objective", "resume", &id]);
+    host.wait_for("completed");
+    let budget = host.json("operator", &["budget", "show"]);
+    assert_eq!(micros(&budget["balances"]["spent"]), SCENARIO_SPENT);
+    assert_eq!(micros(&budget["balances"]["uncertain"]), 0);
+    assert_eq!(micros(&budget["balances"]["reserved"]), 0);
 }
 
 #[test]
