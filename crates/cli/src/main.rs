@@ -1,7 +1,8 @@
 //! The `agentroom` binary: the composition root. It runs the durable demo, the planning
 //! messages over stdio, the HTTP host with the coordinator of the store's Rooms (`serve`),
 //! Room creation and event posting on the store, operator commands on operations,
-//! migrations, and policy and capability checks.
+//! migrations, and policy and capability checks; and the operator commands against a running
+//! host (`budget`, `objective`, `review`, `late-result`: HTTP clients of its REST API).
 // Printing the timeline, board and ledger is this binary's job.
 #![allow(clippy::print_stdout)]
 

@@ -812,6 +812,16 @@ fn errors_name_the_host_the_token_the_permission_or_what_was_not_found_with_docu
         &format!("cannot reach the agentroom host at {nowhere}"),
         "refused",
     ]);
+    // AGENTROOM_ROOM is the default Room.
+    let from_env = Run::of(
+        command(&["objective", "list", "--host", &url])
+            .env("AGENTROOM_ROOM", ROOM)
+            .env("AGENTROOM_TOKEN", host.token("operator"))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(from_env.code, 0, "{}", from_env.stderr);
+    assert_eq!(from_env.stdout, "no objectives\n");
     // AGENTROOM_HOST is the default host.
     let from_env = Run::of(
         command(&["objective", "list", "--room", ROOM])
