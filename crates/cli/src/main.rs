@@ -1,7 +1,8 @@
 //! The `agentroom` binary: the composition root. It runs the durable demo, the planning
 //! messages over stdio, the HTTP host with the coordinator of the store's Rooms (`serve`),
 //! Room creation and event posting on the store, operator commands on operations,
-//! migrations, and policy and capability checks.
+//! migrations, and policy and capability checks; and the operator commands against a running
+//! host (`budget`, `objective`, `review`, `late-result`: HTTP clients of its REST API).
 // Printing the timeline, board and ledger is this binary's job.
 #![allow(clippy::print_stdout)]
 
@@ -12,6 +13,7 @@ mod event;
 mod host;
 mod migrate;
 mod operations;
+mod operator;
 mod policies;
 mod room;
 mod room_demo;
@@ -120,6 +122,30 @@ enum Command {
     Operations {
         #[command(subcommand)]
         command: operations::Command,
+    },
+    /// The budget of a Room on a running host: show it, or raise the limit (operators).
+    #[command(after_help = operator::EXIT_CODES)]
+    Budget {
+        #[command(subcommand)]
+        command: operator::BudgetCommand,
+    },
+    /// The objectives of a Room on a running host: list, show, pause, resume, cancel.
+    #[command(after_help = operator::EXIT_CODES)]
+    Objective {
+        #[command(subcommand)]
+        command: operator::ObjectiveCommand,
+    },
+    /// The reports and reviews of an objective on a running host.
+    #[command(after_help = operator::EXIT_CODES)]
+    Review {
+        #[command(subcommand)]
+        command: operator::ReviewCommand,
+    },
+    /// Results held after a control change on a running host: list, readmit, discard (D4).
+    #[command(after_help = operator::EXIT_CODES)]
+    LateResult {
+        #[command(subcommand)]
+        command: operator::LateResultCommand,
     },
     /// Issue, revoke and list the bearer tokens of the REST API.
     Token {
@@ -240,6 +266,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Operations { command } => {
             let text = current_thread()?.block_on(operations::run(command))?;
             print!("{text}");
+        }
+        Command::Budget { command } => {
+            print!("{}", current_thread()?.block_on(operator::budget(command))?);
+        }
+        Command::Objective { command } => {
+            print!(
+                "{}",
+                current_thread()?.block_on(operator::objective(command))?
+            );
+        }
+        Command::Review { command } => {
+            print!("{}", current_thread()?.block_on(operator::review(command))?);
+        }
+        Command::LateResult { command } => {
+            print!(
+                "{}",
+                current_thread()?.block_on(operator::late_result(command))?
+            );
         }
         Command::Token { command } => {
             let text = current_thread()?.block_on(token::run(command))?;

@@ -1,0 +1,572 @@
+//! The operator commands against a running host (issue 7): `agentroom budget show|raise`,
+//! `agentroom objective list|show|pause|resume|cancel`, `agentroom review show` and
+//! `agentroom late-result list|readmit|discard`, each an HTTP client of the REST API that
+//! `agentroom serve` hosts under `/v1/rooms/{room}/…`.
+//!
+//! - The host is `--host URL` (env `AGENTROOM_HOST`, default `http://127.0.0.1:8080`), the
+//!   Room `--room R` (env `AGENTROOM_ROOM`).
+//! - The bearer token is read from `--token-file FILE` or, without it, from the environment
+//!   variable `AGENTROOM_TOKEN`; there is no `--token` argument, which would show in `ps`.
+//! - Output is readable tables by default; `--json` prints the API's JSON as is (lists with
+//!   every page fetched and merged, `next_cursor` null; `objective show` as
+//!   `{"objective", "plans", "decisions"}`, each the API's answer).
+//! - Exit codes: 0 done; 1 an error (the host unreachable, the token refused, a permission
+//!   missing, something not found, a request a rule refused: the first entry of its decision
+//!   log rejected, nothing changed); 2 a usage error (clap). A request that stands is exit 0
+//!   even when something that followed from it was refused (a resume whose next dispatch
+//!   waits for budget, B2); every entry of the decision log is printed.
+//!
+//! Every failure is an [`OperatorError`] that says what to do about it; `main` prints it.
+
+mod client;
+mod print;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentroom_domain::ids::RoomId;
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use client::{Client, decided_or_refused};
+use print::{
+    budget_table, dollars, items, json_text, log_lines, objective_text, objectives_table,
+    reviews_text, table, text,
+};
+
+/// The environment variable holding the bearer token when `--token-file` is not given.
+pub(crate) const TOKEN_ENV: &str = "AGENTROOM_TOKEN";
+
+/// The exit codes of the operator commands, shown in their help.
+pub(crate) const EXIT_CODES: &str = "Exit codes: 0 done; 1 error (host unreachable, token refused, permission missing, \
+not found, refused by a rule; nothing changed); 2 usage error.\n\
+The token comes from --token-file FILE or the environment variable AGENTROOM_TOKEN.";
+
+/// How long one request may take, connecting included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The page size used to fetch whole lists.
+const PAGE: usize = 200;
+
+/// Where the host is, which Room, which token, and how to print.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct Target {
+    /// The running `agentroom serve`'s base URL.
+    #[arg(
+        long,
+        env = "AGENTROOM_HOST",
+        default_value = "http://127.0.0.1:8080",
+        value_name = "URL"
+    )]
+    host: String,
+    /// The Room.
+    #[arg(long, env = "AGENTROOM_ROOM", value_parser = RoomId::parse)]
+    room: RoomId,
+    /// A file holding the bearer token (`ar_…`); without it, the environment variable
+    /// AGENTROOM_TOKEN. There is no --token argument: it would show in `ps`.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Print the API's JSON as is (for scripts) instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `agentroom budget …`
+#[derive(Subcommand, Debug)]
+pub(crate) enum BudgetCommand {
+    /// The budget: limit, reserved, spent, uncertain, available; spend by objective, role and
+    /// principal; the ledger entries.
+    #[command(after_help = EXIT_CODES)]
+    Show {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Raise the limit by an amount (B4; needs `budget.raise`, held by operators).
+    #[command(after_help = EXIT_CODES)]
+    Raise {
+        #[command(flatten)]
+        target: Target,
+        /// By how much, in USD micros (1 USD = 1,000,000).
+        #[arg(long, value_name = "MICROS", required_unless_present = "usd", conflicts_with = "usd", value_parser = positive_micros)]
+        micros: Option<i64>,
+        /// By how much, in dollars (e.g. `2.50`, at most six decimals).
+        #[arg(long, value_name = "DOLLARS", value_parser = parse_usd)]
+        usd: Option<i64>,
+    },
+}
+
+/// `agentroom objective …`
+#[derive(Subcommand, Debug)]
+pub(crate) enum ObjectiveCommand {
+    /// The Room's objectives and their status.
+    #[command(after_help = EXIT_CODES)]
+    List {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// One objective: status, criteria, the board by column, plan versions and the decision
+    /// log with the rule behind each decision.
+    #[command(after_help = EXIT_CODES)]
+    Show {
+        #[command(flatten)]
+        target: Target,
+        /// The objective's id.
+        #[arg(value_parser = parse_id)]
+        objective: String,
+    },
+    /// Pause the objective: nothing more is dispatched, running calls abort (D3).
+    #[command(after_help = EXIT_CODES)]
+    Pause {
+        #[command(flatten)]
+        target: Target,
+        /// The objective's id.
+        #[arg(value_parser = parse_id)]
+        objective: String,
+    },
+    /// Resume a paused objective (D3).
+    #[command(after_help = EXIT_CODES)]
+    Resume {
+        #[command(flatten)]
+        target: Target,
+        /// The objective's id.
+        #[arg(value_parser = parse_id)]
+        objective: String,
+    },
+    /// Cancel the objective for good (D3).
+    #[command(after_help = EXIT_CODES)]
+    Cancel {
+        #[command(flatten)]
+        target: Target,
+        /// The objective's id.
+        #[arg(value_parser = parse_id)]
+        objective: String,
+    },
+}
+
+/// `agentroom review …`
+#[derive(Subcommand, Debug)]
+pub(crate) enum ReviewCommand {
+    /// An objective's reports and reviews: report version, source set, each criterion's
+    /// verdict and evidence, the reviewer.
+    #[command(after_help = EXIT_CODES)]
+    Show {
+        #[command(flatten)]
+        target: Target,
+        /// The objective's id.
+        #[arg(value_parser = parse_id)]
+        objective: String,
+    },
+}
+
+/// `agentroom late-result …`
+#[derive(Subcommand, Debug)]
+pub(crate) enum LateResultCommand {
+    /// Results held after a control change, awaiting readmission or discard (D4).
+    #[command(after_help = EXIT_CODES)]
+    List {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Readmit a held result: its task completes with it (D4).
+    #[command(after_help = EXIT_CODES)]
+    Readmit {
+        #[command(flatten)]
+        target: Target,
+        /// The operation that produced it.
+        #[arg(value_parser = parse_id)]
+        operation: String,
+    },
+    /// Discard a held result: its task stays open (D4).
+    #[command(after_help = EXIT_CODES)]
+    Discard {
+        #[command(flatten)]
+        target: Target,
+        /// The operation that produced it.
+        #[arg(value_parser = parse_id)]
+        operation: String,
+    },
+}
+
+/// Why an operator command failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OperatorError {
+    /// Neither `--token-file` nor `AGENTROOM_TOKEN`.
+    #[error("no token: give --token-file FILE or set {TOKEN_ENV}")]
+    NoToken,
+    /// The token file cannot be read or holds no token.
+    #[error("token file {path}: {reason}")]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `--host` is not an http(s) URL.
+    #[error("--host {host}: {reason}")]
+    BadHost {
+        /// As given.
+        host: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Nothing answered at the host.
+    #[error(
+        "cannot reach the agentroom host at {host}: {reason} (is `agentroom serve` running there? set --host or AGENTROOM_HOST)"
+    )]
+    Unreachable {
+        /// The host.
+        host: String,
+        /// Connection refused, timed out, …
+        reason: String,
+    },
+    /// 401.
+    #[error(
+        "the host refused the token (401 unauthorized): it is missing, invalid, expired or revoked; issue a new one with `agentroom token issue`"
+    )]
+    Unauthenticated,
+    /// 403.
+    #[error("forbidden (403): {message}{}", permission_note(permission, message))]
+    Forbidden {
+        /// The permission the API names, when it names one.
+        permission: Option<String>,
+        /// The API's message.
+        message: String,
+    },
+    /// 404.
+    #[error("not found (404): {0}")]
+    NotFound(String),
+    /// Another 4xx or a 5xx, with the API's message.
+    #[error("the host answered {status}: {message}")]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The API's message (or the body).
+        message: String,
+    },
+    /// The API decided the request and a rule refused it; nothing changed.
+    #[error("refused{}: {message}", rule.as_deref().map(|r| format!(" by rule {r}")).unwrap_or_default())]
+    Refused {
+        /// The rule, when the decision names one.
+        rule: Option<String>,
+        /// The decision's message.
+        message: String,
+    },
+    /// The answer is not the JSON this command expects.
+    #[error("the host's answer is not what this command expects: {0}")]
+    BadAnswer(String),
+}
+
+/// The permission a 403 names, unless its message names it already.
+fn permission_note(permission: &Option<String>, message: &str) -> String {
+    match permission {
+        Some(permission) if !message.contains(permission.as_str()) => {
+            format!(" (missing permission `{permission}`)")
+        }
+        _ => String::new(),
+    }
+}
+
+/// Runs one operator command; returns what to print.
+pub(crate) async fn budget(command: BudgetCommand) -> Result<String, OperatorError> {
+    match command {
+        BudgetCommand::Show { target } => {
+            let client = Client::new(&target)?;
+            let first = client.get("budget", &[("limit", PAGE.to_string())]).await?;
+            let budget = client.rest_of_pages("budget", first, "entries").await?;
+            if target.json {
+                return Ok(json_text(&budget));
+            }
+            Ok(budget_table(&target.room, &budget))
+        }
+        BudgetCommand::Raise {
+            target,
+            micros,
+            usd,
+        } => {
+            let amount = micros.or(usd).ok_or(OperatorError::BadAnswer(
+                "no amount (give --micros or --usd)".to_owned(),
+            ))?;
+            let client = Client::new(&target)?;
+            let answer = client
+                .post("budget/raise", &json!({"amount_micros": amount}))
+                .await?;
+            decided_or_refused(&answer)?;
+            if target.json {
+                return Ok(json_text(&answer));
+            }
+            let mut out = format!(
+                "raised the limit of {} by {}\n",
+                target.room,
+                dollars(amount)
+            );
+            out.push_str(&log_lines(&answer));
+            Ok(out)
+        }
+    }
+}
+
+/// `agentroom objective …`
+pub(crate) async fn objective(command: ObjectiveCommand) -> Result<String, OperatorError> {
+    let (target, objective, action) = match command {
+        ObjectiveCommand::List { target } => {
+            let client = Client::new(&target)?;
+            let first = client
+                .get("objectives", &[("limit", PAGE.to_string())])
+                .await?;
+            let list = client.rest_of_pages("objectives", first, "items").await?;
+            if target.json {
+                return Ok(json_text(&list));
+            }
+            return Ok(objectives_table(&list));
+        }
+        ObjectiveCommand::Show { target, objective } => {
+            let client = Client::new(&target)?;
+            let path = format!("objectives/{objective}");
+            let detail = client.get(&path, &[]).await?;
+            let plans_path = format!("{path}/plans");
+            let first = client
+                .get(&plans_path, &[("limit", PAGE.to_string())])
+                .await?;
+            let plans = client.rest_of_pages(&plans_path, first, "items").await?;
+            let decisions_path = format!("{path}/decisions");
+            let first = client
+                .get(&decisions_path, &[("limit", PAGE.to_string())])
+                .await?;
+            let decisions = client
+                .rest_of_pages(&decisions_path, first, "items")
+                .await?;
+            let whole = json!({"objective": detail, "plans": plans, "decisions": decisions});
+            if target.json {
+                return Ok(json_text(&whole));
+            }
+            return Ok(objective_text(&whole));
+        }
+        ObjectiveCommand::Pause { target, objective } => (target, objective, "pause"),
+        ObjectiveCommand::Resume { target, objective } => (target, objective, "resume"),
+        ObjectiveCommand::Cancel { target, objective } => (target, objective, "cancel"),
+    };
+    let client = Client::new(&target)?;
+    let answer = client
+        .post(
+            &format!("objectives/{objective}/control"),
+            &json!({"action": action}),
+        )
+        .await?;
+    decided_or_refused(&answer)?;
+    if target.json {
+        return Ok(json_text(&answer));
+    }
+    let done = match action {
+        "pause" => "paused",
+        "resume" => "resumed",
+        _ => "canceled",
+    };
+    let mut out = format!("{done} objective {objective}\n");
+    out.push_str(&log_lines(&answer));
+    Ok(out)
+}
+
+/// `agentroom review …`
+pub(crate) async fn review(command: ReviewCommand) -> Result<String, OperatorError> {
+    let ReviewCommand::Show { target, objective } = command;
+    let client = Client::new(&target)?;
+    let reviews = client
+        .get(&format!("objectives/{objective}/reviews"), &[])
+        .await?;
+    if target.json {
+        return Ok(json_text(&reviews));
+    }
+    Ok(reviews_text(&reviews))
+}
+
+/// `agentroom late-result …`
+pub(crate) async fn late_result(command: LateResultCommand) -> Result<String, OperatorError> {
+    let (target, operation, decision) = match command {
+        LateResultCommand::List { target } => {
+            let client = Client::new(&target)?;
+            let first = client
+                .get("late-results", &[("limit", PAGE.to_string())])
+                .await?;
+            let list = client.rest_of_pages("late-results", first, "items").await?;
+            if target.json {
+                return Ok(json_text(&list));
+            }
+            let rows: Vec<Vec<String>> = items(&list, "items")
+                .iter()
+                .map(|held| {
+                    ["op", "objective", "task", "contribution"]
+                        .iter()
+                        .map(|field| text(&held[*field]))
+                        .collect()
+                })
+                .collect();
+            if rows.is_empty() {
+                return Ok("no results held for readmission\n".to_owned());
+            }
+            return Ok(table(
+                &["OPERATION", "OBJECTIVE", "TASK", "CONTRIBUTION"],
+                &rows,
+            ));
+        }
+        LateResultCommand::Readmit { target, operation } => (target, operation, "readmit"),
+        LateResultCommand::Discard { target, operation } => (target, operation, "discard"),
+    };
+    let client = Client::new(&target)?;
+    let answer = client
+        .post(
+            &format!("late-results/{operation}"),
+            &json!({"decision": decision}),
+        )
+        .await?;
+    decided_or_refused(&answer)?;
+    if target.json {
+        return Ok(json_text(&answer));
+    }
+    let done = if decision == "readmit" {
+        "readmitted"
+    } else {
+        "discarded"
+    };
+    let mut out = format!("{done} the result of operation {operation}\n");
+    out.push_str(&log_lines(&answer));
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+// ---------------------------------------------------------------------------------------------
+
+/// An id in a path: a UUID (so nothing else reaches the URL).
+fn parse_id(text: &str) -> Result<String, String> {
+    uuid::Uuid::parse_str(text)
+        .map(|id| id.hyphenated().to_string())
+        .map_err(|_| format!("`{text}` is not an id (a UUID such as 0190c1d2-…)"))
+}
+
+fn positive_micros(text: &str) -> Result<i64, String> {
+    let micros: i64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a whole number of micros"))?;
+    if micros <= 0 {
+        return Err(format!("the amount must be positive, not {micros}"));
+    }
+    Ok(micros)
+}
+
+/// Dollars with at most six decimals, exactly, as micros (no floating point).
+fn parse_usd(text: &str) -> Result<i64, String> {
+    let bad = || format!("`{text}` is not an amount in dollars such as 2.50");
+    let digits = text.strip_prefix('$').unwrap_or(text);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || fraction.len() > 6
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(bad());
+    }
+    let whole: i64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| bad())?
+    };
+    let fraction: i64 = if fraction.is_empty() {
+        0
+    } else {
+        format!("{fraction:0<6}").parse().map_err(|_| bad())?
+    };
+    let micros = whole
+        .checked_mul(1_000_000)
+        .and_then(|m| m.checked_add(fraction))
+        .ok_or_else(bad)?;
+    if micros <= 0 {
+        return Err(format!("the amount must be positive, not {text}"));
+    }
+    Ok(micros)
+}
+
+fn read_token(target: &Target) -> Result<String, OperatorError> {
+    let token = match &target.token_file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|error| OperatorError::TokenFile {
+                path: path.clone(),
+                reason: error.to_string(),
+            })?
+            .trim()
+            .to_owned(),
+        None => std::env::var(TOKEN_ENV)
+            .map_err(|_| OperatorError::NoToken)?
+            .trim()
+            .to_owned(),
+    };
+    if token.is_empty() {
+        return match &target.token_file {
+            Some(path) => Err(OperatorError::TokenFile {
+                path: path.clone(),
+                reason: "it holds no token".to_owned(),
+            }),
+            None => Err(OperatorError::NoToken),
+        };
+    }
+    if token.bytes().any(|b| !b.is_ascii_graphic()) {
+        return Err(OperatorError::TokenFile {
+            path: target
+                .token_file
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(format!("${TOKEN_ENV}"))),
+            reason: "the token has spaces or characters a token never has".to_owned(),
+        });
+    }
+    Ok(token)
+}
+
+// ---------------------------------------------------------------------------------------------
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usd_amounts_parse_to_micros_exactly_and_bad_ones_are_refused() {
+        assert_eq!(parse_usd("2.50"), Ok(2_500_000));
+        assert_eq!(parse_usd("$0.000001"), Ok(1));
+        assert_eq!(parse_usd("3"), Ok(3_000_000));
+        assert_eq!(parse_usd(".5"), Ok(500_000));
+        for bad in [
+            "",
+            ".",
+            "1.0000001",
+            "-1",
+            "1e3",
+            "abc",
+            "0",
+            "0.000000",
+            "99999999999999",
+        ] {
+            assert!(parse_usd(bad).is_err(), "{bad} was accepted");
+        }
+        assert!(positive_micros("0").is_err());
+        assert!(positive_micros("-5").is_err());
+        assert_eq!(positive_micros("5"), Ok(5));
+    }
+
+    #[test]
+    fn a_403_names_the_permission_once() {
+        let named = OperatorError::Forbidden {
+            permission: Some("budget.raise".to_owned()),
+            message: "this needs the permission `budget.raise`".to_owned(),
+        };
+        assert_eq!(
+            named.to_string(),
+            "forbidden (403): this needs the permission `budget.raise`"
+        );
+        let unnamed = OperatorError::Forbidden {
+            permission: Some("budget.raise".to_owned()),
+            message: "no".to_owned(),
+        };
+        assert_eq!(
+            unnamed.to_string(),
+            "forbidden (403): no (missing permission `budget.raise`)"
+        );
+    }
+}
