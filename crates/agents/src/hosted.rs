@@ -68,6 +68,11 @@ pub enum SubmitError {
     Journal(#[from] JournalError),
 }
 
+/// The crash point (`AGENTROOM_CRASH_AT`) right after a submission is synced to the journal
+/// and before it is handed to the waiting call: the process dies with the result durable and
+/// the call without a receipt, which recovery must confirm from the journal (D2).
+pub const AFTER_SUBMISSION_RECORDED: &str = "after_hosted_submission";
+
 struct Waiting {
     call: SpecialistCall,
     reply: oneshot::Sender<Submission>,
@@ -174,6 +179,7 @@ impl HostedSpecialists {
             charge: submission.charge,
             result: CallResult::Specialist(submission.result.clone()),
         })?;
+        agentroom_workflows::crash::crash_point(AFTER_SUBMISSION_RECORDED);
         if let Some(waiting) = waiting.remove(&op)
             && waiting.reply.send(submission).is_err()
         {
