@@ -348,3 +348,34 @@ async fn d3_a_paused_objective_takes_back_the_assignment_and_refuses_its_result(
     late.assert_error(StatusCode::CONFLICT, "wrong_state");
     assert!(late.body.contains("not waiting"), "{late:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_a_usage_above_the_reservation_is_charged_and_stops_admissions() {
+    let app = spawn_app_hosting(&["sam", "sue"]).await;
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": "Summarize durable agent runtimes."}).to_string(),
+    )
+    .await;
+    let gather = assignment(&app, "sam", "gather").await;
+    let above = gather["reservation_micros"].as_i64().unwrap() + 1;
+    submit(&app, "sam", &gather, &contribution(&gather, "notes", above)).await;
+    app.settle().await;
+
+    // B3: the actual is charged, not cut to the reservation; B5: the overrun stops new
+    // admissions, so the report task is not dispatched to sue.
+    let budget = app.get("oscar", "/v1/rooms/local/budget?limit=200").await;
+    assert_eq!(
+        budget["spent_micros_by_principal"]["sam"].as_i64(),
+        Some(above),
+        "{budget}"
+    );
+    assert!(!budget["overrun"].is_null(), "{budget}");
+    assert!(
+        app.get("sue", ASSIGNMENTS).await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
