@@ -10,6 +10,12 @@
 //! dispatched once. The capability and binding files named by each Room's policy are loaded
 //! when the coordinator starts.
 //!
+//! With `--hosted PRINCIPAL`, that specialist's calls wait on this process for the results its
+//! agent host submits over the REST API (`/v1/rooms/{room}/assignments`), synced to the hosted
+//! journal before use; recovery confirms them from it (D2). A call waits in the process that
+//! dispatched it, so with several processes on one database an agent host submits to that one
+//! (another answers 409).
+//!
 //! SIGTERM stops the listener and the loops; calls still running are not waited for and their
 //! leases are left to expire (nothing renews them once the process exits), so the next
 //! recovery finds them uncertain with their reservations held and asks the reconciler.
