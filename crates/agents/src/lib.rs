@@ -7,12 +7,15 @@
 //!   (reqwest with rustls, JSON object mode, `Idempotency-Key`), the only place that speaks
 //!   that wire JSON.
 //! - [`PriceTable`]: `policies/prices.toml`, the B6 reservations and the B3 charges.
+//! - [`hosted`]: specialists whose work an agent host executes over the REST API, waiting
+//!   for its submission, with the journal and reconciler that make it durable (D2).
 //! - [`scripted`]: deterministic agents from a scenario file, with a durable journal of what
 //!   they executed and the reconciler that reads it (D2).
 //!
 //! Adapters report what happened and what it cost; they never decide whether a call may
 //! happen or what its result means (the domain does).
 
+pub mod hosted;
 pub mod openai;
 pub mod prices;
 mod router;

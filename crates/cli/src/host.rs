@@ -1,17 +1,19 @@
 //! What a coordinator is built from in the commands that run one on a real store (`serve`,
 //! `room create`): the capability catalog named by a Room policy, the agents that execute
 //! calls (scripted from a scenario file with its journal, an OpenAI-compatible API, or none),
-//! the reconciler that goes with them, and where notifications leave to.
+//! the hosted specialists whose work agent hosts submit over the REST API, the reconciler that
+//! goes with them, and where notifications leave to.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agentroom_agents::hosted::{HostedReconciler, HostedSpecialists};
 use agentroom_agents::openai::{OpenAi, OpenAiConfig};
 use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
 use agentroom_agents::{Agents, PriceTable};
 use agentroom_capabilities::{Catalog, ResourceError, ResourceErrors};
 use agentroom_domain::engine::{Notification, Reconciliation};
-use agentroom_domain::ids::RoomId;
+use agentroom_domain::ids::{PrincipalId, RoomId};
 use agentroom_domain::policy::RoomPolicy;
 use agentroom_ports::{Notifier, NotifyError, OperationRecord, ReconcileError, Reconciler};
 use anyhow::Context;
@@ -102,11 +104,44 @@ pub(crate) fn agents(
     }
 }
 
-/// Confirms uncertain calls from the scripted agents' journal, or knows nothing (D2: they
-/// stay uncertain, reservation held, until an operator resolves them).
+/// The hosted specialists (`serve --hosted`): their calls wait for the results their agent
+/// hosts submit over the REST API, recorded in the journal at `journal` before use (D2).
+/// `agents` execute every other call; the reconciler answers for hosted calls from the
+/// journal and asks `reconciler` about the rest.
+pub(crate) fn hosted(
+    principals: &[PrincipalId],
+    journal: &Path,
+    agents: Agents,
+    reconciler: HostReconciler,
+) -> anyhow::Result<(Agents, HostReconciler, Option<Arc<HostedSpecialists>>)> {
+    if principals.is_empty() {
+        return Ok((agents, reconciler, None));
+    }
+    if let Some(dir) = journal.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let journal = Arc::new(
+        Journal::open(journal)
+            .with_context(|| format!("hosted specialists' journal {}", journal.display()))?,
+    );
+    let hosted = Arc::new(HostedSpecialists::new(principals.iter().cloned(), journal));
+    let reconciler = HostReconciler::Hosted {
+        hosted: hosted.reconciler(),
+        others: Box::new(reconciler),
+    };
+    Ok((hosted.install(agents), reconciler, Some(hosted)))
+}
+
+/// Confirms uncertain calls from the scripted agents' journal, hosted specialists' calls from
+/// theirs, or knows nothing (D2: they stay uncertain, reservation held, until an operator
+/// resolves them).
 #[derive(Debug, Clone)]
 pub(crate) enum HostReconciler {
     Journal(JournalReconciler),
+    Hosted {
+        hosted: HostedReconciler,
+        others: Box<HostReconciler>,
+    },
     Unknown,
 }
 
@@ -118,6 +153,13 @@ impl Reconciler for HostReconciler {
     ) -> Result<Option<Reconciliation>, ReconcileError> {
         match self {
             HostReconciler::Journal(journal) => journal.reconcile(operation).await,
+            HostReconciler::Hosted { hosted, others } => {
+                if hosted.covers(operation) {
+                    hosted.reconcile(operation).await
+                } else {
+                    others.reconcile(operation).await
+                }
+            }
             HostReconciler::Unknown => Ok(None),
         }
     }

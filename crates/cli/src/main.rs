@@ -92,6 +92,15 @@ enum Command {
         /// (`base_url`, `model`, `api_key_env`, timeouts).
         #[arg(long, value_name = "CONFIG")]
         openai: Option<std::path::PathBuf>,
+        /// A specialist whose work an agent host executes over the REST API (repeat for
+        /// several): its calls wait for the result submitted to
+        /// `POST /v1/rooms/{room}/assignments/{operation}/result` with its own token.
+        #[arg(long = "hosted", value_name = "PRINCIPAL", value_parser = agentroom_domain::ids::PrincipalId::parse)]
+        hosted: Vec<agentroom_domain::ids::PrincipalId>,
+        /// Where hosted specialists' submissions are recorded before use (recovery confirms
+        /// their calls from it). Default: `hosted-journal.jsonl` under --root.
+        #[arg(long, value_name = "FILE")]
+        hosted_journal: Option<std::path::PathBuf>,
         /// The lease of calls this process runs, in milliseconds.
         #[arg(long, default_value_t = 30_000, hide = true)]
         lease_ms: u64,
@@ -220,6 +229,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             agents,
             journal,
             openai,
+            hosted,
+            hosted_journal,
             lease_ms,
             poll_ms,
             recover_every,
@@ -239,6 +250,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 rooms,
                 policies_dir: policies,
                 agents,
+                hosted,
+                hosted_journal: hosted_journal
+                    .unwrap_or_else(|| serve::default_hosted_journal(&store.root)),
                 lease: std::time::Duration::from_millis(lease_ms.max(1)),
                 poll: std::time::Duration::from_millis(poll_ms.max(1)),
                 recover_every,

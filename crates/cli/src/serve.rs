@@ -10,6 +10,12 @@
 //! dispatched once. The capability and binding files named by each Room's policy are loaded
 //! when the coordinator starts.
 //!
+//! With `--hosted PRINCIPAL`, that specialist's calls wait on this process for the results its
+//! agent host submits over the REST API (`/v1/rooms/{room}/assignments`), synced to the hosted
+//! journal before use; recovery confirms them from it (D2). A call waits in the process that
+//! dispatched it, so with several processes on one database an agent host submits to that one
+//! (another answers 409).
+//!
 //! SIGTERM stops the listener and the loops; calls still running are not waited for and their
 //! leases are left to expire (nothing renews them once the process exits), so the next
 //! recovery finds them uncertain with their reservations held and asks the reconciler.
@@ -45,6 +51,10 @@ pub(crate) struct CoordinatorArgs {
     pub(crate) policies_dir: PathBuf,
     /// Who executes calls.
     pub(crate) agents: AgentsChoice,
+    /// Specialists whose work agent hosts execute over the REST API (`--hosted`).
+    pub(crate) hosted: Vec<agentroom_domain::ids::PrincipalId>,
+    /// Where their submissions are recorded before use (D2).
+    pub(crate) hosted_journal: PathBuf,
     /// Lease of the calls this process runs.
     pub(crate) lease: Duration,
     /// Time between two passes over the store.
@@ -112,14 +122,19 @@ struct Host {
 /// The HTTP routes, in one place: the A2E transport and `/v1/planning` (behind bearer tokens
 /// unless `--anonymous-planning`), the REST API under `/v1/rooms`, the web board at `/`,
 /// `/metrics`; a request id on every response.
-fn router(api: Api, host: &Host) -> axum::Router {
+fn router(
+    api: Api,
+    host: &Host,
+    hosted: Option<Arc<agentroom_agents::hosted::HostedSpecialists>>,
+) -> axum::Router {
     let config = ServerConfig::new(host.session_room.clone());
     let a2e = if host.anonymous_planning {
         agentroom_server::router(Arc::clone(&api.planning), config)
     } else {
         agentroom_server::authenticated_router(config, &api)
     };
-    agentroom_server::api::with_request_ids(a2e).merge(agentroom_server::api::router(api))
+    agentroom_server::api::with_request_ids(a2e)
+        .merge(agentroom_server::api::router_with(api, hosted))
 }
 
 type Background = Option<tokio::task::JoinHandle<()>>;
@@ -139,6 +154,8 @@ where
 {
     // The agents' configuration is checked even when there is no Room to coordinate yet.
     let (agents, reconciler) = host::agents(&args.agents, &policies.prices)?;
+    let (agents, reconciler, hosted) =
+        host::hosted(&args.hosted, &args.hosted_journal, agents, reconciler)?;
     let rooms = rooms_to_coordinate(&*store, &args.rooms).await?;
     if rooms.is_empty() {
         tracing::info!("no room to coordinate yet: create one with `agentroom room create`");
@@ -181,7 +198,7 @@ where
         feed,
     };
     // The API watches the coordinator's commits from here on, before recovery decides.
-    let app = router(api, &http);
+    let app = router(api, &http, hosted);
     let report = coordinator.recover().await?;
     tracing::info!(?report, "recovered");
     if rooms.is_empty() {
@@ -231,6 +248,11 @@ fn runner_name() -> String {
 /// Where the scripted agents' journal goes by default: next to the embedded database.
 pub(crate) fn default_journal(root: &Path) -> PathBuf {
     root.join("scripted-journal.jsonl")
+}
+
+/// Where hosted specialists' submissions go by default: next to the embedded database.
+pub(crate) fn default_hosted_journal(root: &Path) -> PathBuf {
+    root.join("hosted-journal.jsonl")
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -40,7 +40,10 @@ use super::{MAX_BODY_BYTES, State as ApiState, feed};
 
 /// Reads a JSON body of at most [`MAX_BODY_BYTES`]: above it 413, not JSON 400, JSON of the
 /// wrong shape (unknown or missing fields, wrong types) 422.
-async fn read_json<T: DeserializeOwned>(headers: &HeaderMap, body: Body) -> Result<T, RestError> {
+pub(super) async fn read_json<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, RestError> {
     parse_json(&read_bytes(headers, body).await?)
 }
 
@@ -91,7 +94,7 @@ async fn read_json_or_empty<T: DeserializeOwned>(
 }
 
 /// A page of a list: `?limit=1..=200` (default 50) and `?cursor=` from the previous page.
-struct Page {
+pub(super) struct Page {
     offset: usize,
     limit: usize,
 }
@@ -100,7 +103,7 @@ impl Page {
     const DEFAULT: usize = 50;
     const MAX: usize = 200;
 
-    fn from_uri(uri: &Uri) -> Result<Self, RestError> {
+    pub(super) fn from_uri(uri: &Uri) -> Result<Self, RestError> {
         let mut page = Page {
             offset: 0,
             limit: Self::DEFAULT,
@@ -141,7 +144,7 @@ impl Page {
     }
 
     /// `{"items": [...], "next_cursor": "..." | null}`.
-    fn of<T: serde::Serialize>(&self, items: &[T]) -> Json<Value> {
+    pub(super) fn of<T: serde::Serialize>(&self, items: &[T]) -> Json<Value> {
         let end = self.offset.saturating_add(self.limit).min(items.len());
         let slice = items.get(self.offset..end).unwrap_or_default();
         let next = (end < items.len()).then(|| end.to_string());

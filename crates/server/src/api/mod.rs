@@ -17,6 +17,7 @@
 //! Every response carries `x-request-id`: the client's when it sent a sane one (1 to 64 of
 //! `A-Z a-z 0-9 . _ -`), a fresh one otherwise; it is in the request's tracing span too.
 
+mod assignments;
 mod auth;
 mod error;
 mod feed;
@@ -27,6 +28,7 @@ mod tokens;
 
 use std::sync::Arc;
 
+use agentroom_agents::hosted::HostedSpecialists;
 use agentroom_coordinator::{
     Committed, Coordinator, CoordinatorError, InputId, OperatorInput, Outcome, Store,
 };
@@ -331,6 +333,20 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
         ),
         row(
             Method::GET,
+            "/v1/rooms/{room}/assignments",
+            Needs(P::TaskUpdateOwn),
+            "The hosted specialist work waiting for the caller: each call's task, inputs, citable contributions and reservation (paginated).",
+            on(MethodFilter::GET, assignments::list),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/assignments/{operation}/result",
+            Needs(P::TaskUpdateOwn),
+            "Submit the result of one's own assignment once: a contribution or a failure, with its usage in micros; recorded before the call uses it (T2, D2).",
+            on(MethodFilter::POST, assignments::submit),
+        ),
+        row(
+            Method::GET,
             "/v1/rooms/{room}/late-results",
             Needs(P::LateResultDecide),
             "Results held after a control change, awaiting readmission or discard (D4).",
@@ -400,6 +416,12 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
 /// (it sets no fallback). Call it inside a Tokio runtime: it starts the task that feeds the
 /// decision timeline from the coordinator.
 pub fn router(api: Api) -> Router {
+    router_with(api, None)
+}
+
+/// [`router`] with hosted specialists: their calls wait on this host for the results their
+/// agent hosts submit under `/v1/rooms/{room}/assignments` (none: nothing is assigned).
+pub fn router_with(api: Api, hosted: Option<Arc<HostedSpecialists>>) -> Router {
     let api = Arc::new(api);
     feed::follow(&api);
     let mut router = Router::new();
@@ -419,6 +441,7 @@ pub fn router(api: Api) -> Router {
     let counters = Arc::new(metrics::Metrics::default());
     router
         .with_state(api)
+        .layer(axum::Extension(assignments::Desk(hosted)))
         .layer(axum::Extension(Arc::clone(&counters)))
         .layer(axum::middleware::from_fn_with_state(
             counters,

@@ -117,6 +117,21 @@ pub(crate) fn request_body(path: &str) -> Option<Value> {
             json!({"amount_micros": {"type": "integer", "minimum": 1}}),
         ),
         "/v1/rooms/{room}/budget/acknowledge" => object(&[], json!({})),
+        "/v1/rooms/{room}/assignments/{operation}/result" => {
+            let usage = json!({"type": "integer", "minimum": 0, "description": "the work's cost; absent: the whole reservation is charged (B3)"});
+            json!({"oneOf": [
+                object(&["outcome", "artifacts"], json!({
+                    "outcome": {"const": "contribution"},
+                    "artifacts": {"type": "array", "minItems": 1, "items": object(&["name", "content"], json!({"name": text, "content": text}))},
+                    "sources": {"type": "array", "items": {"oneOf": [
+                        object(&["kind", "id"], json!({"kind": {"const": "contribution"}, "id": id})),
+                        object(&["kind", "url", "digest"], json!({"kind": {"const": "external"}, "url": text, "digest": text})),
+                    ]}},
+                    "usage_micros": usage,
+                })),
+                object(&["outcome", "reason"], json!({"outcome": {"const": "failure"}, "reason": text, "usage_micros": usage})),
+            ]})
+        }
         "/v1/rooms/{room}/operations/{operation}/resolve" => object(
             &["outcome", "reason"],
             json!({"outcome": {"enum": ["succeeded", "failed"]}, "reason": text}),

@@ -10,6 +10,7 @@
     reason = "tests: a failed unwrap is a failed test"
 )]
 
+mod hosted;
 mod support;
 
 use std::collections::{BTreeSet, HashSet};
@@ -53,6 +54,8 @@ const MATRIX: &[(&str, &str, &str, &str)] = &[
     ("POST", "/v1/rooms/{room}/objectives/{objective}/tasks",     "task.update_own",    "specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/objectives/{objective}/reviews",   "report.read",        "owner operator reviewer"),
     ("POST", "/v1/rooms/{room}/objectives/{objective}/reviews",   "review.record",      "reviewer"),
+    ("GET",  "/v1/rooms/{room}/assignments",                       "task.update_own",    "specialist agent_host"),
+    ("POST", "/v1/rooms/{room}/assignments/{operation}/result",    "task.update_own",    "specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/late-results",                     "late_result.decide", "owner operator"),
     ("POST", "/v1/rooms/{room}/late-results/{operation}",         "late_result.decide", "owner operator"),
     ("GET",  "/v1/rooms/{room}/budget",                           "budget.read",        "owner operator"),

@@ -7,11 +7,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentroom_agents::hosted::{HostedReconciler, HostedSpecialists};
 use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
 use agentroom_agents::{Agents, PriceTable};
 use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId, Ports};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::MembershipChange;
+use agentroom_domain::engine::Reconciliation;
 use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
@@ -20,6 +22,7 @@ use agentroom_domain::state::{RoomSetup, RoomState};
 use agentroom_planning::{PlanningService, SystemAmbient};
 use agentroom_ports::tokens::RANDOM_BYTES;
 use agentroom_ports::{Clock, NewToken, SystemClock, TokenMaterial, TokenRecord, TokenStore};
+use agentroom_ports::{OperationRecord, ReconcileError, Reconciler};
 use agentroom_server::api::{self, Api, Feed};
 use agentroom_store_sqlite::{Durability, SqlitePlanning, SqliteRooms};
 use agentroom_workflows::RunnerConfig;
@@ -37,7 +40,27 @@ use tokio::time::timeout;
 pub const STEP: Duration = Duration::from_secs(30);
 
 pub type RoomCoordinator =
-    Coordinator<SqliteRooms, Agents, JournalReconciler, SystemClock, MemoryCatalog>;
+    Coordinator<SqliteRooms, Agents, TestReconciler, SystemClock, MemoryCatalog>;
+
+/// The scripted agents' reconciler, with the hosted specialists' first for their calls: the
+/// composition `agentroom serve --hosted` makes.
+pub struct TestReconciler {
+    scripted: JournalReconciler,
+    hosted: Option<HostedReconciler>,
+}
+
+#[async_trait::async_trait]
+impl Reconciler for TestReconciler {
+    async fn reconcile(
+        &self,
+        operation: &OperationRecord,
+    ) -> Result<Option<Reconciliation>, ReconcileError> {
+        match &self.hosted {
+            Some(hosted) if hosted.covers(operation) => hosted.reconcile(operation).await,
+            _ => self.scripted.reconcile(operation).await,
+        }
+    }
+}
 
 pub fn p(id: &str) -> PrincipalId {
     PrincipalId::parse(id).unwrap()
@@ -137,6 +160,12 @@ fn scenario() -> Scenario {
 /// operator oscar, specialists sam and sue, reviewer rita, agent host hank; reviews by a human
 /// (`policies/room.toml` `[review] source = "human"`), so the reviewer acts over HTTP.
 pub async fn spawn_app() -> App {
+    spawn_app_hosting(&[]).await
+}
+
+/// [`spawn_app`] with the specialists `hosted` executed by agent hosts over the API: their
+/// calls wait for the results submitted to `/v1/rooms/local/assignments/{operation}/result`.
+pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agentroom.db");
     agentroom_store_sqlite::migrate::up(&path).unwrap();
@@ -146,6 +175,21 @@ pub async fn spawn_app() -> App {
     let journal = Arc::new(Journal::open(dir.path().join("journal.jsonl")).unwrap());
     let scripted = Arc::new(Scripted::new(scenario).with_journal(journal));
     let reconciler = scripted.reconciler().unwrap();
+    let desk = (!hosted.is_empty()).then(|| {
+        let journal = Arc::new(Journal::open(dir.path().join("hosted-journal.jsonl")).unwrap());
+        Arc::new(HostedSpecialists::new(
+            hosted.iter().map(|who| p(who)),
+            journal,
+        ))
+    });
+    let provider = match &desk {
+        Some(desk) => desk.install(scripted.agents()),
+        None => scripted.agents(),
+    };
+    let reconciler = TestReconciler {
+        scripted: reconciler,
+        hosted: desk.as_ref().map(HostedSpecialists::reconciler),
+    };
     let catalog = spec
         .bindings
         .iter()
@@ -156,7 +200,7 @@ pub async fn spawn_app() -> App {
     let coordinator = Coordinator::new(
         Ports {
             store: Arc::clone(&store),
-            provider: Arc::new(scripted.agents()),
+            provider: Arc::new(provider),
             reconciler: Arc::new(reconciler),
             clock: Arc::new(SystemClock),
             catalog: Arc::new(catalog),
@@ -217,7 +261,7 @@ pub async fn spawn_app() -> App {
         agentroom_server::ServerConfig::new(room.clone()),
         &api,
     );
-    let rest = api::router(api);
+    let rest = api::router_with(api, desk);
     let router = api::with_request_ids(a2e).merge(rest);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

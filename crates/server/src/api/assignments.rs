@@ -1,0 +1,209 @@
+//! Assignments: the specialist work an agent host executes over the API. A hosted
+//! specialist's call waits on this host ([`HostedSpecialists`]); its agent host lists the
+//! calls waiting for the token's principal and submits each one's result once, recorded
+//! durably before the call uses it (D2). Only the specialist the call is for may submit (T2,
+//! T3); the domain decides again whether the result applies and what it costs (B3, B5).
+
+use std::sync::Arc;
+
+use agentroom_agents::hosted::{HostedSpecialists, Submission, SubmitError};
+use agentroom_domain::engine::{Charge, SpecialistResult};
+use agentroom_domain::ids::{ContributionId, OperationId};
+use agentroom_domain::money::UsdMicros;
+use agentroom_domain::review::{Artifact, ContributionDraft, Source};
+use agentroom_domain::state::CallRole;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::State as ApiState;
+use super::auth::Caller;
+use super::error::RestError;
+use super::handlers::{Page, read_json};
+
+/// The hosted specialists of this host, if any (none: nothing is ever assigned here).
+#[derive(Clone, Default)]
+pub(crate) struct Desk(pub(crate) Option<Arc<HostedSpecialists>>);
+
+/// `GET /v1/rooms/{room}/assignments`: the calls of this Room waiting for the caller's
+/// result, each with its task, inputs, the contributions it may cite and its reservation.
+pub(crate) async fn list(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Extension(desk): Extension<Desk>,
+    uri: Uri,
+) -> Result<Json<Value>, RestError> {
+    let page = Page::from_uri(&uri)?;
+    let mut items = Vec::new();
+    if let Some(hosted) = &desk.0 {
+        for call in hosted.assignments(&caller.principal) {
+            let in_room = api
+                .rooms
+                .operation(call.op)
+                .await?
+                .is_some_and(|record| record.room == caller.room);
+            if in_room {
+                items.push(json!({
+                    "operation": call.op,
+                    "objective": call.objective,
+                    "reservation_micros": call.reservation.micros(),
+                    "task": call.task,
+                }));
+            }
+        }
+    }
+    Ok(page.of(&items))
+}
+
+/// What an agent host submits: a contribution (a report task's content is its artifacts) or
+/// a failure, with what the work cost in micros; without `usage_micros` the whole reservation
+/// is charged (B3).
+#[derive(Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+enum SubmissionBody {
+    Contribution {
+        artifacts: Vec<ArtifactBody>,
+        #[serde(default)]
+        sources: Vec<SourceBody>,
+        #[serde(default)]
+        usage_micros: Option<i64>,
+    },
+    Failure {
+        reason: String,
+        #[serde(default)]
+        usage_micros: Option<i64>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArtifactBody {
+    name: String,
+    content: String,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum SourceBody {
+    Contribution { id: ContributionId },
+    External { url: String, digest: String },
+}
+
+fn charge(usage: Option<i64>) -> Result<Charge, RestError> {
+    match usage {
+        None => Ok(Charge::NoUsage),
+        Some(micros) if micros < 0 => Err(RestError::InvalidBody(format!(
+            "usage_micros must not be negative (got {micros})"
+        ))),
+        // Above the reservation is allowed: it is charged and stops admissions (B3, B5).
+        Some(micros) => Ok(Charge::Actual(UsdMicros::new(micros))),
+    }
+}
+
+impl SubmissionBody {
+    fn into_submission(self, op: OperationId) -> Result<Submission, RestError> {
+        match self {
+            SubmissionBody::Contribution {
+                artifacts,
+                sources,
+                usage_micros,
+            } => {
+                if artifacts.is_empty() {
+                    return Err(RestError::InvalidBody(
+                        "a contribution needs at least one artifact".to_owned(),
+                    ));
+                }
+                Ok(Submission {
+                    charge: charge(usage_micros)?,
+                    result: SpecialistResult::Contribution(ContributionDraft {
+                        id: agentroom_agents::contribution_id(op),
+                        artifacts: artifacts
+                            .into_iter()
+                            .map(|a| Artifact {
+                                name: a.name,
+                                content: a.content,
+                            })
+                            .collect(),
+                        sources: sources
+                            .into_iter()
+                            .map(|s| match s {
+                                SourceBody::Contribution { id } => Source::Contribution { id },
+                                SourceBody::External { url, digest } => {
+                                    Source::External { url, digest }
+                                }
+                            })
+                            .collect(),
+                    }),
+                })
+            }
+            SubmissionBody::Failure {
+                reason,
+                usage_micros,
+            } => {
+                if reason.trim().is_empty() {
+                    return Err(RestError::InvalidBody(
+                        "a failure needs a non-empty reason".to_owned(),
+                    ));
+                }
+                Ok(Submission {
+                    charge: charge(usage_micros)?,
+                    result: SpecialistResult::Failure { reason },
+                })
+            }
+        }
+    }
+}
+
+/// `POST /v1/rooms/{room}/assignments/{operation}/result`: the caller's result for a call
+/// waiting for it. 404 for an operation of no assignment in this Room, 403 for another
+/// specialist's, 409 when it has a result already or is not waiting; 202 once it is recorded
+/// and handed to the call (which settles it: the domain decides).
+pub(crate) async fn submit(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Extension(desk): Extension<Desk>,
+    Path((_, operation)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<Value>), RestError> {
+    let not_found = || RestError::NotFound(format!("no assignment of operation {operation}"));
+    let op: OperationId = operation.parse().map_err(|_| not_found())?;
+    let record = api
+        .rooms
+        .operation(op)
+        .await?
+        .filter(|record| record.room == caller.room && record.request.role == CallRole::Specialist)
+        .ok_or_else(not_found)?;
+    let Some(hosted) = desk.0.as_ref().filter(|hosted| {
+        record
+            .request
+            .principal
+            .as_ref()
+            .is_some_and(|p| hosted.serves(p))
+    }) else {
+        return Err(not_found());
+    };
+    if record.request.principal.as_ref() != Some(&caller.principal) {
+        return Err(RestError::Refused(format!(
+            "operation {op} is assigned to another specialist; only its own specialist may submit its result"
+        )));
+    }
+    let body: SubmissionBody = read_json(&headers, body).await?;
+    let submission = body.into_submission(op)?;
+    hosted
+        .submit(&caller.principal, op, submission)
+        .map_err(|error| match error {
+            SubmitError::NotYours { .. } => RestError::Refused(error.to_string()),
+            SubmitError::AlreadySubmitted { .. } | SubmitError::NotWaiting { .. } => {
+                RestError::WrongState(error.to_string())
+            }
+            SubmitError::Journal(_) => RestError::Internal(error.to_string()),
+        })?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"operation": op, "recorded": true})),
+    ))
+}

@@ -1,0 +1,381 @@
+//! Hosted specialists: agent hosts execute the specialists' work over the REST API with the
+//! specialists' own tokens (assignments listed, results submitted once, recorded before use),
+//! while the reasoner stays scripted and the reviewer is a person using the review endpoint.
+
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+use tokio::time::{sleep, timeout};
+
+use super::support::{App, STEP, spawn_app_hosting};
+use super::{UNKNOWN, task};
+
+const ASSIGNMENTS: &str = "/v1/rooms/local/assignments";
+
+fn result_path(op: &str) -> String {
+    format!("{ASSIGNMENTS}/{op}/result")
+}
+
+/// Waits until `who` has an assignment for the task `key` and returns it (a hang fails the
+/// test after [`STEP`]; nothing is measured).
+async fn assignment(app: &App, who: &str, key: &str) -> Value {
+    timeout(STEP, async {
+        loop {
+            let list = app.get(who, ASSIGNMENTS).await;
+            if let Some(found) = list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["task"]["key"] == key)
+            {
+                return found.clone();
+            }
+            sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{who} got no assignment for {key}"))
+}
+
+/// Waits until `who` has no assignment left.
+async fn no_assignment(app: &App, who: &str) {
+    timeout(STEP, async {
+        loop {
+            let list = app.get(who, ASSIGNMENTS).await;
+            if list["items"].as_array().unwrap().is_empty() {
+                return;
+            }
+            sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{who} kept an assignment"));
+}
+
+fn op_of(assignment: &Value) -> String {
+    assignment["operation"].as_str().unwrap().to_owned()
+}
+
+/// The contribution `who`'s agent host submits for `assignment`: notes citing an external
+/// source, or for a report its content citing every contribution it may cite.
+fn contribution(assignment: &Value, content: &str, usage: i64) -> String {
+    let mut sources: Vec<Value> = assignment["task"]["dep_contributions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| json!({"kind": "contribution", "id": id}))
+        .collect();
+    if sources.is_empty() {
+        sources.push(json!({
+            "kind": "external",
+            "url": "https://example.org/runtime-benchmarks-2026",
+            "digest": "sha256:9689f6287a68c8c6a28acb9452b06fa6dec179938470ef1e02c7a6a50fd6e003",
+        }));
+    }
+    json!({
+        "outcome": "contribution",
+        "artifacts": [{"name": "notes", "content": content}],
+        "sources": sources,
+        "usage_micros": usage,
+    })
+    .to_string()
+}
+
+async fn submit(app: &App, who: &str, assignment: &Value, body: &str) -> Value {
+    let answer = app
+        .as_(who, Method::POST, &result_path(&op_of(assignment)), body)
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{answer:?}");
+    answer.json()
+}
+
+async fn review(app: &App, path: &str, version: u64, covers_2026: &str) -> Value {
+    let reviews = app.get("rita", &format!("{path}/reviews")).await;
+    assert_eq!(reviews["awaiting_review"]["version"], version, "{reviews}");
+    let body = json!({
+        "report_version": version,
+        "observed": reviews["observed"],
+        "verdicts": [
+            {"criterion": "cites-sources", "verdict": "met", "evidence": "every claim cites a contribution"},
+            {"criterion": "covers-2026", "verdict": covers_2026, "evidence": format!("checked version {version}")},
+        ],
+    });
+    app.post("rita", &format!("{path}/reviews"), &body.to_string())
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t2_a_whole_objective_runs_with_the_specialists_work_submitted_over_http() {
+    let app = spawn_app_hosting(&["sam", "sue"]).await;
+    let text = "Summarize what changed in durable agent runtimes, with sources for every claim.";
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": text}).to_string(),
+    )
+    .await;
+
+    // sam's agent host sees the research task, what it may see and its reservation (B1:
+    // reserved before it was assigned); sue has nothing yet (write waits on gather).
+    let gather = assignment(&app, "sam", "gather").await;
+    assert_eq!(gather["task"]["inputs"]["topic"], "durable agent runtimes");
+    assert!(
+        gather["reservation_micros"].as_i64().unwrap() > 0,
+        "{gather}"
+    );
+    assert!(
+        app.get("sue", ASSIGNMENTS).await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let id = gather["objective"].as_str().unwrap().to_owned();
+    let path = format!("/v1/rooms/local/objectives/{id}");
+    let board = app.get("olive", &path).await;
+    assert_eq!(task(&board, "gather")["column"], "in_progress", "{board}");
+
+    let submitted = submit(
+        &app,
+        "sam",
+        &gather,
+        &contribution(&gather, "Two surveys describe leases on tool calls.", 3_400),
+    )
+    .await;
+    assert_eq!(submitted["recorded"], true);
+
+    // sue's report task cites the research contribution the domain let it see.
+    let write = assignment(&app, "sue", "write").await;
+    assert_eq!(
+        write["task"]["dep_contributions"].as_array().unwrap().len(),
+        1,
+        "{write}"
+    );
+    assert_eq!(write["task"]["kind"], "report");
+    submit(
+        &app,
+        "sue",
+        &write,
+        &contribution(&write, "Runtimes lease their tool calls [gather].", 2_800),
+    )
+    .await;
+    app.settle().await;
+
+    let objective = app.get("olive", &path).await;
+    assert_eq!(task(&objective, "gather")["column"], "done", "{objective}");
+    assert_eq!(task(&objective, "write")["column"], "done", "{objective}");
+    let unmet = review(&app, &path, 1, "unmet").await;
+    assert_eq!(unmet["accepted"], true, "{unmet}");
+
+    // R3: the corrective plan reuses gather (O3) and assigns new work over the API again.
+    let benchmarks = assignment(&app, "sam", "benchmarks").await;
+    assert_eq!(benchmarks["task"]["inputs"]["year"], 2026);
+    submit(
+        &app,
+        "sam",
+        &benchmarks,
+        &contribution(&benchmarks, "A 2026 benchmark measures recovery.", 3_100),
+    )
+    .await;
+    let write = assignment(&app, "sue", "write").await;
+    assert_eq!(
+        write["task"]["dep_contributions"].as_array().unwrap().len(),
+        2,
+        "{write}"
+    );
+    submit(
+        &app,
+        "sue",
+        &write,
+        &contribution(
+            &write,
+            "Leases [gather]; 2026 recovery [benchmarks].",
+            3_000,
+        ),
+    )
+    .await;
+    app.settle().await;
+    let met = review(&app, &path, 2, "met").await;
+    assert_eq!(met["accepted"], true, "{met}");
+    app.settle().await;
+
+    let objective = app.get("olive", &path).await;
+    assert_eq!(objective["status"], "completed", "{objective}");
+    let reviews = app.get("olive", &format!("{path}/reviews")).await;
+    assert_eq!(
+        reviews["reports"][1]["source_set"]["sources"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{reviews}"
+    );
+    // B3: each submitted usage is charged as the actual; the specialists' spend is their sum.
+    let budget = app.get("oscar", "/v1/rooms/local/budget?limit=200").await;
+    assert_eq!(
+        budget["spent_micros_by_role"]["specialist"].as_i64(),
+        Some(3_400 + 2_800 + 3_100 + 3_000),
+        "{budget}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t2_bad_submissions_get_a_clear_4xx_and_change_nothing() {
+    let app = spawn_app_hosting(&["sam", "sue"]).await;
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": "Summarize durable agent runtimes."}).to_string(),
+    )
+    .await;
+    let gather = assignment(&app, "sam", "gather").await;
+    let op = op_of(&gather);
+    let good = contribution(&gather, "notes", 1_000);
+    let before = app.snapshot().await;
+
+    let cases: Vec<(&str, String, String, StatusCode, &str)> = vec![
+        // T2/T3: another specialist, or the agent host holding no such assignment.
+        ("sue", result_path(&op), good.clone(), StatusCode::FORBIDDEN, "refused"),
+        ("hank", result_path(&op), good.clone(), StatusCode::FORBIDDEN, "refused"),
+        // Unknown or unreadable operations.
+        ("sam", result_path(UNKNOWN), good.clone(), StatusCode::NOT_FOUND, "not_found"),
+        ("sam", result_path("not-an-id"), good.clone(), StatusCode::NOT_FOUND, "not_found"),
+        // Malformed, unknown fields, wrong shapes, bad values.
+        ("sam", result_path(&op), "{not json".to_owned(), StatusCode::BAD_REQUEST, "malformed_json"),
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "contribution", "artifacts": [{"name": "n", "content": "c"}], "extra": 1}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "contribution", "artifacts": [{"name": "n", "content": "c", "x": 1}]}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "success"}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "contribution", "artifacts": []}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "failure", "reason": "x", "usage_micros": -1}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "failure", "reason": "  "}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        // Oversized: refused before it is read.
+        (
+            "sam",
+            result_path(&op),
+            contribution(&gather, &"x".repeat(70 * 1024), 1),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+        ),
+    ];
+    for (who, url, body, status, code) in &cases {
+        let answer = app.as_(who, Method::POST, url, body).await;
+        answer.assert_error(*status, code);
+    }
+    // Nothing changed: the Room, the ledger, and the assignment still waits for sam alone.
+    assert_eq!(app.snapshot().await, before);
+    assert_eq!(assignment(&app, "sam", "gather").await, gather);
+    assert!(
+        app.get("sue", ASSIGNMENTS).await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // A failure is a result too (charged its usage, B3); a second submission is a 409.
+    submit(
+        &app,
+        "sam",
+        &gather,
+        &json!({"outcome": "failure", "reason": "the sources are unreachable", "usage_micros": 500}).to_string(),
+    )
+    .await;
+    let again = app.as_("sam", Method::POST, &result_path(&op), &good).await;
+    again.assert_error(StatusCode::CONFLICT, "wrong_state");
+    assert!(again.body.contains("already"), "{again:?}");
+    no_assignment(&app, "sam").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_a_paused_objective_takes_back_the_assignment_and_refuses_its_result() {
+    let app = spawn_app_hosting(&["sam", "sue"]).await;
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": "Summarize durable agent runtimes."}).to_string(),
+    )
+    .await;
+    let gather = assignment(&app, "sam", "gather").await;
+    let id = gather["objective"].as_str().unwrap();
+    app.post(
+        "olive",
+        &format!("/v1/rooms/local/objectives/{id}/control"),
+        r#"{"action":"pause"}"#,
+    )
+    .await;
+    // The waiting call is aborted: it leaves the assignments and takes no result.
+    no_assignment(&app, "sam").await;
+    let late = app
+        .as_(
+            "sam",
+            Method::POST,
+            &result_path(&op_of(&gather)),
+            &contribution(&gather, "too late", 10),
+        )
+        .await;
+    late.assert_error(StatusCode::CONFLICT, "wrong_state");
+    assert!(late.body.contains("not waiting"), "{late:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_a_usage_above_the_reservation_is_charged_and_stops_admissions() {
+    let app = spawn_app_hosting(&["sam", "sue"]).await;
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": "Summarize durable agent runtimes."}).to_string(),
+    )
+    .await;
+    let gather = assignment(&app, "sam", "gather").await;
+    let above = gather["reservation_micros"].as_i64().unwrap() + 1;
+    submit(&app, "sam", &gather, &contribution(&gather, "notes", above)).await;
+    app.settle().await;
+
+    // B3: the actual is charged, not cut to the reservation; B5: the overrun stops new
+    // admissions, so the report task is not dispatched to sue.
+    let budget = app.get("oscar", "/v1/rooms/local/budget?limit=200").await;
+    assert_eq!(
+        budget["spent_micros_by_principal"]["sam"].as_i64(),
+        Some(above),
+        "{budget}"
+    );
+    assert!(!budget["overrun"].is_null(), "{budget}");
+    assert!(
+        app.get("sue", ASSIGNMENTS).await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
