@@ -1,15 +1,11 @@
 //! [`PgRooms`]: Room state with compare-and-swap, history as deltas with snapshots, persisted
-//! events and the notification outbox on PostgreSQL. A commit is one call of the
-//! `room_commit(jsonb)` function (migrations 0002, 0003): one statement, one round trip, one
-//! transaction that writes everything a decision writes or nothing (D1, B1, B7, T5).
+//! events and the notification outbox on PostgreSQL. A commit is one prepared statement
+//! ([`sql::commit_room`], migration 0005): one round trip, one transaction that writes
+//! everything a decision writes or nothing (D1, B1, B7, T5).
 
 use std::collections::HashMap;
-use std::io;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentroom_domain::engine::CallRequest;
-use agentroom_domain::engine::{LogEntry, Notification};
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{EventId, NotificationId, OperationId, PrincipalId, RoomId, Timestamp};
 use agentroom_domain::ledger::LedgerEntry;
@@ -137,22 +133,23 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<St
         .map_err(|e| StoreError::Database(format!("serializing {what}: {e}")))
 }
 
-/// How many bytes `value` takes as JSON text, without keeping the text.
-fn json_len<T: Serialize + ?Sized>(value: &T) -> u64 {
-    struct Count(u64);
-    impl io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0 = self.0.saturating_add(buf.len() as u64);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Counting cannot fail; a serialization failure shows up when the commit is serialized.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+/// JSON text of one value of a commit.
+fn json_text<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, CommitError> {
+    serde_json::to_string(value)
+        .map_err(|e| CommitError::Store(StoreError::Database(format!("serializing {what}: {e}"))))
+}
+
+/// JSON texts of a commit's values, bound as one array.
+fn json_texts<'a, T: Serialize + 'a>(
+    what: &str,
+    values: impl IntoIterator<Item = &'a T>,
+) -> Result<Vec<String>, CommitError> {
+    values.into_iter().map(|v| json_text(what, v)).collect()
+}
+
+/// Operation ids, bound as one array (cast to `uuid[]` by the statement).
+fn ids(ops: impl Iterator<Item = OperationId>) -> Vec<String> {
+    ops.map(|op| op.to_string()).collect()
 }
 
 fn as_i64(n: u64) -> i64 {
@@ -182,53 +179,77 @@ fn room_state(value: &Value) -> Result<RoomState, StoreError> {
         .map_err(|e| StoreError::Corrupt(format!("a rebuilt Room state: {e}")))
 }
 
-/// One new operation as `room_commit` reads it.
-#[derive(Serialize)]
-struct OperationArg<'a> {
-    op: OperationId,
-    request: &'a CallRequest,
-    lease_owner: Option<&'a str>,
-    lease_ms: Option<i64>,
-}
-
-/// One receipt as `room_commit` reads it.
-#[derive(Serialize)]
-struct ReceiptArg<'a> {
-    op: OperationId,
-    generation: i64,
-    receipt: &'a Receipt,
-}
-
-/// The one argument of `room_commit` (documented in migrations 0002 and 0003).
-#[derive(Serialize)]
-struct CommitArg<'a> {
-    room: &'a str,
-    expected: i64,
-    delta: &'a Delta,
-    delta_bytes: i64,
-    input: &'a str,
-    event: Option<EventId>,
-    log: &'a [LogEntry],
-    at: i64,
-    ledger: &'a [LedgerEntry],
-    operations: Vec<OperationArg<'a>>,
-    receipts: Vec<ReceiptArg<'a>>,
-    applied: &'a [OperationId],
-    cancellations: &'a [OperationId],
-    notifications: &'a [Notification],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    snapshot: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    snapshot_bytes: Option<i64>,
-}
-
-/// Reads `room_commit`'s fenced DETAIL, `<op> <generation>`.
-fn fenced(detail: Option<&str>) -> Option<CommitError> {
-    let (op, generation) = detail?.split_once(' ')?;
-    Some(CommitError::Fenced {
-        op: OperationId::from_str(op).ok()?,
-        generation: generation.parse().ok()?,
+/// The first receipt of `receipts` that a refused commit did not write, from the refusal's
+/// DETAIL: the operations whose receipts it wrote, as a PostgreSQL array (`{<op>,<op>}`).
+/// Each written operation accounts for one receipt, so a second receipt of one operation is
+/// the fenced one.
+fn fenced(receipts: &[(OperationId, i64, Receipt)], written: &str) -> Option<CommitError> {
+    let mut written: Vec<&str> = written
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .split(',')
+        .filter(|op| !op.is_empty())
+        .collect();
+    receipts.iter().find_map(|(op, generation, _)| {
+        let text = op.to_string();
+        match written.iter().position(|w| *w == text) {
+            Some(at) => {
+                written.swap_remove(at);
+                None
+            }
+            None => Some(CommitError::Fenced {
+                op: *op,
+                generation: *generation,
+            }),
+        }
     })
+}
+
+/// The operations a commit touches, as the statement's arrays (`$16`..`$20`, one element per
+/// operation): receipts first, in commit order, then applied and cancelled operations
+/// without a receipt.
+struct Touched {
+    ops: Vec<OperationId>,
+    generations: Vec<Option<i64>>,
+    receipts: Vec<Option<String>>,
+    applied: Vec<bool>,
+    cancel: Vec<bool>,
+}
+
+impl Touched {
+    fn of(commit: &Commit<'_>) -> Result<Self, CommitError> {
+        let mut touched = Self {
+            ops: Vec::new(),
+            generations: Vec::new(),
+            receipts: Vec::new(),
+            applied: Vec::new(),
+            cancel: Vec::new(),
+        };
+        for (op, generation, receipt) in &commit.receipts {
+            let receipt = json_text("a receipt", receipt)?;
+            touched.push(commit, *op, Some(*generation), Some(receipt));
+        }
+        for op in commit.applied.iter().chain(&commit.cancellations) {
+            if !touched.ops.contains(op) {
+                touched.push(commit, *op, None, None);
+            }
+        }
+        Ok(touched)
+    }
+
+    fn push(
+        &mut self,
+        commit: &Commit<'_>,
+        op: OperationId,
+        generation: Option<i64>,
+        receipt: Option<String>,
+    ) {
+        self.ops.push(op);
+        self.generations.push(generation);
+        self.receipts.push(receipt);
+        self.applied.push(commit.applied.contains(&op));
+        self.cancel.push(commit.cancellations.contains(&op));
+    }
 }
 
 #[async_trait]
@@ -335,102 +356,110 @@ impl RoomStore for PgRooms {
         let next = serde_json::to_value(commit.state).map_err(serialize)?;
         let delta = Delta::between(&previous, &next);
         drop(previous);
-        let delta_bytes = as_i64(json_len(&delta));
+        let delta_text = json_text("a Room delta", &delta)?;
+        let delta_bytes = as_i64(delta_text.len() as u64);
         let snapshot_due = hint.is_some_and(|h| {
             h.since.saturating_add(delta_bytes) >= h.snapshot_bytes.max(MIN_SNAPSHOT_INTERVAL_BYTES)
         });
-        let snapshot_bytes = snapshot_due.then(|| as_i64(json_len(&next)));
-        let arg = CommitArg {
-            room: room.as_str(),
-            expected: expected.0,
-            delta: &delta,
-            delta_bytes,
-            input: commit.input,
-            event: commit.event,
-            log: commit.log,
-            at: commit.at.as_millis(),
-            ledger: &commit.ledger,
-            operations: commit
-                .operations
-                .iter()
-                .map(|o| OperationArg {
-                    op: o.request.op,
-                    request: &o.request,
-                    lease_owner: o.lease.as_ref().map(|l| l.owner.as_str()),
-                    lease_ms: o
-                        .lease
-                        .as_ref()
-                        .map(|l| agentroom_ports::lease_millis(l.duration)),
-                })
-                .collect(),
-            receipts: commit
-                .receipts
-                .iter()
-                .map(|(op, generation, receipt)| ReceiptArg {
-                    op: *op,
-                    generation: *generation,
-                    receipt,
-                })
-                .collect(),
-            applied: &commit.applied,
-            cancellations: &commit.cancellations,
-            notifications: &commit.notifications,
-            snapshot: snapshot_due.then_some(&next),
-            snapshot_bytes,
-        };
-        let text = serde_json::to_string(&arg).map_err(serialize)?;
-        drop(arg);
-        let row: Result<(String, Option<i64>, Option<i64>, Option<i64>), sqlx::Error> =
-            sqlx::query_as(sql::COMMIT_ROOM)
-                .bind(&text)
-                .fetch_one(&self.pool)
+        let snapshot = snapshot_due
+            .then(|| serde_json::to_string(&next))
+            .transpose()
+            .map_err(serialize)?;
+        let snapshot_bytes = snapshot.as_ref().map(|text| as_i64(text.len() as u64));
+        let operations = &commit.operations;
+        let touched = Touched::of(&commit)?;
+        let mut parts = sql::CommitParts::default().touching(touched.ops.len());
+        parts.snapshot = snapshot.is_some();
+        parts.operations = !operations.is_empty();
+        parts.ledger = !commit.ledger.is_empty();
+        parts.notifications = !commit.notifications.is_empty();
+        let row: Result<Option<(i64, i64, i64, Option<i64>)>, sqlx::Error> =
+            // The text is one of the fixed ones `commit_room` assembles from constants.
+            sqlx::query_as(sqlx::AssertSqlSafe(sql::commit_room(parts)))
+                .bind(room.as_str())
+                .bind(expected.0)
+                .bind(delta_text)
+                .bind(delta_bytes)
+                .bind(commit.input)
+                .bind(commit.event.map(|e| e.to_string()))
+                .bind(json_text("a decision log", commit.log)?)
+                .bind(commit.at.as_millis())
+                .bind(snapshot)
+                .bind(snapshot_bytes)
+                .bind(ids(operations.iter().map(|o| o.request.op)))
+                .bind(json_texts(
+                    "an operation request",
+                    operations.iter().map(|o| &o.request),
+                )?)
+                .bind(
+                    operations
+                        .iter()
+                        .map(|o| o.lease.as_ref().map(|l| l.owner.as_str()))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    operations
+                        .iter()
+                        .map(|o| {
+                            o.lease
+                                .as_ref()
+                                .map(|l| agentroom_ports::lease_millis(l.duration))
+                        })
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    operations
+                        .iter()
+                        .map(|o| commit.cancellations.contains(&o.request.op))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(ids(touched.ops.iter().copied()))
+                .bind(touched.generations)
+                .bind(touched.receipts)
+                .bind(touched.applied)
+                .bind(touched.cancel)
+                .bind(json_texts("a ledger entry", &commit.ledger)?)
+                .bind(
+                    commit
+                        .notifications
+                        .iter()
+                        .map(|n| n.id.to_string())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(json_texts("a notification", &commit.notifications)?)
+                .fetch_optional(&self.pool)
                 .await;
-        let (outcome, revision, since, snapshot_bytes) = match row {
+        let row = match row {
             Ok(row) => row,
-            Err(error) => {
-                let refusal = error.as_database_error().and_then(|db| {
-                    let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
-                    match pg.code() {
-                        sql::FENCED_SQLSTATE => fenced(pg.detail()),
-                        sql::ALREADY_ACCEPTED_SQLSTATE => Some(CommitError::AlreadyAccepted {
-                            room: room.clone(),
-                            event: EventId::from_str(pg.detail()?).ok()?,
-                        }),
-                        _ => None,
-                    }
-                });
-                return Err(match refusal {
-                    Some(refusal) => refusal,
-                    None => CommitError::Store(failed("committing a Room")(error)),
-                });
-            }
+            Err(error) => return Err(self.refusal(room, &commit, error)),
         };
-        match (outcome.as_str(), revision) {
-            ("committed", Some(revision)) => {
-                if let (Some(since), Some(snapshot_bytes)) = (since, snapshot_bytes) {
-                    self.learn(
-                        room,
-                        Known {
-                            revision: Revision(revision),
-                            document: Arc::new(next),
-                            hint: SnapshotHint {
-                                since,
-                                snapshot_bytes,
-                            },
-                        },
-                    );
-                }
-                Ok(Revision(revision))
-            }
-            ("conflict", Some(actual)) => Err(CommitError::Conflict {
+        if let Some((revision, since, snapshot_bytes, _)) = row {
+            self.learn(
+                room,
+                Known {
+                    revision: Revision(revision),
+                    document: Arc::new(next),
+                    hint: SnapshotHint {
+                        since,
+                        snapshot_bytes,
+                    },
+                },
+            );
+            return Ok(Revision(revision));
+        }
+        // The compare-and-swap did not match: the Room moved, or there is none.
+        let actual: Option<i64> = sqlx::query_scalar(sql::ROOM_REVISION)
+            .bind(room.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| CommitError::Store(failed("reading a Room's revision")(e)))?;
+        match actual {
+            Some(actual) => Err(CommitError::Conflict {
                 room: room.clone(),
                 expected,
                 actual: Revision(actual),
             }),
-            ("unknown_room", _) => Err(CommitError::UnknownRoom(room.clone())),
-            (other, revision) => Err(CommitError::Store(StoreError::Database(format!(
-                "room_commit answered `{other}` with revision {revision:?}"
-            )))),
+            None => Err(CommitError::UnknownRoom(room.clone())),
         }
     }
 
@@ -526,6 +555,26 @@ impl RoomStore for PgRooms {
 }
 
 impl PgRooms {
+    /// The typed refusal a failed commit statement stands for, or the failure itself.
+    fn refusal(&self, room: &RoomId, commit: &Commit<'_>, error: sqlx::Error) -> CommitError {
+        let refusal = error.as_database_error().and_then(|db| {
+            let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
+            match pg.code() {
+                sql::FENCED_SQLSTATE => fenced(&commit.receipts, pg.detail()?),
+                sql::UNIQUE_VIOLATION_SQLSTATE
+                    if pg.constraint() == Some(sql::EVENT_ONCE_INDEX) =>
+                {
+                    Some(CommitError::AlreadyAccepted {
+                        room: room.clone(),
+                        event: commit.event?,
+                    })
+                }
+                _ => None,
+            }
+        });
+        refusal.unwrap_or_else(|| CommitError::Store(failed("committing a Room")(error)))
+    }
+
     /// Loads a Room this process knows by applying only the deltas committed since; `None`
     /// when it is too far behind (or gone), so the caller loads from the latest snapshot.
     async fn catch_up(

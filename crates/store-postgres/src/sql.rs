@@ -1,12 +1,16 @@
 //! Every SQL statement the stores run, as constants: one place to read the queries, and the
 //! exact text the query-plan test EXPLAINs. Each runs as a prepared statement (sqlx caches it
 //! per connection); each write is one statement, so one round trip, except a planning
-//! dependency update, which locks its plan first. A Room commit is one call of the
-//! `room_commit(jsonb)` function that migration 0002 defines.
+//! dependency update, which locks its plan first. A Room commit is one statement of
+//! data-modifying CTEs, [`commit_room`], whose text depends only on which parts the commit
+//! writes.
 //!
 //! Room scoping: every planning and Room statement names the Room, so a plan of another Room
 //! is no plan. Workflow and outbox statements address rows by their global ids (operation
 //! and notification ids are UUIDs).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// Creates a plan. `$1` plan_id, `$2` room, `$3` name, `$4` description, `$5` columns
 /// (JSON text), `$6` created_ms. Returns the new `plan_key`.
@@ -150,31 +154,32 @@ SELECT version, description, success, checksum \
 FROM _sqlx_migrations \
 ORDER BY version";
 
-// --- Rooms (migration 0002) -----------------------------------------------------------------
+// --- Rooms (migrations 0002, 0003, 0005) -----------------------------------------------------------------
 
-/// Creates a Room at revision 1 in one statement: the room row, history row 1 (a delta that
-/// replaces the empty document with the state), snapshot 1 and the opening ledger rows. `$1`
+/// Creates a Room at revision 1 in one statement: the room row (counting its ledger rows),
+/// history row 1 (a delta that replaces the empty document with the state), snapshot 1 and
+/// the opening ledger rows. `$1`
 /// room, `$2` state (JSON text), `$3` the state's size in bytes, `$4` at_ms, `$5` ledger
 /// entries (JSON array text). Returns 1 when created, 0 when the Room exists.
 pub const CREATE_ROOM: &str = "\
 WITH room AS ( \
     INSERT INTO rooms (room_id, revision, snapshot_revision, snapshot_bytes, \
-                       bytes_since_snapshot) \
-    VALUES ($1, 1, 1, $3, 0) \
+                       bytes_since_snapshot, ledger_rows) \
+    VALUES ($1, 1, 1, $3, 0, json_array_length($5::json)) \
     ON CONFLICT (room_id) DO NOTHING \
     RETURNING room_id \
 ), history AS ( \
     INSERT INTO room_history (room_id, revision, input, event_id, delta, log, at_ms) \
     SELECT room_id, 1, 'create', NULL, \
-           jsonb_build_object('op', 'replace', 'value', $2::jsonb), '[]'::jsonb, $4 \
+           json_build_object('op', 'replace', 'value', $2::json), '[]'::json, $4 \
     FROM room \
 ), snapshot AS ( \
     INSERT INTO room_snapshots (room_id, revision, state) \
-    SELECT room_id, 1, $2::jsonb FROM room \
+    SELECT room_id, 1, $2::json FROM room \
 ), ledger AS ( \
     INSERT INTO ledger_entries (room_id, seq, revision, entry) \
     SELECT room.room_id, e.ord - 1, 1, e.value \
-    FROM room, jsonb_array_elements($5::jsonb) WITH ORDINALITY AS e(value, ord) \
+    FROM room, json_array_elements($5::json) WITH ORDINALITY AS e(value, ord) \
 ) \
 SELECT count(*) FROM room";
 
@@ -213,18 +218,229 @@ WHERE s.room_id = $1 AND s.revision <= $2 \
 ORDER BY s.revision DESC \
 LIMIT 1";
 
-/// One commit, all or nothing (see `room_commit` in migration 0002). `$1` the commit as JSON
-/// text.
-pub const COMMIT_ROOM: &str = "\
-SELECT outcome, revision, bytes_since_snapshot, snapshot_bytes FROM room_commit($1::jsonb)";
+/// Which parts a commit statement ([`commit_room`]) has besides the compare-and-swap of the
+/// Room row and the history row: each is there only when the commit writes it, since even an
+/// empty part costs its plan's setup on every execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CommitParts {
+    /// A new snapshot (`$9`, `$10`).
+    pub snapshot: bool,
+    /// New operations (`$11`..`$15`).
+    pub operations: bool,
+    /// How many operations the commit touches (receipts, applied, cancelled: `$16`..`$20`),
+    /// as slots: the count rounded up to a power of two, so that few texts serve every count.
+    touched_slots: usize,
+    /// Ledger entries (`$21`).
+    pub ledger: bool,
+    /// Notifications (`$22`, `$23`).
+    pub notifications: bool,
+}
 
-/// The SQLSTATE `room_commit` raises when a receipt is fenced; its DETAIL is
-/// `<op> <generation>`.
+impl CommitParts {
+    /// Sets how many operations the commit touches.
+    pub fn touching(self, operations: usize) -> Self {
+        Self {
+            touched_slots: match operations {
+                0 => 0,
+                n => n.next_power_of_two(),
+            },
+            ..self
+        }
+    }
+}
+
+/// The commit statement with `parts`: one commit, all or nothing, in one statement of
+/// data-modifying CTEs (migration 0005). Its text depends only on `parts`; it is assembled
+/// from the constant pieces below once per combination and kept, and no value is ever
+/// written into it.
+///
+/// The compare-and-swap of the Room row comes first and every write is conditioned on it, so
+/// a stale commit writes nothing and returns no row (the caller then reads the Room's
+/// revision: [`ROOM_REVISION`]). All parts read the snapshot taken when the statement
+/// started, which holds every earlier commit of the Room whenever the compare-and-swap
+/// matches: each commit moves the Room row, and the update waits for a concurrent one and
+/// then rechecks the revision on the newest row.
+///
+/// Parameters, always all bound: `$1` room, `$2` expected revision, `$3` delta (JSON text),
+/// `$4` its size in bytes, `$5` input kind, `$6` accepted event id or NULL, `$7` log (JSON
+/// text), `$8` at_ms, `$9` a new snapshot (JSON text) or NULL, `$10` its size or NULL; new
+/// operations `$11` ids, `$12` requests (JSON texts), `$13` lease owners (NULL: no lease),
+/// `$14` lease milliseconds, `$15` whether the commit also cancels them; the operations the
+/// commit touches, receipts first in commit order, `$16` ids, `$17` receipt generations and
+/// `$18` receipts (JSON texts; NULL without a receipt), `$19` applied, `$20` cancelled (a
+/// slot past the last operation is NULL and matches nothing); `$21` ledger entries (JSON
+/// texts); notifications `$22` ids, `$23` bodies (JSON texts).
+///
+/// Plans: PostgreSQL keeps a prepared statement's generic plan, built once, when it is
+/// estimated no dearer than the plans for the first five executions' values plus a planning
+/// charge that grows with the relations the statement names; this one's are alike, since no
+/// cost depends much on how long the arrays are (a plan for the values drops an empty slot,
+/// one key lookup, while each slot names two relations more). So each touched operation is
+/// its own update by primary key: an update joined to the arrays is planned as a hash join
+/// over the whole table while the table is small (a fresh database), and the kept plan goes
+/// on scanning it as it grows.
+///
+/// Returns, when the compare-and-swap matched, one row: the new revision, the delta bytes
+/// since the snapshot and the snapshot's size (and NULL). Refusals are errors that roll
+/// everything back: a receipt not written because it is fenced (not in flight at that
+/// generation in this Room, or receipted already), SQLSTATE [`FENCED_SQLSTATE`] with the
+/// operations whose receipts were written as DETAIL; an event the Room accepted before, a
+/// unique violation of [`EVENT_ONCE_INDEX`] (T1; the history row is written before the
+/// receipts are checked, so it is reported first).
+pub fn commit_room(parts: CommitParts) -> Arc<str> {
+    static STATEMENTS: OnceLock<Mutex<HashMap<CommitParts, Arc<str>>>> = OnceLock::new();
+    let mut statements = STATEMENTS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    // A text per combination, kept for the life of the process (a few dozen at most).
+    Arc::clone(
+        statements
+            .entry(parts)
+            .or_insert_with(|| assemble_commit_room(parts).into()),
+    )
+}
+
+fn assemble_commit_room(parts: CommitParts) -> String {
+    let mut text = String::from(COMMIT_ROOM_CAS);
+    if parts.snapshot {
+        text.push_str(COMMIT_ROOM_SNAPSHOT);
+    }
+    if parts.operations {
+        text.push_str(COMMIT_ROOM_OPERATIONS);
+    }
+    for slot in 1..=parts.touched_slots {
+        text.push_str(&COMMIT_ROOM_TOUCHED.replace("{i}", &slot.to_string()));
+    }
+    if parts.ledger {
+        text.push_str(COMMIT_ROOM_LEDGER);
+    }
+    if parts.notifications {
+        text.push_str(COMMIT_ROOM_NOTIFICATIONS);
+    }
+    if parts.touched_slots == 0 {
+        text.push_str(COMMIT_ROOM_RESULT);
+    } else {
+        let written = (1..=parts.touched_slots)
+            .map(|slot| format!("SELECT op_id FROM touched{slot} WHERE receipted"))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        text.push_str(&COMMIT_ROOM_RESULT_CHECKED.replace("{written}", &written));
+    }
+    text
+}
+
+/// The compare-and-swap and the history row, which every commit writes.
+const COMMIT_ROOM_CAS: &str = "\
+WITH cas AS ( \
+    UPDATE rooms r \
+    SET revision = r.revision + 1, \
+        snapshot_revision = CASE WHEN $9::text IS NULL THEN r.snapshot_revision \
+                                 ELSE r.revision + 1 END, \
+        snapshot_bytes = coalesce($10::bigint, r.snapshot_bytes), \
+        bytes_since_snapshot = CASE WHEN $9::text IS NULL \
+                                    THEN r.bytes_since_snapshot + $4::bigint ELSE 0 END, \
+        ledger_rows = r.ledger_rows + cardinality($21), \
+        updated_at = clock_timestamp() \
+    WHERE r.room_id = $1 AND r.revision = $2 \
+    RETURNING r.revision, r.bytes_since_snapshot, r.snapshot_bytes, r.ledger_rows \
+), history AS ( \
+    INSERT INTO room_history (room_id, revision, input, event_id, delta, log, at_ms) \
+    SELECT $1, cas.revision, $5, $6::uuid, $3::json, $7::json, $8 FROM cas \
+    RETURNING revision \
+)";
+
+const COMMIT_ROOM_SNAPSHOT: &str = ", \
+snapshot AS ( \
+    INSERT INTO room_snapshots (room_id, revision, state) \
+    SELECT $1, cas.revision, $9::json FROM cas \
+)";
+
+/// New operations with the committer's lease (B1), idempotent on their ids.
+const COMMIT_ROOM_OPERATIONS: &str = ", \
+created AS ( \
+    INSERT INTO operations (op_id, room_id, request, status, lease_generation, lease_owner, \
+                            lease_expires_at, cancel_requested) \
+    SELECT n.op, $1, n.request, 'in_flight', CASE WHEN n.owner IS NULL THEN 0 ELSE 1 END, \
+           n.owner, \
+           CASE WHEN n.owner IS NOT NULL \
+                THEN clock_timestamp() + n.ms * interval '1 millisecond' END, \
+           n.cancel \
+    FROM cas, unnest($11::uuid[], $12::json[], $13::text[], $14::bigint[], \
+                     $15::boolean[]) AS n (op, request, owner, ms, cancel) \
+    ON CONFLICT (op_id) DO NOTHING \
+)";
+
+/// Touched operation `{i}`: its receipt, fenced on the lease generation and written once,
+/// straight to `applied` when the same decision applies it (one row version); applied;
+/// cancelled. An operation of another Room is not touched.
+const COMMIT_ROOM_TOUCHED: &str = ", \
+touched{i} AS ( \
+    UPDATE operations o \
+    SET receipt = CASE WHEN $17[{i}] IS NULL THEN o.receipt ELSE $18[{i}]::json END, \
+        status = CASE WHEN $19[{i}] THEN 'applied' \
+                      WHEN $17[{i}] IS NOT NULL THEN 'receipted' ELSE o.status END, \
+        cancel_requested = o.cancel_requested OR $20[{i}], \
+        updated_at = clock_timestamp() \
+    FROM cas \
+    WHERE o.op_id = $16[{i}]::uuid AND o.room_id = $1 \
+      AND ($17[{i}] IS NULL \
+           OR (o.lease_generation = $17[{i}] AND o.status = 'in_flight' \
+               AND o.receipt IS NULL)) \
+      AND ($17[{i}] IS NOT NULL OR $20[{i}] OR o.status <> 'applied') \
+    RETURNING o.op_id, $17[{i}] IS NOT NULL AS receipted \
+)";
+
+/// The Room's next ledger rows, numbered after its last one: the compare-and-swap counted
+/// them onto the Room's rows.
+const COMMIT_ROOM_LEDGER: &str = ", \
+ledger AS ( \
+    INSERT INTO ledger_entries (room_id, seq, revision, entry) \
+    SELECT $1, cas.ledger_rows - cardinality($21) + e.ord - 1, cas.revision, e.entry \
+    FROM cas, unnest($21::json[]) WITH ORDINALITY AS e (entry, ord) \
+)";
+
+/// Outbox rows (T5), idempotent on their ids.
+const COMMIT_ROOM_NOTIFICATIONS: &str = ", \
+notified AS ( \
+    INSERT INTO outbox (notification_id, room_id, revision, body) \
+    SELECT n.id, $1, cas.revision, n.body \
+    FROM cas, unnest($22::uuid[], $23::json[]) AS n (id, body) \
+    ON CONFLICT (notification_id) DO NOTHING \
+)";
+
+/// The result of a commit that writes no receipt. Scanning `history` writes the history row
+/// (and checks T1) before the row is returned.
+const COMMIT_ROOM_RESULT: &str = " \
+SELECT c.revision, c.bytes_since_snapshot, c.snapshot_bytes, NULL::bigint \
+FROM cas c, history h";
+
+/// The result of a commit that touches operations: refused, after the history row, when
+/// fewer receipts were written than it carries. `{written}` lists the receipted touches.
+const COMMIT_ROOM_RESULT_CHECKED: &str = " \
+SELECT c.revision, c.bytes_since_snapshot, c.snapshot_bytes, \
+       (SELECT CASE WHEN count(*) < cardinality(array_remove($17, NULL)) \
+                    THEN agentroom_refuse('AR001', 'a receipt of the commit is fenced', \
+                                          coalesce(array_agg(w.op_id)::text, '{}')) \
+               END \
+        FROM ({written}) AS w (op_id)) \
+FROM cas c, history h";
+
+/// The revision of a Room now, after a commit's compare-and-swap did not match (no row: no
+/// such Room). `$1` room.
+pub const ROOM_REVISION: &str = "SELECT revision FROM rooms WHERE room_id = $1";
+
+/// The SQLSTATE [`commit_room`] raises when a receipt is fenced; its DETAIL lists the
+/// operations whose receipts were written, as a PostgreSQL array (`{<op>,<op>}`). The whole
+/// commit is rolled back.
 pub const FENCED_SQLSTATE: &str = "AR001";
 
-/// The SQLSTATE `room_commit` raises when the commit accepts an event the Room accepted
-/// before (T1); its DETAIL is the event id. The whole commit is rolled back.
-pub const ALREADY_ACCEPTED_SQLSTATE: &str = "AR002";
+/// The unique index that lets a Room accept an event once (T1): a commit accepting it again
+/// fails with a unique violation on it, and the whole commit is rolled back.
+pub const EVENT_ONCE_INDEX: &str = "room_history_event_once";
+
+/// The SQLSTATE of a unique violation.
+pub const UNIQUE_VIOLATION_SQLSTATE: &str = "23505";
 
 /// A Room's ledger rows in order. `$1` room.
 pub const SELECT_LEDGER: &str = "\
@@ -235,7 +451,7 @@ SELECT entry::text FROM ledger_entries WHERE room_id = $1 ORDER BY seq";
 pub const INSERT_EVENT: &str = "\
 WITH inserted AS ( \
     INSERT INTO room_events (event_id, room_id, author, kind, body, at_ms) \
-    VALUES ($1::uuid, $2, $3, $4, $5::jsonb, $6) \
+    VALUES ($1::uuid, $2, $3, $4, $5::json, $6) \
     ON CONFLICT (event_id) DO NOTHING \
     RETURNING 1 \
 ) \
@@ -305,7 +521,7 @@ RETURNING cancel_requested";
 /// Writes receipt `$3` (JSON text) once, only at generation `$2` of in-flight operation `$1`.
 pub const RECORD_RECEIPT: &str = "\
 UPDATE operations \
-SET receipt = $3::jsonb, status = 'receipted', updated_at = clock_timestamp() \
+SET receipt = $3::json, status = 'receipted', updated_at = clock_timestamp() \
 WHERE op_id = $1::uuid AND lease_generation = $2 AND status = 'in_flight' \
   AND receipt IS NULL";
 
@@ -332,7 +548,7 @@ WHERE op_id = $1::uuid AND status IN ('in_flight', 'uncertain')";
 /// Records resolution `$2` (JSON text) of an uncertain or dead-lettered operation `$1`.
 pub const RESOLVE: &str = "\
 UPDATE operations \
-SET status = 'resolved', resolution = $2::jsonb, updated_at = clock_timestamp() \
+SET status = 'resolved', resolution = $2::json, updated_at = clock_timestamp() \
 WHERE op_id = $1::uuid AND status IN ('uncertain', 'dead_letter')";
 
 /// One operation. `$1` op id.

@@ -65,7 +65,8 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
             (1, "create planning", MigrationState::Pending),
             (2, "create rooms", MigrationState::Pending),
             (3, "lean room state", MigrationState::Pending),
-            (4, "create access tokens", MigrationState::Pending)
+            (4, "create access tokens", MigrationState::Pending),
+            (5, "replace room commit", MigrationState::Pending)
         ]
     );
     assert!(matches!(
@@ -79,7 +80,7 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
 #[tokio::test]
 async fn d5_migrate_up_then_status_then_down() {
     let (schema, pool) = common::fresh_schema().await;
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5]);
     let listed = status(&pool).await.unwrap();
     assert_eq!(
         states(&listed),
@@ -87,7 +88,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (1, "create planning", MigrationState::Applied),
             (2, "create rooms", MigrationState::Applied),
             (3, "lean room state", MigrationState::Applied),
-            (4, "create access tokens", MigrationState::Applied)
+            (4, "create access tokens", MigrationState::Applied),
+            (5, "replace room commit", MigrationState::Applied)
         ]
     );
     assert!(listed.iter().all(MigrationStatus::applied));
@@ -99,7 +101,7 @@ async fn d5_migrate_up_then_status_then_down() {
     store.create_plan(&room, &plan()).await.unwrap();
     assert_eq!(store.plans(&room).await.unwrap().len(), 1);
 
-    assert_eq!(down(&pool).await.unwrap(), [4, 3, 2, 1]);
+    assert_eq!(down(&pool).await.unwrap(), [5, 4, 3, 2, 1]);
     for table in [
         "planning_plans",
         "planning_tasks",
@@ -120,7 +122,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (1, "create planning", MigrationState::Pending),
             (2, "create rooms", MigrationState::Pending),
             (3, "lean room state", MigrationState::Pending),
-            (4, "create access tokens", MigrationState::Pending)
+            (4, "create access tokens", MigrationState::Pending),
+            (5, "replace room commit", MigrationState::Pending)
         ]
     );
     let detail = not_migrated(&pool).await;
@@ -140,7 +143,7 @@ async fn d5_migrate_up_then_status_then_down() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
     // Up again works on the reverted schema.
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5]);
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     assert!(store.plans(&room).await.unwrap().is_empty());
     pool.close().await;
@@ -164,7 +167,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (1, "create planning", MigrationState::Changed),
             (2, "create rooms", MigrationState::Applied),
             (3, "lean room state", MigrationState::Applied),
-            (4, "create access tokens", MigrationState::Applied)
+            (4, "create access tokens", MigrationState::Applied),
+            (5, "replace room commit", MigrationState::Applied)
         ]
     );
 
@@ -180,7 +184,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (1, "create planning", MigrationState::Failed),
             (2, "create rooms", MigrationState::Applied),
             (3, "lean room state", MigrationState::Applied),
-            (4, "create access tokens", MigrationState::Applied)
+            (4, "create access tokens", MigrationState::Applied),
+            (5, "replace room commit", MigrationState::Applied)
         ]
     );
 
@@ -217,6 +222,7 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (2, "create rooms", MigrationState::Applied),
             (3, "lean room state", MigrationState::Applied),
             (4, "create access tokens", MigrationState::Applied),
+            (5, "replace room commit", MigrationState::Applied),
             (9999, "from the future", MigrationState::Unknown)
         ]
     );

@@ -2,11 +2,19 @@
 //! exact statements the store runs (`agentroom_store_postgres::sql`) is an index scan of
 //! `planning_tasks` restricted to the plan, in creation order, never a sequential scan;
 //! both as planned for the given values and as the generic plan a prepared statement ends
-//! up with.
+//! up with. A Room commit reaches every row by key in the generic plan, which PostgreSQL
+//! keeps.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
+use agentroom_domain::engine::{
+    CallResult, Charge, Effect, Input, Proposal, ProposalKind, ReasonerResult,
+};
+use agentroom_domain::ids::Timestamp;
+use agentroom_domain::money::UsdMicros;
+use agentroom_ports::conformance::Driver;
+use agentroom_ports::{Commit, Receipt, RoomStore};
 use agentroom_store_postgres::sql;
 use serde_json::Value;
 use sqlx::postgres::PgRow;
@@ -181,6 +189,142 @@ async fn board_and_filtered_list_read_only_their_plans_index_entries() {
     assert!(foreign.is_empty());
 
     drop(conn);
+    pool.close().await;
+    common::drop_schema(&schema).await;
+}
+
+/// The parameter types of every commit statement, in order (see `sql::commit_room`).
+const COMMIT_PARAMETERS: &str = "text, bigint, text, bigint, text, text, text, bigint, text, \
+    bigint, text[], text[], text[], bigint[], boolean[], text[], bigint[], text[], boolean[], \
+    boolean[], text[], text[], text[]";
+
+/// Every combination of a commit's parts, with 0, 1, 2, 3 and 9 operations touched.
+fn commit_shapes() -> Vec<sql::CommitParts> {
+    let mut shapes = Vec::new();
+    for bits in 0..16_u8 {
+        for touched in [0, 1, 2, 3, 9] {
+            let mut parts = sql::CommitParts::default().touching(touched);
+            parts.snapshot = bits & 1 != 0;
+            parts.operations = bits & 2 != 0;
+            parts.ledger = bits & 4 != 0;
+            parts.notifications = bits & 8 != 0;
+            shapes.push(parts);
+        }
+    }
+    shapes
+}
+
+/// A commit's generic plan, the one a prepared statement keeps, is planned on tables that are
+/// empty and were never analyzed (a fresh database) and then kept while they grow: it must
+/// reach every row by key. A join against the commit's arrays, for one, is planned there as a
+/// hash join over a sequential scan of `operations`, which a growing table then pays on every
+/// commit.
+#[tokio::test]
+async fn commit_statements_reach_rows_by_key_on_fresh_tables() {
+    let (schema, pool) = common::fresh_schema().await;
+    agentroom_store_postgres::migrate::up(&pool).await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let nulls = vec!["NULL"; 23].join(", ");
+    for (n, parts) in commit_shapes().into_iter().enumerate() {
+        let statement = sql::commit_room(parts);
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "PREPARE commit_{n} ({COMMIT_PARAMETERS}) AS {statement}"
+        )))
+        .execute(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("{parts:?}: {e}"));
+        let plan = explained(
+            sqlx::query(AssertSqlSafe(format!(
+                "EXPLAIN (FORMAT JSON) EXECUTE commit_{n}({nulls})"
+            )))
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap(),
+        );
+        let mut all = nodes(&plan[0]["Plan"]);
+        // Sub-plans of CTEs and sub-selects are nested under "Plans" too.
+        all.retain(|n| n["Relation Name"].is_string());
+        for node in all {
+            let kind = node["Node Type"].as_str().unwrap_or_default();
+            assert!(
+                kind == "ModifyTable" || kind.starts_with("Index"),
+                "{parts:?}: {kind} on {}: {plan:#}",
+                node["Relation Name"]
+            );
+        }
+        assert!(
+            !plan.to_string().contains("Hash Join"),
+            "{parts:?}: a hash join: {plan:#}"
+        );
+    }
+    drop(conn);
+    pool.close().await;
+    common::drop_schema(&schema).await;
+}
+
+/// PostgreSQL plans a prepared statement for its parameters' values five times, then keeps
+/// the generic plan only if it is estimated no dearer than those were: a commit statement
+/// whose plans for the values knew more (how long its arrays are) would be planned again on
+/// every commit. The statements of a durable call's two commits run on their generic plans.
+#[tokio::test]
+async fn commit_statements_keep_their_generic_plan() {
+    const CALLS: i64 = 12;
+    let (schema, pool) = common::fresh_schema_with(1).await;
+    let store = common::migrate_rooms(&schema, pool.clone()).await;
+    let mut d = Driver::create(&store, "generic-plans", 1_000_000_000).await;
+    for i in 0..CALLS {
+        let decision = d.owner_message(&format!("question {i}"));
+        let request = decision
+            .effects
+            .iter()
+            .find_map(|e| match e {
+                Effect::ReserveAndCall(request) => Some(request.clone()),
+                _ => None,
+            })
+            .unwrap();
+        d.commit(&store, &decision, "event_accepted").await.unwrap();
+        let receipt = Receipt {
+            charge: Charge::Actual(UsdMicros::new(400)),
+            result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
+                observed: request.observed,
+                kind: ProposalKind::Answer {
+                    text: "forty-two".to_owned(),
+                },
+            })),
+        };
+        let returned = d.decide(Input::CallReturned {
+            op: request.op,
+            charge: receipt.charge,
+            result: receipt.result.clone(),
+        });
+        let at = Timestamp::from_millis(1);
+        let mut commit = Commit::decided(&d.room(), &d.state, &returned, at, "call_returned", None);
+        commit.receipts.push((request.op, 1, receipt));
+        commit.applied.push(request.op);
+        d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+        d.state = returned.state;
+    }
+    // The two commits of each call (the Room's creation committed a third shape, once).
+    let statements: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements \
+         WHERE statement LIKE 'WITH cas AS%' AND generic_plans + custom_plans = $1",
+    )
+    .bind(CALLS)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(statements.len(), 2, "{statements:?}");
+    for (statement, generic, custom) in statements {
+        assert_eq!(
+            (generic, custom),
+            (CALLS - 5, 5),
+            "planned for its values more than the first five times: {statement}"
+        );
+    }
     pool.close().await;
     common::drop_schema(&schema).await;
 }
