@@ -5,6 +5,8 @@
 //! deciding again on a conflict. If transaction 2 cannot commit, the receipt is recorded alone
 //! so recovery hands it to the owner (D2).
 
+use std::borrow::Cow;
+
 use agentroom_ports::domain::engine::{Charge, Decision, Effect, Input, InputError};
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::RoomState;
@@ -320,7 +322,8 @@ where
         let op = call.op();
         let id = &call.room;
         let grant = self.config.lease_grant();
-        let mut current = after.clone();
+        // The Room as transaction 1 left it, until a conflict makes this call reload it.
+        let mut current = Cow::Borrowed(after);
         for attempt in 0..=self.config.conflict_retries() {
             let decision = match self.decider.decide(&current.state, input.clone()) {
                 Ok(decision) => decision,
@@ -352,9 +355,11 @@ where
                 }
                 Err(CommitError::Conflict { actual, .. }) => {
                     tracing::info!(attempt, %actual, "transaction 2 conflicted: reloading");
-                    current = lease::retrying(self.config, "load", || self.store.load(id))
-                        .await?
-                        .ok_or_else(|| WorkflowError::UnknownRoom(id.clone()))?;
+                    current = Cow::Owned(
+                        lease::retrying(self.config, "load", || self.store.load(id))
+                            .await?
+                            .ok_or_else(|| WorkflowError::UnknownRoom(id.clone()))?,
+                    );
                 }
                 Err(CommitError::Fenced { .. }) => return Ok(Settle::Fenced),
                 Err(err) => return Ok(Settle::GaveUp(err.to_string())),
