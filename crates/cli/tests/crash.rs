@@ -1,5 +1,5 @@
 //! Crash tests (issue 4, D2, D6): the real `agentroom` binary runs durable calls with
-//! `agentroom drill durable-call`, dies at a named crash point (`AGENTROOM_CRASH_AT`, an abort)
+//! `agentroom drill durable-call`, dies at a named crash point (`AGENTROOM_CRASH_AT`, SIGKILL)
 //! or by a SIGKILL from the test while a call is in flight, and a new process recovers. The
 //! database and the provider's own execution log must then show: no operation created twice,
 //! no call executed twice, nothing left in flight, every call without a receipt marked

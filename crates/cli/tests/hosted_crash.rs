@@ -29,7 +29,7 @@ use agentroom_ports::domain::ids::OperationId;
 use agentroom_ports::{OperationStatus, WorkflowStore};
 use agentroom_store_postgres::PgRooms;
 use serde_json::{Value, json};
-use support::{Database, SIGABRT, SIGKILL, migrate_up};
+use support::{Database, SIGKILL, migrate_up};
 use tempfile::TempDir;
 
 const ROOM: &str = "lab";
@@ -307,7 +307,7 @@ async fn d2_a_submission_recorded_before_a_crash_is_confirmed_from_the_journal()
         &contribution(3_333),
     );
     assert!(answered.is_none(), "the host answered: {answered:?}");
-    serve.died_of(SIGABRT);
+    serve.died_of(SIGKILL);
     let journal = std::fs::read_to_string(site.hosted_journal()).unwrap();
     assert_eq!(journal.lines().count(), 1, "{journal}");
     assert!(journal.contains(&op), "{journal}");

@@ -3,8 +3,8 @@
 //! (`serve`) with scripted agents from a scenario file, whose specialist keeps an fsynced
 //! journal of what it executed. A fresh database per test on the shared server.
 //!
-//! - A `serve` dies at a named crash point (`AGENTROOM_CRASH_AT`: the process aborts there,
-//!   no unwinding and no cleanup, as a SIGKILL leaves it) after a call's reservation and
+//! - A `serve` dies at a named crash point (`AGENTROOM_CRASH_AT`: the process sends itself
+//!   SIGKILL there, no unwinding and no cleanup) after a call's reservation and
 //!   before its receipt; a second process dies right after recovery marked the call
 //!   uncertain; a third reconciles it from the journal and finishes (D2, D6, B3).
 //! - The same with two report versions reviewed by distinct reviewers (R1, R3, O3), every
@@ -34,10 +34,10 @@ use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::objective::ObjectiveStatus;
 use agentroom_ports::domain::review::Verdict;
 use agentroom_ports::domain::state::CallRole;
-use agentroom_ports::{OperationStatus, RoomStore, StoredRoom, WorkflowStore};
+use agentroom_ports::{OperationFilter, OperationStatus, RoomStore, StoredRoom, WorkflowStore};
 use agentroom_store_postgres::PgRooms;
 use serde_json::Value;
-use support::{Database, SIGABRT, all_operations, migrate_up};
+use support::{Database, SIGKILL, all_operations, migrate_up};
 use tempfile::TempDir;
 
 const ROOM: &str = "lab";
@@ -261,12 +261,12 @@ impl Serve {
             .map(str::to_owned)
     }
 
-    /// Waits for the process to die at its crash point (an abort).
+    /// Waits for the process to die at its crash point (SIGKILL).
     fn crashed(mut self) {
         let status = wait(&mut self.0);
         assert_eq!(
             status.signal(),
-            Some(SIGABRT),
+            Some(SIGKILL),
             "serve did not die at its crash point: {status:?}"
         );
     }
@@ -531,12 +531,18 @@ async fn d2_serve_killed_with_sigkill_while_a_task_call_is_uncertain_never_rerun
     let store = site.store().await;
     let deadline = Instant::now() + PATIENCE;
     let (op, reservation) = loop {
-        let uncertain: Vec<_> = all_operations(&store)
+        // One status, one query: reading every status while `serve` moves operations between
+        // them could see one row twice.
+        let uncertain = store
+            .operations(OperationFilter::Status(OperationStatus::Uncertain))
             .await
-            .into_values()
-            .filter(|r| r.status == OperationStatus::Uncertain)
-            .collect();
-        if let [record] = uncertain.as_slice() {
+            .unwrap();
+        // The operation row is marked first, then the Room decides the uncertainty (D2):
+        // wait for both before the kill, so the state the restart meets is the one this test
+        // is about (the crash between the two is the `after_uncertain` crash point's test).
+        if let [record] = uncertain.as_slice()
+            && site.room().await.state.ledger().balances().uncertain == record.request.reservation
+        {
             break (record.op(), record.request.reservation);
         }
         assert!(Instant::now() < deadline, "no call became uncertain");

@@ -1,6 +1,7 @@
 //! Named crash points for crash tests: when `AGENTROOM_CRASH_AT` names a point, the process
-//! aborts there at once (`std::process::abort`, no unwinding, no cleanup), as a SIGKILL would
-//! leave it. Tests run the real binary with the variable set and restart it.
+//! sends itself SIGKILL there (no unwinding, no cleanup, no handler can run: the kernel ends
+//! it as an operator's `kill -9` or the OOM killer would). Tests run the real binary with the
+//! variable set and restart it.
 
 use std::sync::OnceLock;
 
@@ -42,10 +43,18 @@ pub fn crashes_at(configured: Option<&str>, point: &str) -> bool {
     configured == Some(point)
 }
 
-/// Aborts the process if `AGENTROOM_CRASH_AT` names `point`.
+/// Kills the process with SIGKILL if `AGENTROOM_CRASH_AT` names `point`.
 pub fn crash_point(point: &'static str) {
     if crashes_at(configured(), point) {
-        tracing::error!(point, "crash point reached: aborting the process");
+        tracing::error!(
+            point,
+            "crash point reached: killing the process with SIGKILL"
+        );
+        // SIGKILL cannot be caught, so `raise` does not return once it succeeds; if it could
+        // not be sent, the process still ends here without unwinding.
+        if let Err(error) = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL) {
+            tracing::error!(%error, "SIGKILL could not be raised: aborting instead");
+        }
         std::process::abort();
     }
 }
