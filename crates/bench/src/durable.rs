@@ -35,7 +35,7 @@ use uuid::Uuid;
 use crate::floor;
 
 /// Options of `agentroom-bench durable`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct Args {
     /// A PostgreSQL server (a role that may create databases); a fresh database is created
     /// and dropped.
@@ -281,7 +281,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(measure(args))
+    // On a worker of the runtime, as the coordinator's Room actors run: the task that awaits
+    // a statement is then woken by the worker that polled its socket, not across threads to
+    // `block_on`'s.
+    let args = args.clone();
+    runtime.block_on(async move { tokio::spawn(async move { measure(&args).await }).await? })
 }
 
 async fn measure(args: &Args) -> anyhow::Result<()> {
@@ -302,6 +306,10 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
         emit(&meta, json!({"figure": "raw_commit_floor",
             "client_cpu_us_per_commit": floor_cpu(floor.client_ticks),
             "server_backend_cpu_us_per_commit": floor_cpu(floor.backend_ticks)}));
+        let pooled = floor::measure_pooled(&url, 200, 2_000).await?;
+        emit(&meta, json!({"figure": "raw_commit_through_default_sqlx_pool",
+            "us_median": round(percentile(&pooled.one_connection_us, 0.5)),
+            "note": "sqlx's default pool pings a connection when it is acquired and again when it is released"}));
 
         // One connection, one Room.
         let one = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await?;

@@ -5,7 +5,8 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::Connection;
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 
 /// Per-commit latencies (µs, sorted) on one connection.
 pub(crate) struct Floor {
@@ -52,17 +53,53 @@ pub(crate) async fn drop_db(admin: &PgPool, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Measures the floor on the database at `url`: `warmup` then `n` commits on one connection.
+/// Measures the floor on the database at `url`: `warmup` then `n` commits on one connection
+/// held for the whole run, so each commit is exactly one round trip and one WAL flush.
+///
+/// A pool would add a round trip: sqlx pings an idle connection before handing it out
+/// (`test_before_acquire`, on by default), which the stores turn off. [`measure_pooled`]
+/// shows that difference.
 pub(crate) async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Result<Floor> {
+    let mut conn = PgConnection::connect(url).await?;
+    let floor = commits(&mut conn, warmup, n).await;
+    conn.close().await?;
+    floor
+}
+
+/// The same commits through a one-connection pool with sqlx's default options (a ping
+/// before each acquire): what the floor would be if measured the way a default pool runs.
+pub(crate) async fn measure_pooled(url: &str, warmup: usize, n: usize) -> anyhow::Result<Floor> {
     let pool = PgPoolOptions::new().max_connections(1).connect(url).await?;
+    let mut times = Vec::with_capacity(n);
+    let payload = vec![7u8; 64];
+    for i in 0..warmup + n {
+        let started = Instant::now();
+        sqlx::query("INSERT INTO bench_floor (payload) VALUES ($1)")
+            .bind(&payload)
+            .execute(&pool)
+            .await?;
+        if i >= warmup {
+            times.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    pool.close().await;
+    Ok(Floor {
+        one_connection_us: times,
+        backend_ticks: None,
+        client_ticks: None,
+    })
+}
+
+async fn commits(conn: &mut PgConnection, warmup: usize, n: usize) -> anyhow::Result<Floor> {
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
     )
-    .execute(&pool)
+    .execute(&mut *conn)
     .await?;
     let payload = vec![7u8; 64];
     let (backend,): (i32,) = sqlx::query_as("SELECT pg_backend_pid()")
-        .fetch_one(&pool)
+        .fetch_one(&mut *conn)
         .await?;
     let backend = backend.to_string();
     let mut ticks = (None, None);
@@ -74,7 +111,7 @@ pub(crate) async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Resul
         let started = Instant::now();
         sqlx::query("INSERT INTO bench_floor (payload) VALUES ($1)")
             .bind(&payload)
-            .execute(&pool)
+            .execute(&mut *conn)
             .await?;
         if i >= warmup {
             times.push(started.elapsed().as_secs_f64() * 1e6);
@@ -86,7 +123,6 @@ pub(crate) async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Resul
     let client_ticks = spent(ticks.0, crate::cpu_ticks("self"));
     let backend_ticks = spent(ticks.1, crate::cpu_ticks(&backend));
     times.sort_by(f64::total_cmp);
-    pool.close().await;
     Ok(Floor {
         one_connection_us: times,
         backend_ticks,
@@ -94,29 +130,32 @@ pub(crate) async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Resul
     })
 }
 
-/// Commits per second with `conns` connections, each doing `per_conn` floor commits.
+/// Commits per second with `conns` connections, each held by one task doing `per_conn`
+/// floor commits.
 pub(crate) async fn throughput(url: &str, conns: usize, per_conn: usize) -> anyhow::Result<f64> {
-    let pool = PgPoolOptions::new()
-        .max_connections(u32::try_from(conns).unwrap_or(u32::MAX))
-        .connect(url)
+    let mut connections = Vec::with_capacity(conns);
+    for _ in 0..conns {
+        connections.push(PgConnection::connect(url).await?);
+    }
+    if let Some(first) = connections.first_mut() {
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
+        )
+        .execute(&mut *first)
         .await?;
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
-    )
-    .execute(&pool)
-    .await?;
+    }
     let started = Instant::now();
     let mut joins = Vec::new();
-    for _ in 0..conns {
-        let pool = pool.clone();
+    for mut conn in connections {
         joins.push(tokio::spawn(async move {
             let payload = vec![7u8; 64];
             for _ in 0..per_conn {
                 sqlx::query("INSERT INTO bench_floor (payload) VALUES ($1)")
                     .bind(&payload)
-                    .execute(&pool)
+                    .execute(&mut conn)
                     .await?;
             }
+            conn.close().await?;
             anyhow::Ok(())
         }));
     }
@@ -124,6 +163,5 @@ pub(crate) async fn throughput(url: &str, conns: usize, per_conn: usize) -> anyh
         join.await??;
     }
     let secs = started.elapsed().as_secs_f64();
-    pool.close().await;
     Ok((conns * per_conn) as f64 / secs)
 }

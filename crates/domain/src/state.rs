@@ -237,7 +237,67 @@ pub struct RoomState {
     pub(crate) held: BTreeMap<OperationId, HeldResult>,
 }
 
+/// The names of a [`RoomState`]'s top-level sections: the members of its JSON document, in
+/// the order it serializes them.
+pub const STATE_SECTIONS: [&str; 11] = [
+    "room",
+    "policy",
+    "access",
+    "quotes",
+    "members",
+    "ledger",
+    "objectives",
+    "intake",
+    "operations",
+    "contributions",
+    "held",
+];
+
 impl RoomState {
+    /// The top-level sections of this state's JSON document that differ from `previous`'s,
+    /// each serialized, in [`STATE_SECTIONS`] order. Sections are compared as values, so a
+    /// store that keeps `previous`'s document writes what a decision changed without
+    /// serializing what it did not (D1).
+    pub fn changed_sections(
+        &self,
+        previous: &RoomState,
+    ) -> Result<Vec<(&'static str, serde_json::Value)>, serde_json::Error> {
+        // Destructured so that a new field cannot be forgotten here.
+        let RoomState {
+            room,
+            policy,
+            access,
+            quotes,
+            members,
+            ledger,
+            objectives,
+            intake,
+            operations,
+            contributions,
+            held,
+        } = self;
+        let mut changed = Vec::new();
+        macro_rules! section {
+            ($field:ident) => {
+                if *$field != previous.$field {
+                    changed.push((stringify!($field), serde_json::to_value($field)?));
+                }
+            };
+        }
+        section!(room);
+        section!(policy);
+        section!(access);
+        section!(quotes);
+        section!(members);
+        section!(ledger);
+        section!(objectives);
+        section!(intake);
+        section!(operations);
+        section!(contributions);
+        section!(held);
+        Ok(changed)
+    }
+
     /// A new Room with its owner as the only member.
     pub fn new(setup: RoomSetup) -> Result<Self, SetupError> {
         for (role, amount) in [

@@ -38,7 +38,7 @@ pub use agents::{
     Specialist, SpecialistCall,
 };
 pub use clock::{Clock, SystemClock};
-pub use delta::{Delta, DeltaError};
+pub use delta::{Delta, DeltaError, Sections};
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
 pub use reconcile::{ReconcileError, Reconciler};
 pub use rooms::{Commit, CommitError, EventAppend, Revision, RoomStore, StoreError, StoredRoom};

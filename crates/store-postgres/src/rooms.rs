@@ -12,7 +12,7 @@ use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
 use agentroom_ports::{
     Commit, CommitError, Delta, EventAppend, Outbox, OutboxItem, Receipt, Revision, RoomStore,
-    StoreError, StoredRoom,
+    Sections, StoreError, StoredRoom,
 };
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
+use crate::held::Held;
 use crate::migrate::check_migrated;
 use crate::sql;
 
@@ -51,7 +52,7 @@ struct SnapshotHint {
 #[derive(Debug, Clone)]
 struct Known {
     revision: Revision,
-    document: Arc<Value>,
+    document: Arc<Sections>,
     hint: SnapshotHint,
 }
 
@@ -61,6 +62,8 @@ struct Known {
 #[derive(Debug, Clone)]
 pub struct PgRooms {
     pub(crate) pool: PgPool,
+    /// Connections for the hot path (commit, load, heartbeat, receipt): no pool pings.
+    pub(crate) held: Held,
     known: Arc<Mutex<HashMap<RoomId, Known>>>,
 }
 
@@ -80,6 +83,7 @@ impl PgRooms {
     pub async fn from_pool(pool: PgPool) -> Result<Self, StoreError> {
         check_migrated(&pool).await.map_err(StoreError::from)?;
         Ok(Self {
+            held: Held::like(&pool),
             pool,
             known: Arc::new(Mutex::new(HashMap::new())),
         })
@@ -88,6 +92,26 @@ impl PgRooms {
     /// The pool (for the benchmark and for closing it).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The statements prepared on the connection the hot path (commits, loads, heartbeats,
+    /// receipts) would use next, with how often each was planned generically and for its
+    /// values (`pg_prepared_statements`): what shows whether commits keep their plans.
+    pub async fn hot_path_plans(&self) -> Result<Vec<(String, i64, i64)>, StoreError> {
+        let context = "reading prepared statements";
+        let mut lent = self.held.lend().await.map_err(failed(context))?;
+        let rows = sqlx::query_as(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements",
+        )
+        .fetch_all(lent.conn())
+        .await;
+        lent.finish(rows).map_err(failed(context))
+    }
+
+    /// Closes the pool and the connections the hot path keeps open.
+    pub async fn close(&self) {
+        self.held.close().await;
+        self.pool.close().await;
     }
 
     fn known(&self, room: &RoomId) -> Option<Known> {
@@ -157,25 +181,28 @@ fn as_i64(n: u64) -> i64 {
 }
 
 /// Rebuilds a state from a stored document and the deltas after it.
-fn rebuild(state: &str, deltas: &[String]) -> Result<Value, StoreError> {
-    let mut value: Value = parse_json("a Room snapshot", state)?;
-    apply(&mut value, deltas)?;
-    Ok(value)
+fn rebuild(state: &str, deltas: &[String]) -> Result<Sections, StoreError> {
+    let value: Value = parse_json("a Room snapshot", state)?;
+    let mut document = Sections::from_value(value)
+        .map_err(|e| StoreError::Corrupt(format!("a Room snapshot: {e}")))?;
+    apply(&mut document, deltas)?;
+    Ok(document)
 }
 
 /// Applies stored deltas, in order, to a document.
-fn apply(value: &mut Value, deltas: &[String]) -> Result<(), StoreError> {
+fn apply(document: &mut Sections, deltas: &[String]) -> Result<(), StoreError> {
     for (i, text) in deltas.iter().enumerate() {
         let delta: Delta = parse_json("a Room history delta", text)?;
-        delta
-            .apply(value)
+        document
+            .apply(&delta)
             .map_err(|e| StoreError::Corrupt(format!("history delta {i} of a rebuild: {e}")))?;
     }
     Ok(())
 }
 
-fn room_state(value: &Value) -> Result<RoomState, StoreError> {
-    RoomState::deserialize(value)
+fn room_state(document: &Sections) -> Result<RoomState, StoreError> {
+    let members = serde::de::value::MapDeserializer::<_, serde_json::Error>::new(document.iter());
+    RoomState::deserialize(members)
         .map_err(|e| StoreError::Corrupt(format!("a rebuilt Room state: {e}")))
 }
 
@@ -260,6 +287,8 @@ impl RoomStore for PgRooms {
         let document = serde_json::to_value(state)
             .map_err(|e| StoreError::Database(format!("serializing a Room state: {e}")))?;
         let text = to_json("a Room state", &document)?;
+        let document = Sections::from_value(document)
+            .map_err(|e| StoreError::Database(format!("serializing a Room state: {e}")))?;
         let opening = state
             .ledger()
             .opening()
@@ -299,11 +328,13 @@ impl RoomStore for PgRooms {
         {
             return Ok(Some(stored));
         }
-        let row: Option<(i64, i64, String, i64, i64, Vec<String>)> = sqlx::query_as(sql::LOAD_ROOM)
+        let mut lent = self.held.lend().await.map_err(failed("loading a Room"))?;
+        let row = sqlx::query_as(sql::LOAD_ROOM)
             .bind(room.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(failed("loading a Room"))?;
+            .fetch_optional(lent.conn())
+            .await;
+        let row: Option<(i64, i64, String, i64, i64, Vec<String>)> =
+            lent.finish(row).map_err(failed("loading a Room"))?;
         let Some((revision, snapshot, state, snapshot_bytes, since, deltas)) = row else {
             return Ok(None);
         };
@@ -346,15 +377,23 @@ impl RoomStore for PgRooms {
             )))
         };
         // The state at `expected` is what the caller passes as `previous`; when this process
-        // knows that revision, its document is the stored one and needs no serializing.
+        // knows that revision, its document is the stored one and needs no serializing. The
+        // next document shares the sections the decision left alone and serializes only the
+        // ones it changed (compared as values), and the delta is theirs.
         let known = self.known(room);
         let hint = known.as_ref().map(|k| k.hint);
         let previous = match known {
             Some(known) if known.revision == expected => known.document,
-            _ => Arc::new(serde_json::to_value(commit.previous).map_err(serialize)?),
+            _ => Arc::new(
+                Sections::from_value(serde_json::to_value(commit.previous).map_err(serialize)?)
+                    .map_err(|e| CommitError::Store(StoreError::Database(e.to_string())))?,
+            ),
         };
-        let next = serde_json::to_value(commit.state).map_err(serialize)?;
-        let delta = Delta::between(&previous, &next);
+        let changed = commit
+            .state
+            .changed_sections(commit.previous)
+            .map_err(serialize)?;
+        let (next, delta) = previous.with(changed);
         drop(previous);
         let delta_text = json_text("a Room delta", &delta)?;
         let delta_bytes = as_i64(delta_text.len() as u64);
@@ -362,7 +401,7 @@ impl RoomStore for PgRooms {
             h.since.saturating_add(delta_bytes) >= h.snapshot_bytes.max(MIN_SNAPSHOT_INTERVAL_BYTES)
         });
         let snapshot = snapshot_due
-            .then(|| serde_json::to_string(&next))
+            .then(|| serde_json::to_string(commit.state))
             .transpose()
             .map_err(serialize)?;
         let snapshot_bytes = snapshot.as_ref().map(|text| as_i64(text.len() as u64));
@@ -373,6 +412,11 @@ impl RoomStore for PgRooms {
         parts.operations = !operations.is_empty();
         parts.ledger = !commit.ledger.is_empty();
         parts.notifications = !commit.notifications.is_empty();
+        let mut lent = self
+            .held
+            .lend()
+            .await
+            .map_err(|e| CommitError::Store(failed("committing a Room")(e)))?;
         let row: Result<Option<(i64, i64, i64, Option<i64>)>, sqlx::Error> =
             // The text is one of the fixed ones `commit_room` assembles from constants.
             sqlx::query_as(sqlx::AssertSqlSafe(sql::commit_room(parts)))
@@ -427,9 +471,9 @@ impl RoomStore for PgRooms {
                         .collect::<Vec<_>>(),
                 )
                 .bind(json_texts("a notification", &commit.notifications)?)
-                .fetch_optional(&self.pool)
+                .fetch_optional(lent.conn())
                 .await;
-        let row = match row {
+        let row = match lent.finish(row) {
             Ok(row) => row,
             Err(error) => return Err(self.refusal(room, &commit, error)),
         };
@@ -448,11 +492,13 @@ impl RoomStore for PgRooms {
             return Ok(Revision(revision));
         }
         // The compare-and-swap did not match: the Room moved, or there is none.
-        let actual: Option<i64> = sqlx::query_scalar(sql::ROOM_REVISION)
+        let reading = |e| CommitError::Store(failed("reading a Room's revision")(e));
+        let mut lent = self.held.lend().await.map_err(reading)?;
+        let actual = sqlx::query_scalar(sql::ROOM_REVISION)
             .bind(room.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| CommitError::Store(failed("reading a Room's revision")(e)))?;
+            .fetch_optional(lent.conn())
+            .await;
+        let actual: Option<i64> = lent.finish(actual).map_err(reading)?;
         match actual {
             Some(actual) => Err(CommitError::Conflict {
                 room: room.clone(),
@@ -582,14 +628,16 @@ impl PgRooms {
         room: &RoomId,
         known: Known,
     ) -> Result<Option<StoredRoom>, StoreError> {
-        let row: Option<(i64, i64, i64, Option<Vec<String>>)> =
-            sqlx::query_as(sql::LOAD_ROOM_SINCE)
-                .bind(room.as_str())
-                .bind(known.revision.0)
-                .bind(CATCH_UP_REVISIONS)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(failed("loading a Room"))?;
+        let mut lent = self.held.lend().await.map_err(failed("loading a Room"))?;
+        // Revision, snapshot bytes, delta bytes since it, the deltas (none when too far behind).
+        type Since = (i64, i64, i64, Option<Vec<String>>);
+        let row: Result<Option<Since>, sqlx::Error> = sqlx::query_as(sql::LOAD_ROOM_SINCE)
+            .bind(room.as_str())
+            .bind(known.revision.0)
+            .bind(CATCH_UP_REVISIONS)
+            .fetch_optional(lent.conn())
+            .await;
+        let row = lent.finish(row).map_err(failed("loading a Room"))?;
         let Some((revision, snapshot_bytes, since, Some(deltas))) = row else {
             return Ok(None);
         };
@@ -599,7 +647,7 @@ impl PgRooms {
         let document = if deltas.is_empty() {
             known.document
         } else {
-            let mut document = Value::clone(&known.document);
+            let mut document = Sections::clone(&known.document);
             apply(&mut document, &deltas)?;
             Arc::new(document)
         };

@@ -94,13 +94,18 @@ impl WorkflowStore for PgRooms {
         generation: i64,
         duration: Duration,
     ) -> Result<Heartbeat, StoreError> {
-        let cancel: Option<bool> = sqlx::query_scalar(sql::HEARTBEAT)
+        let mut lent = self
+            .held
+            .lend()
+            .await
+            .map_err(failed("extending a lease"))?;
+        let cancel = sqlx::query_scalar(sql::HEARTBEAT)
             .bind(op.to_string())
             .bind(generation)
             .bind(millis(duration))
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(failed("extending a lease"))?;
+            .fetch_optional(lent.conn())
+            .await;
+        let cancel: Option<bool> = lent.finish(cancel).map_err(failed("extending a lease"))?;
         Ok(match cancel {
             Some(cancel) => Heartbeat::Extended { cancel },
             None => Heartbeat::Fenced,
@@ -114,13 +119,18 @@ impl WorkflowStore for PgRooms {
         generation: i64,
         receipt: &Receipt,
     ) -> Result<ReceiptWrite, StoreError> {
+        let mut lent = self
+            .held
+            .lend()
+            .await
+            .map_err(failed("recording a receipt"))?;
         let done = sqlx::query(sql::RECORD_RECEIPT)
             .bind(op.to_string())
             .bind(generation)
             .bind(to_json("a receipt", receipt)?)
-            .execute(&self.pool)
-            .await
-            .map_err(failed("recording a receipt"))?;
+            .execute(lent.conn())
+            .await;
+        let done = lent.finish(done).map_err(failed("recording a receipt"))?;
         Ok(if done.rows_affected() == 1 {
             ReceiptWrite::Recorded
         } else {
@@ -130,11 +140,18 @@ impl WorkflowStore for PgRooms {
 
     #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]
     async fn mark_uncertain(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
+        let mut lent = self
+            .held
+            .lend()
+            .await
+            .map_err(failed("marking an operation uncertain"))?;
         let done = sqlx::query(sql::MARK_UNCERTAIN)
             .bind(op.to_string())
             .bind(generation)
-            .execute(&self.pool)
-            .await
+            .execute(lent.conn())
+            .await;
+        let done = lent
+            .finish(done)
             .map_err(failed("marking an operation uncertain"))?;
         Ok(done.rows_affected() == 1)
     }
