@@ -320,9 +320,15 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
         for _ in 0..50 {
             room = one_call(&store, &decider, &config, room).await?.0;
         }
-        let (backend,): (i32,) = sqlx::query_as("SELECT pg_backend_pid()")
-            .fetch_one(store.pool())
-            .await?;
+        // The backend of the connection the store's commits run on (not the pool's).
+        let (backend,): (i32,) = sqlx::query_as(
+            "SELECT pid FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid() \
+               AND query LIKE 'WITH cas AS%' LIMIT 1",
+        )
+        .fetch_one(store.pool())
+        .await
+        .context("finding the backend of the store's commits")?;
         let cpu_before = (crate::cpu_ticks("self"), crate::cpu_ticks(&backend.to_string()));
         let mut times = Vec::with_capacity(args.calls);
         for _ in 0..args.calls {
