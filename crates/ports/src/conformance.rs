@@ -215,6 +215,7 @@ fn reserved_op(decision: &Decision) -> OperationId {
 
 fn answer() -> Receipt {
     Receipt {
+        model: None,
         charge: Charge::Actual(UsdMicros::new(400)),
         result: CallResult::Reasoner(ReasonerResult::FormatError {
             detail: "not JSON".to_owned(),

@@ -297,6 +297,7 @@ async fn commit_statements_keep_their_generic_plan() {
             .unwrap();
         d.commit(&store, &decision, "event_accepted").await.unwrap();
         let receipt = Receipt {
+            model: None,
             charge: Charge::Actual(UsdMicros::new(400)),
             result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
                 observed: request.observed,
