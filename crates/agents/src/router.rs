@@ -110,6 +110,26 @@ impl Agents {
     }
 }
 
+impl Agents {
+    /// The model of the adapter that runs `call` (as [`Agents::dispatch`] picks it), if it
+    /// names one.
+    pub fn model_of(&self, call: &AgentCall) -> Option<String> {
+        match call {
+            AgentCall::Reasoner(_) => self.reasoner.as_ref()?.model_name(),
+            AgentCall::Specialist(call) => self
+                .specialists
+                .get(&call.principal)
+                .or(self.any_specialist.as_ref())?
+                .model_name(),
+            AgentCall::Reviewer(call) => self
+                .reviewers
+                .get(&call.principal)
+                .or(self.any_reviewer.as_ref())?
+                .model_name(),
+        }
+    }
+}
+
 fn refused<T>(reason: &str) -> AgentOutcome<T> {
     AgentOutcome::Refused {
         reason: reason.to_owned(),
@@ -119,9 +139,11 @@ fn refused<T>(reason: &str) -> AgentOutcome<T> {
 /// The runner's view of an agent outcome.
 pub fn call_outcome(outcome: AgentOutcome<CallResult>) -> CallOutcome {
     match outcome {
-        AgentOutcome::Returned { result, charge } => {
-            CallOutcome::Returned(Receipt { charge, result })
-        }
+        AgentOutcome::Returned { result, charge } => CallOutcome::Returned(Receipt {
+            charge,
+            result,
+            model: None,
+        }),
         AgentOutcome::NotSent {
             retry_after,
             reason,
@@ -163,7 +185,13 @@ impl Provider for Agents {
                 tracing::info!(reason = reason.as_str(), "aborted while running");
                 CallOutcome::Aborted
             }
-            outcome = self.dispatch(&call) => call_outcome(outcome),
+            outcome = self.dispatch(&call) => {
+                let mut outcome = call_outcome(outcome);
+                if let CallOutcome::Returned(receipt) = &mut outcome {
+                    receipt.model = self.model_of(&call);
+                }
+                outcome
+            }
         }
     }
 }

@@ -101,6 +101,7 @@ fn failure_reason(outcome: CallOutcome) -> String {
         CallOutcome::Returned(Receipt {
             result: CallResult::Specialist(SpecialistResult::Failure { reason }),
             charge,
+            ..
         }) => {
             assert_eq!(charge, Charge::Actual(UsdMicros::new(7)));
             reason

@@ -116,6 +116,7 @@ struct NoOp;
 impl Provider for NoOp {
     async fn call(&self, request: &CallRequest, _abort: Abort) -> CallOutcome {
         CallOutcome::Returned(Receipt {
+            model: None,
             charge: Charge::Actual(UsdMicros::new(400)),
             result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
                 observed: request.observed,

@@ -601,6 +601,7 @@ impl Provider for DrillProvider {
             };
         }
         CallOutcome::Returned(Receipt {
+            model: None,
             charge: Charge::Actual(UsdMicros::new(CHARGED_MICROS)),
             result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
                 observed: request.observed,

@@ -419,6 +419,8 @@ fn b2_b4_d3_an_objective_blocked_on_budget_is_paused_resumed_and_completes_after
         ["specialist", "$0.006200", "6200"]
     );
     assert_eq!(row(&table, "rita"), ["rita", "$0.001200", "1200"]);
+    // Every call was the scripted model's (its receipts name it).
+    assert_eq!(row(&table, "scripted"), ["scripted", "$0.009500", "9500"]);
     assert!(
         table
             .lines()
@@ -439,6 +441,7 @@ fn b2_b4_d3_an_objective_blocked_on_budget_is_paused_resumed_and_completes_after
         "spent_micros_by_objective",
         "spent_micros_by_role",
         "spent_micros_by_principal",
+        "spent_micros_by_model",
     ] {
         let sum: i64 = budget[breakdown]
             .as_object()

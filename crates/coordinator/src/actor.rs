@@ -144,6 +144,8 @@ where
             None => Commit::state(&current.state, &current.state, now, kind),
         };
         commit.applied.extend(applied);
+        // An operator input is decided once per Room: the store refuses a second commit.
+        commit.input_id = seed.input();
         match shared.store.commit(room, current.revision, commit).await {
             Ok(revision) => {
                 let Some(decision) = decision else {

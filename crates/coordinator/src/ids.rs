@@ -12,27 +12,9 @@ use uuid::Uuid;
 const NAMESPACE: Uuid = Uuid::from_u128(0x6167_656e_7472_6f6f_6d2d_636f_6f72_6400);
 
 /// The persisted id of a control or operator input (a request id the caller stored or
-/// received with the request); the same id decides to the same ids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct InputId(Uuid);
-
-impl InputId {
-    /// An input id from its UUID.
-    pub const fn from_uuid(uuid: Uuid) -> Self {
-        Self(uuid)
-    }
-
-    /// An input id derived from a caller's stable name for the request (e.g. `"grant sam
-    /// specialist"` in a setup that runs once per Room).
-    pub fn named(name: &str) -> Self {
-        Self(Uuid::new_v5(&NAMESPACE, name.as_bytes()))
-    }
-
-    /// Its UUID.
-    pub const fn as_uuid(&self) -> &Uuid {
-        &self.0
-    }
-}
+/// received with the request); the same id decides to the same ids, and a Room's store
+/// commits a decision of it once.
+pub use agentroom_ports::domain::ids::InputId;
 
 /// Where a decision's ids come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,12 +28,22 @@ pub(crate) enum IdSeed {
 }
 
 impl IdSeed {
+    /// The operator input this seed is, if any: its decision is committed once per Room.
+    pub(crate) fn input(self) -> Option<InputId> {
+        match self {
+            IdSeed::Input(id) => Some(id),
+            IdSeed::Event(_) | IdSeed::Outcome(..) => None,
+        }
+    }
+}
+
+impl IdSeed {
     /// The namespace the decision's `DerivedIds` start from.
     pub(crate) fn namespace(self) -> Uuid {
         match self {
             IdSeed::Event(event) => Uuid::new_v5(&NAMESPACE, event.as_uuid().as_bytes()),
             IdSeed::Outcome(op, kind) => Uuid::new_v5(op.as_uuid(), kind.as_bytes()),
-            IdSeed::Input(id) => Uuid::new_v5(&NAMESPACE, id.0.as_bytes()),
+            IdSeed::Input(id) => Uuid::new_v5(&NAMESPACE, id.as_uuid().as_bytes()),
         }
     }
 }

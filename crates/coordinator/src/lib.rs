@@ -42,7 +42,8 @@ use agentroom_ports::domain::review::ReviewSubmission;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::domain::state::RoomState;
 use agentroom_ports::{
-    Clock, Notifier, Outbox, Reconciler, Revision, RoomStore, StoreError, StoredRoom, WorkflowStore,
+    Clock, CommitError, Notifier, Outbox, Reconciler, Revision, RoomStore, StoreError, StoredRoom,
+    WorkflowStore,
 };
 use agentroom_workflows::{Provider, RecoveryReport, Runner, RunnerConfig};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -121,13 +122,22 @@ pub enum Outcome {
     /// It was decided before (an event accepted once, T1; an outcome applied already):
     /// nothing was written.
     AlreadyDone,
+    /// This operator input (its [`InputId`]) was decided before, by the commit that made
+    /// `revision`: nothing was written now.
+    AlreadyDecided {
+        /// The revision of the original decision.
+        revision: Revision,
+        /// The original decision's log.
+        log: Vec<LogEntry>,
+    },
 }
 
 impl Outcome {
-    /// The decision log (empty when it was done before).
+    /// The decision log (the original one when the input was decided before; empty when
+    /// it was done before).
     pub fn log(&self) -> &[LogEntry] {
         match self {
-            Outcome::Decided { log, .. } => log,
+            Outcome::Decided { log, .. } | Outcome::AlreadyDecided { log, .. } => log,
             Outcome::AlreadyDone => &[],
         }
     }
@@ -300,15 +310,56 @@ where
     /// Decides an operator or control input persisted as `id`: control, late results, limit
     /// raises, overrun acknowledgements, human reviews, task updates, membership changes.
     /// Call outcomes are the runner's and recovery's, not this method's.
+    ///
+    /// Each input id is decided once per Room, durably: a retry of `id` — in this process,
+    /// after a restart, or from another process on the same store — is answered with the
+    /// original decision ([`Outcome::AlreadyDecided`]) and changes nothing. The store's
+    /// unique input id in the commit guarantees it; the look-up first only spares deciding.
     pub async fn submit(
         &self,
         room: &RoomId,
         id: InputId,
         input: OperatorInput,
     ) -> Result<Outcome, CoordinatorError> {
-        self.shared
+        if let Some(before) = self.decided_before(room, id).await? {
+            return Ok(before);
+        }
+        match self
+            .shared
             .submit(room, input.into_input(), IdSeed::Input(id), Guard::None)
             .await
+        {
+            // Another process (or a request racing this one) committed it first.
+            Err(CoordinatorError::Commit(CommitError::AlreadyDecided { room, input })) => self
+                .decided_before(&room, input)
+                .await?
+                .ok_or(CoordinatorError::Commit(CommitError::AlreadyDecided {
+                    room,
+                    input,
+                })),
+            outcome => outcome,
+        }
+    }
+
+    /// The decision that committed input `id` in `room`, if one did.
+    async fn decided_before(
+        &self,
+        room: &RoomId,
+        id: InputId,
+    ) -> Result<Option<Outcome>, CoordinatorError> {
+        let store = &self.shared.store;
+        let Some(revision) = store.input_decided(room, id).await? else {
+            return Ok(None);
+        };
+        let before = Revision(revision.0.saturating_sub(1));
+        let log = store
+            .history(room, before, 1)
+            .await?
+            .into_iter()
+            .find(|entry| entry.revision == revision)
+            .map(|entry| entry.log)
+            .unwrap_or_default();
+        Ok(Some(Outcome::AlreadyDecided { revision, log }))
     }
 
     /// Pause, resume or cancel an objective (D3): running calls are asked to abort through

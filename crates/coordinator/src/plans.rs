@@ -161,7 +161,7 @@ where
                     None => Ok(()),
                 })
             }
-            Ok(Outcome::AlreadyDone) => Ok(Ok(())),
+            Ok(Outcome::AlreadyDone | Outcome::AlreadyDecided { .. }) => Ok(Ok(())),
             Err(CoordinatorError::Input(InputError::UnknownObjective(_))) => {
                 Ok(Err(no_plan(&update.plan_id)))
             }

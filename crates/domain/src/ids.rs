@@ -100,6 +100,24 @@ uuid_id!(
     NotificationId,
     "notification id"
 );
+uuid_id!(
+    /// A persisted operator input (control, a limit raise, a review, …): the id of the
+    /// request that carried it. A Room decides each input id once; deciding the same input
+    /// again yields the same derived ids.
+    InputId,
+    "input id"
+);
+
+/// The namespace of [`InputId::named`] (the coordinator derives its ids from the same one).
+const INPUT_NAMESPACE: Uuid = Uuid::from_u128(0x6167_656e_7472_6f6f_6d2d_636f_6f72_6400);
+
+impl InputId {
+    /// An input id derived from a caller's stable name for the request (e.g. `"grant sam
+    /// specialist"` in a setup that runs once per Room): the same name is the same input.
+    pub fn named(name: &str) -> Self {
+        Self(Uuid::new_v5(&INPUT_NAMESPACE, name.as_bytes()))
+    }
+}
 
 macro_rules! slug_id {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {

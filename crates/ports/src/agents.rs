@@ -253,6 +253,11 @@ impl<T> AgentOutcome<T> {
 pub trait Reasoner: Send + Sync {
     /// Interprets `call`. The proposal must bind `call.observed` (O10).
     async fn interpret(&self, call: &ReasonerCall) -> AgentOutcome<ReasonerResult>;
+
+    /// The model its calls are charged for, recorded on their receipts (cost by model).
+    fn model_name(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Executes one task for the specialist it is assigned to (T2: a result is a contribution).
@@ -260,6 +265,11 @@ pub trait Reasoner: Send + Sync {
 pub trait Specialist: Send + Sync {
     /// Executes `call.task` as `call.principal`.
     async fn execute(&self, call: &SpecialistCall) -> AgentOutcome<SpecialistResult>;
+
+    /// The model its calls are charged for, recorded on their receipts (cost by model).
+    fn model_name(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Reviews one report version against every criterion (R2).
@@ -268,6 +278,11 @@ pub trait Reviewer: Send + Sync {
     /// Reviews `call.report` as `call.principal`; the review binds `call.report` and
     /// `call.observed`.
     async fn review(&self, call: &ReviewerCall) -> AgentOutcome<ReviewerResult>;
+
+    /// The model its calls are charged for, recorded on their receipts (cost by model).
+    fn model_name(&self) -> Option<String> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ use agentroom_domain::engine::{
     CallResult, Charge, Decision, Effect, Env, Input, MembershipChange, ReasonerResult, decide,
 };
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{DerivedIds, EventId, OperationId, PrincipalId, RoomId, Timestamp};
+use agentroom_domain::ids::{
+    DerivedIds, EventId, InputId, NotificationId, OperationId, PrincipalId, RoomId, Timestamp,
+};
 use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
@@ -24,7 +26,7 @@ use uuid::Uuid;
 
 use crate::memory::MemoryStore;
 use crate::notify::Outbox;
-use crate::rooms::{Commit, CommitError, EventAppend, Revision, RoomStore};
+use crate::rooms::{Commit, CommitError, EventAppend, OutboxPosition, Revision, RoomStore};
 use crate::workflows::{
     Heartbeat, LeaseGrant, OperationFilter, OperationStatus, Receipt, ReceiptWrite, Resolution,
     ResolutionOutcome, WorkflowStore,
@@ -58,6 +60,9 @@ macro_rules! store_conformance {
             t5_notifications_are_stored_once_and_delivered,
             ledger_rows_replay_to_the_stored_balances,
             rooms_do_not_see_each_other,
+            an_operator_input_is_decided_once_per_room,
+            history_lists_each_commits_decision_after_a_revision,
+            t5_delivered_notifications_are_read_in_delivery_order,
         );
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
@@ -210,6 +215,7 @@ fn reserved_op(decision: &Decision) -> OperationId {
 
 fn answer() -> Receipt {
     Receipt {
+        model: None,
         charge: Charge::Actual(UsdMicros::new(400)),
         result: CallResult::Reasoner(ReasonerResult::FormatError {
             detail: "not JSON".to_owned(),
@@ -1024,6 +1030,204 @@ pub async fn rooms_do_not_see_each_other<S: Store>(store: Arc<S>) {
         store.commit(&unknown, Revision::FIRST, commit).await,
         Err(CommitError::UnknownRoom(_))
     ));
+}
+
+/// An operator input (its input id) is decided once per Room: a second commit deciding it
+/// — decided again on the newer state, as a retried request is — writes nothing (no
+/// revision, no ledger row) and names the input; the store says which revision decided it.
+/// Another Room decides the same input id on its own.
+pub async fn an_operator_input_is_decided_once_per_room<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "input-once", 1_000_000).await;
+    let input = InputId::from_uuid(Uuid::from_u128(0x1d_0001));
+    assert_eq!(store.input_decided(&d.room(), input).await.unwrap(), None);
+    let raise = d.raise(500);
+    let mut commit = Commit::decided(&d.room(), &d.state, &raise, AT, "raise_limit", None);
+    commit.input_id = Some(input);
+    let first = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    d.revision = first;
+    d.state = raise.state.clone();
+    assert_eq!(
+        store.input_decided(&d.room(), input).await.unwrap(),
+        Some(first)
+    );
+    let rows = store.ledger(&d.room()).await.unwrap();
+    // The retry, decided again on the state the first one left.
+    let again = d.raise(500);
+    let mut commit = Commit::decided(&d.room(), &d.state, &again, AT, "raise_limit", None);
+    commit.input_id = Some(input);
+    match store.commit(&d.room(), d.revision, commit).await {
+        Err(CommitError::AlreadyDecided { room, input: i }) => {
+            assert_eq!((room, i), (d.room(), input));
+        }
+        other => panic!("expected already decided, got {other:?}"),
+    }
+    let stored = store.load(&d.room()).await.unwrap().unwrap();
+    assert_eq!(stored.revision, first, "nothing was committed");
+    assert_eq!(stored.state, raise.state);
+    assert_eq!(
+        store.ledger(&d.room()).await.unwrap(),
+        rows,
+        "no ledger row"
+    );
+    // Inputs without an id, and other ids, are decided as often as they come.
+    let plain = d.raise(1);
+    d.commit(&*store, &plain, "raise_limit").await.unwrap();
+    let other_id = d.raise(1);
+    let mut commit = Commit::decided(&d.room(), &d.state, &other_id, AT, "raise_limit", None);
+    commit.input_id = Some(InputId::from_uuid(Uuid::from_u128(0x1d_0002)));
+    d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    // Per Room: another Room decides the same id.
+    let mut b = Driver::create(&*store, "input-once-b", 1_000_000).await;
+    let theirs = b.raise(500);
+    let mut commit = Commit::decided(&b.room(), &b.state, &theirs, AT, "raise_limit", None);
+    commit.input_id = Some(input);
+    let revision = store.commit(&b.room(), b.revision, commit).await.unwrap();
+    assert_eq!(
+        store.input_decided(&b.room(), input).await.unwrap(),
+        Some(revision)
+    );
+    assert_eq!(
+        store.input_decided(&d.room(), input).await.unwrap(),
+        Some(first)
+    );
+}
+
+/// The history rows read back after a revision, paged, in order: each commit's kind of
+/// input, accepted event, operator input and decision log, as committed.
+pub async fn history_lists_each_commits_decision_after_a_revision<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "history", 1_000_000).await;
+    let message = d.owner_message("plan this");
+    let event = message.event;
+    d.commit(&*store, &message, "event_accepted").await.unwrap();
+    let raise = d.raise(7);
+    let input = InputId::from_uuid(Uuid::from_u128(0x415_0001));
+    let mut commit = Commit::decided(&d.room(), &d.state, &raise, AT, "raise_limit", None);
+    commit.input_id = Some(input);
+    d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    d.state = raise.state.clone();
+    let all = store.history(&d.room(), Revision(0), 100).await.unwrap();
+    let kinds: Vec<(i64, &str)> = all
+        .iter()
+        .map(|h| (h.revision.0, h.input.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (1, "create"),
+            (2, "change_membership"),
+            (3, "event_accepted"),
+            (4, "raise_limit")
+        ]
+    );
+    assert_eq!(all[2].event, event);
+    assert!(event.is_some());
+    assert_eq!(all[2].log, message.log);
+    assert_eq!((all[3].input_id, &all[3].log), (Some(input), &raise.log));
+    assert!(!raise.log.is_empty(), "a raise logs its rule");
+    assert_eq!(all[3].at, AT);
+    assert_eq!(all[0].input_id, None);
+    let page = store.history(&d.room(), Revision(2), 1).await.unwrap();
+    assert_eq!(page, all[2..3].to_vec());
+    assert!(
+        store
+            .history(&d.room(), Revision(4), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let unknown = RoomId::parse("no-history").unwrap();
+    assert!(
+        store
+            .history(&unknown, Revision(0), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// T5: delivered notifications are read back per Room in the order they were marked
+/// delivered (not the order they were stored), each once, after a position; an undelivered
+/// one is known but not listed.
+pub async fn t5_delivered_notifications_are_read_in_delivery_order<S: Store>(store: Arc<S>) {
+    let mut d = Driver::create(&*store, "feed", 1_000_000).await;
+    let mut other = Driver::create(&*store, "feed-b", 1_000_000).await;
+    let note = |n: u128, text: &str| agentroom_domain::engine::Notification {
+        id: NotificationId::from_uuid(Uuid::from_u128(0xfeed_0000 + n)),
+        audience: agentroom_domain::engine::Audience::Operators,
+        objective: None,
+        text: text.to_owned(),
+    };
+    let raise = d.raise(1);
+    let mut commit = Commit::decided(&d.room(), &d.state, &raise, AT, "raise_limit", None);
+    commit.notifications = vec![note(1, "one"), note(2, "two"), note(3, "three")];
+    d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    d.state = raise.state.clone();
+    let theirs = other.raise(1);
+    let mut commit = Commit::decided(
+        &other.room(),
+        &other.state,
+        &theirs,
+        AT,
+        "raise_limit",
+        None,
+    );
+    commit.notifications = vec![note(9, "theirs")];
+    store
+        .commit(&other.room(), other.revision, commit)
+        .await
+        .unwrap();
+    assert!(store.delivered(&d.room(), 0, 10).await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .outbox_position(&d.room(), note(2, "").id)
+            .await
+            .unwrap(),
+        Some(OutboxPosition::Undelivered)
+    );
+    for n in [2, 9, 1] {
+        store.mark_delivered(note(n, "").id).await.unwrap();
+    }
+    store.mark_delivered(note(2, "").id).await.unwrap();
+    let delivered = store.delivered(&d.room(), 0, 10).await.unwrap();
+    let texts: Vec<&str> = delivered
+        .iter()
+        .map(|n| n.notification.text.as_str())
+        .collect();
+    assert_eq!(texts, vec!["two", "one"], "delivery order, once each");
+    assert!(delivered[0].position > 0 && delivered[0].position < delivered[1].position);
+    let second = delivered[1].position;
+    assert_eq!(
+        store
+            .outbox_position(&d.room(), note(1, "").id)
+            .await
+            .unwrap(),
+        Some(OutboxPosition::Delivered(second))
+    );
+    let after_first = store
+        .delivered(&d.room(), delivered[0].position, 10)
+        .await
+        .unwrap();
+    assert_eq!(after_first, delivered[1..].to_vec());
+    assert_eq!(
+        store.delivered(&d.room(), 0, 1).await.unwrap(),
+        delivered[..1].to_vec()
+    );
+    // Delivered later, listed later.
+    store.mark_delivered(note(3, "").id).await.unwrap();
+    let later = store.delivered(&d.room(), second, 10).await.unwrap();
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].notification, note(3, "three"));
+    // Rooms do not see each other's notifications.
+    assert_eq!(
+        store
+            .outbox_position(&d.room(), note(9, "").id)
+            .await
+            .unwrap(),
+        None
+    );
+    let theirs = store.delivered(&other.room(), 0, 10).await.unwrap();
+    assert_eq!(theirs.len(), 1);
+    assert_eq!(theirs[0].notification.text, "theirs");
 }
 
 /// A fresh in-memory store (the suite's own check).

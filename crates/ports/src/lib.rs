@@ -41,7 +41,10 @@ pub use clock::{Clock, SystemClock};
 pub use delta::{Delta, DeltaError, Sections};
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
 pub use reconcile::{ReconcileError, Reconciler};
-pub use rooms::{Commit, CommitError, EventAppend, Revision, RoomStore, StoreError, StoredRoom};
+pub use rooms::{
+    Commit, CommitError, Delivered, EventAppend, HistoryEntry, OutboxPosition, Revision, RoomStore,
+    StoreError, StoredRoom,
+};
 pub use tokens::{
     AuthError, Authenticated, IssuedToken, NewToken, TokenError, TokenId, TokenMaterial,
     TokenRecord, TokenStore,

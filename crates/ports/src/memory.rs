@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use agentroom_domain::engine::Notification;
 use agentroom_domain::event::Event;
-use agentroom_domain::ids::{EventId, NotificationId, OperationId, RoomId, Timestamp};
+use agentroom_domain::ids::{EventId, InputId, NotificationId, OperationId, RoomId, Timestamp};
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
 use async_trait::async_trait;
@@ -16,7 +16,10 @@ use serde_json::Value;
 
 use crate::delta::Delta;
 use crate::notify::{Outbox, OutboxItem};
-use crate::rooms::{Commit, CommitError, EventAppend, Revision, RoomStore, StoreError, StoredRoom};
+use crate::rooms::{
+    Commit, CommitError, Delivered, EventAppend, HistoryEntry, OutboxPosition, Revision, RoomStore,
+    StoreError, StoredRoom,
+};
 use crate::workflows::{
     ClaimedOperation, Heartbeat, LeaseGrant, OperationFilter, OperationRecord, OperationStatus,
     Receipt, ReceiptWrite, Resolution, WorkflowStore,
@@ -38,6 +41,8 @@ struct Inner {
     order: u64,
     ledger: BTreeMap<RoomId, Vec<LedgerEntry>>,
     outbox: Vec<(RoomId, Notification, u32, bool)>,
+    /// Delivered notifications in the order they were marked delivered (position = index + 1).
+    deliveries: Vec<(RoomId, Notification)>,
 }
 
 #[derive(Debug)]
@@ -48,6 +53,12 @@ struct RoomRow {
     state: RoomState,
     /// Events whose acceptance was committed (T1).
     accepted: BTreeSet<EventId>,
+    /// Operator inputs decided, with the revision that decided each.
+    inputs: BTreeMap<InputId, Revision>,
+    /// What each commit after the creation decided (revision 2 first).
+    decided: Vec<HistoryEntry>,
+    /// When the Room was created.
+    created: Timestamp,
 }
 
 #[derive(Debug, Clone)]
@@ -78,7 +89,7 @@ fn refresh(row: &mut OpRow, now: Instant) {
 
 #[async_trait]
 impl RoomStore for MemoryStore {
-    async fn create(&self, state: &RoomState, _at: Timestamp) -> Result<Revision, StoreError> {
+    async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError> {
         let mut inner = self.lock();
         let room = state.room().clone();
         if inner.rooms.contains_key(&room) {
@@ -98,6 +109,9 @@ impl RoomStore for MemoryStore {
                 history: Vec::new(),
                 state: state.clone(),
                 accepted: BTreeSet::new(),
+                inputs: BTreeMap::new(),
+                decided: Vec::new(),
+                created: at,
             },
         );
         Ok(Revision::FIRST)
@@ -136,6 +150,14 @@ impl RoomStore for MemoryStore {
                 event,
             });
         }
+        if let Some(input) = commit.input_id
+            && row.inputs.contains_key(&input)
+        {
+            return Err(CommitError::AlreadyDecided {
+                room: room.clone(),
+                input,
+            });
+        }
         for (op, generation, _) in &commit.receipts {
             let writable = inner.operations.get(op).is_some_and(|o| {
                 o.record.room == *room
@@ -157,6 +179,17 @@ impl RoomStore for MemoryStore {
             row.revision = revision;
             row.state = commit.state.clone();
             row.accepted.extend(commit.event);
+            if let Some(input) = commit.input_id {
+                row.inputs.insert(input, revision);
+            }
+            row.decided.push(HistoryEntry {
+                revision,
+                input: commit.input.to_owned(),
+                event: commit.event,
+                input_id: commit.input_id,
+                log: commit.log.to_vec(),
+                at: commit.at,
+            });
         }
         for new in commit.operations {
             let op = new.request.op;
@@ -286,6 +319,86 @@ impl RoomStore for MemoryStore {
             .filter_map(|key| inner.events.get(key).cloned())
             .take(limit)
             .collect())
+    }
+
+    async fn input_decided(
+        &self,
+        room: &RoomId,
+        input: InputId,
+    ) -> Result<Option<Revision>, StoreError> {
+        Ok(self
+            .lock()
+            .rooms
+            .get(room)
+            .and_then(|row| row.inputs.get(&input).copied()))
+    }
+
+    async fn history(
+        &self,
+        room: &RoomId,
+        after: Revision,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        let inner = self.lock();
+        let Some(row) = inner.rooms.get(room) else {
+            return Ok(Vec::new());
+        };
+        let created = HistoryEntry {
+            revision: Revision::FIRST,
+            input: "create".to_owned(),
+            event: None,
+            input_id: None,
+            log: Vec::new(),
+            at: row.created,
+        };
+        Ok(std::iter::once(&created)
+            .chain(&row.decided)
+            .filter(|entry| entry.revision > after)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn delivered(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<Delivered>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .deliveries
+            .iter()
+            .zip(1_i64..)
+            .filter(|((r, _), position)| r == room && *position > after)
+            .take(limit)
+            .map(|((_, notification), position)| Delivered {
+                position,
+                notification: notification.clone(),
+            })
+            .collect())
+    }
+
+    async fn outbox_position(
+        &self,
+        room: &RoomId,
+        id: NotificationId,
+    ) -> Result<Option<OutboxPosition>, StoreError> {
+        let inner = self.lock();
+        if let Some(position) = inner
+            .deliveries
+            .iter()
+            .zip(1_i64..)
+            .find(|((r, n), _)| r == room && n.id == id)
+            .map(|(_, position)| position)
+        {
+            return Ok(Some(OutboxPosition::Delivered(position)));
+        }
+        Ok(inner
+            .outbox
+            .iter()
+            .any(|(r, n, _, _)| r == room && n.id == id)
+            .then_some(OutboxPosition::Undelivered))
     }
 }
 
@@ -482,11 +595,15 @@ impl Outbox for MemoryStore {
     }
 
     async fn mark_delivered(&self, id: NotificationId) -> Result<(), StoreError> {
-        for item in &mut self.lock().outbox {
-            if item.1.id == id {
+        let mut inner = self.lock();
+        let mut newly = None;
+        for item in &mut inner.outbox {
+            if item.1.id == id && !item.3 {
                 item.3 = true;
+                newly = Some((item.0.clone(), item.1.clone()));
             }
         }
+        inner.deliveries.extend(newly);
         Ok(())
     }
 

@@ -4,7 +4,7 @@ use std::fmt;
 
 use agentroom_domain::engine::{Decision, Effect, LogEntry, Notification};
 use agentroom_domain::event::Event;
-use agentroom_domain::ids::{EventId, OperationId, RoomId, Timestamp};
+use agentroom_domain::ids::{EventId, InputId, NotificationId, OperationId, RoomId, Timestamp};
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
 use async_trait::async_trait;
@@ -102,6 +102,15 @@ pub enum CommitError {
     /// The store failed; nothing or everything was written — reload to learn which.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A decision of this operator input was committed before (each input id is decided
+    /// once per Room); nothing was written. [`RoomStore::input_decided`] finds its revision.
+    #[error("input {input} was already decided in room {room}")]
+    AlreadyDecided {
+        /// The Room.
+        room: RoomId,
+        /// The input.
+        input: InputId,
+    },
 }
 
 /// Everything one decision writes, committed in one transaction.
@@ -132,6 +141,9 @@ pub struct Commit<'a> {
     pub ledger: Vec<LedgerEntry>,
     /// Notifications to deliver through the outbox (T5), idempotent on their ids.
     pub notifications: Vec<Notification>,
+    /// The operator input it decided, if any: committed once per Room, like an event (a
+    /// second commit of it is [`CommitError::AlreadyDecided`]).
+    pub input_id: Option<InputId>,
 }
 
 impl<'a> Commit<'a> {
@@ -155,6 +167,7 @@ impl<'a> Commit<'a> {
             cancellations: Vec::new(),
             ledger: Vec::new(),
             notifications: Vec::new(),
+            input_id: None,
         }
     }
 }
@@ -200,6 +213,42 @@ pub enum EventAppend {
     Existed,
 }
 
+/// One history row as read back: what a commit decided and why (its delta stays behind).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryEntry {
+    /// The revision the commit made.
+    pub revision: Revision,
+    /// The kind of input decided (`create` for revision 1).
+    pub input: String,
+    /// The persisted event it accepted, if any (T1).
+    pub event: Option<EventId>,
+    /// The operator input it decided, if any.
+    pub input_id: Option<InputId>,
+    /// The decision log.
+    pub log: Vec<LogEntry>,
+    /// When it was decided.
+    pub at: Timestamp,
+}
+
+/// A notification the outbox delivered, at its place in the Room's delivery order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivered {
+    /// Its position: positive, increasing in the order the Room's notifications were marked
+    /// delivered, never reused.
+    pub position: i64,
+    /// The notification.
+    pub notification: Notification,
+}
+
+/// Where a notification of a Room is in the outbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboxPosition {
+    /// Stored, not delivered yet.
+    Undelivered,
+    /// Delivered, at this position.
+    Delivered(i64),
+}
+
 /// Room state, history and events.
 #[async_trait]
 pub trait RoomStore: Send + Sync {
@@ -242,4 +291,35 @@ pub trait RoomStore: Send + Sync {
         room: &RoomId,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError>;
+
+    /// The revision whose commit decided operator input `input` in `room`, if one did.
+    async fn input_decided(
+        &self,
+        room: &RoomId,
+        input: InputId,
+    ) -> Result<Option<Revision>, StoreError>;
+
+    /// Up to `limit` history rows of `room` after revision `after`, in revision order.
+    async fn history(
+        &self,
+        room: &RoomId,
+        after: Revision,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, StoreError>;
+
+    /// Up to `limit` notifications of `room` the outbox delivered (marked delivered) after
+    /// position `after` (0: from the first), in delivery order.
+    async fn delivered(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<Delivered>, StoreError>;
+
+    /// Where notification `id` of `room` is in the outbox (`None`: not a notification of it).
+    async fn outbox_position(
+        &self,
+        room: &RoomId,
+        id: NotificationId,
+    ) -> Result<Option<OutboxPosition>, StoreError>;
 }

@@ -48,6 +48,10 @@ pub struct Receipt {
     pub charge: Charge,
     /// What it returned.
     pub result: CallResult,
+    /// The model that served the call, when its provider names one (the ledger's cost by
+    /// model); receipts stored before it was recorded read back without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// Where an operation stands.

@@ -10,6 +10,7 @@
 //! [`StoreError::NotMigrated`](agentroom_ports::StoreError::NotMigrated), which advise
 //! `agentroom migrate up`.
 
+mod feed;
 mod held;
 pub mod migrate;
 mod rooms;

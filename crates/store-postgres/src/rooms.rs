@@ -7,12 +7,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{EventId, NotificationId, OperationId, PrincipalId, RoomId, Timestamp};
+use agentroom_domain::ids::{
+    EventId, InputId, NotificationId, OperationId, PrincipalId, RoomId, Timestamp,
+};
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
 use agentroom_ports::{
-    Commit, CommitError, Delta, EventAppend, Outbox, OutboxItem, Receipt, Revision, RoomStore,
-    Sections, StoreError, StoredRoom,
+    Commit, CommitError, Delivered, Delta, EventAppend, HistoryEntry, Outbox, OutboxItem,
+    OutboxPosition, Receipt, Revision, RoomStore, Sections, StoreError, StoredRoom,
 };
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -471,6 +473,7 @@ impl RoomStore for PgRooms {
                         .collect::<Vec<_>>(),
                 )
                 .bind(json_texts("a notification", &commit.notifications)?)
+                .bind(commit.input_id.map(|i| i.to_string()))
                 .fetch_optional(lent.conn())
                 .await;
         let row = match lent.finish(row) {
@@ -598,6 +601,40 @@ impl RoomStore for PgRooms {
             })
             .collect()
     }
+
+    async fn input_decided(
+        &self,
+        room: &RoomId,
+        input: InputId,
+    ) -> Result<Option<Revision>, StoreError> {
+        self.decided_input(room, input).await
+    }
+
+    async fn history(
+        &self,
+        room: &RoomId,
+        after: Revision,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        self.history_after(room, after, limit).await
+    }
+
+    async fn delivered(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<Delivered>, StoreError> {
+        self.delivered_after(room, after, limit).await
+    }
+
+    async fn outbox_position(
+        &self,
+        room: &RoomId,
+        id: NotificationId,
+    ) -> Result<Option<OutboxPosition>, StoreError> {
+        self.position_in_outbox(room, id).await
+    }
 }
 
 impl PgRooms {
@@ -613,6 +650,14 @@ impl PgRooms {
                     Some(CommitError::AlreadyAccepted {
                         room: room.clone(),
                         event: commit.event?,
+                    })
+                }
+                sql::UNIQUE_VIOLATION_SQLSTATE
+                    if pg.constraint() == Some(sql::INPUT_ONCE_INDEX) =>
+                {
+                    Some(CommitError::AlreadyDecided {
+                        room: room.clone(),
+                        input: commit.input_id?,
                     })
                 }
                 _ => None,

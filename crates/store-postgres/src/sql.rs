@@ -269,7 +269,8 @@ impl CommitParts {
 /// commit touches, receipts first in commit order, `$16` ids, `$17` receipt generations and
 /// `$18` receipts (JSON texts; NULL without a receipt), `$19` applied, `$20` cancelled (a
 /// slot past the last operation is NULL and matches nothing); `$21` ledger entries (JSON
-/// texts); notifications `$22` ids, `$23` bodies (JSON texts).
+/// texts); notifications `$22` ids, `$23` bodies (JSON texts); `$24` the operator input id
+/// it decided or NULL (migration 0006).
 ///
 /// Plans: PostgreSQL keeps a prepared statement's generic plan, built once, when it is
 /// estimated no dearer than the plans for the first five executions' values plus a planning
@@ -286,7 +287,8 @@ impl CommitParts {
 /// generation in this Room, or receipted already), SQLSTATE [`FENCED_SQLSTATE`] with the
 /// operations whose receipts were written as DETAIL; an event the Room accepted before, a
 /// unique violation of [`EVENT_ONCE_INDEX`] (T1; the history row is written before the
-/// receipts are checked, so it is reported first).
+/// receipts are checked, so it is reported first); an operator input the Room decided before,
+/// a unique violation of [`INPUT_ONCE_INDEX`] (the same history row).
 pub fn commit_room(parts: CommitParts) -> Arc<str> {
     static STATEMENTS: OnceLock<Mutex<HashMap<CommitParts, Arc<str>>>> = OnceLock::new();
     let mut statements = STATEMENTS
@@ -345,8 +347,9 @@ WITH cas AS ( \
     WHERE r.room_id = $1 AND r.revision = $2 \
     RETURNING r.revision, r.bytes_since_snapshot, r.snapshot_bytes, r.ledger_rows \
 ), history AS ( \
-    INSERT INTO room_history (room_id, revision, input, event_id, delta, log, at_ms) \
-    SELECT $1, cas.revision, $5, $6::uuid, $3::json, $7::json, $8 FROM cas \
+    INSERT INTO room_history (room_id, revision, input, event_id, delta, log, at_ms, \
+                              input_id) \
+    SELECT $1, cas.revision, $5, $6::uuid, $3::json, $7::json, $8, $24::uuid FROM cas \
     RETURNING revision \
 )";
 
@@ -581,12 +584,45 @@ WHERE delivered_at IS NULL \
 ORDER BY seq \
 LIMIT $1";
 
-/// Marks notification `$1` delivered, once.
+/// Marks notification `$1` delivered, once, numbering it in delivery order (0006).
 pub const MARK_DELIVERED: &str = "\
-UPDATE outbox SET delivered_at = clock_timestamp() \
+UPDATE outbox SET delivered_at = clock_timestamp(), \
+                  delivered_seq = nextval('outbox_delivery_seq') \
 WHERE notification_id = $1::uuid AND delivered_at IS NULL";
 
 /// Counts a failed delivery attempt of undelivered notification `$1`.
 pub const MARK_ATTEMPT: &str = "\
 UPDATE outbox SET attempts = attempts + 1 \
 WHERE notification_id = $1::uuid AND delivered_at IS NULL";
+
+// --- Decided inputs, history and delivered notifications (migration 0006) -------------------
+
+/// The unique index that lets a Room decide an operator input once: a commit deciding it
+/// again fails with a unique violation on it, and the whole commit is rolled back.
+pub const INPUT_ONCE_INDEX: &str = "room_history_input_once";
+
+/// The revision that decided an operator input of a Room. `$1` room, `$2` input id.
+pub const SELECT_INPUT_DECIDED: &str = "\
+SELECT revision FROM room_history WHERE room_id = $1 AND input_id = $2::uuid";
+
+/// A Room's history rows after a revision, without their deltas. `$1` room, `$2` revision,
+/// `$3` limit.
+pub const SELECT_HISTORY: &str = "\
+SELECT revision, input, event_id::text, input_id::text, log::text, at_ms \
+FROM room_history \
+WHERE room_id = $1 AND revision > $2 \
+ORDER BY revision \
+LIMIT $3";
+
+/// A Room's delivered notifications after a delivery position, in delivery order. `$1`
+/// room, `$2` position, `$3` limit.
+pub const SELECT_DELIVERED: &str = "\
+SELECT delivered_seq, body::text FROM outbox \
+WHERE room_id = $1 AND delivered_seq IS NOT NULL AND delivered_seq > $2 \
+ORDER BY delivered_seq \
+LIMIT $3";
+
+/// Whether a notification of a Room is in the outbox, and its delivery position if it was
+/// delivered. `$1` room, `$2` notification id.
+pub const SELECT_OUTBOX_POSITION: &str = "\
+SELECT delivered_seq FROM outbox WHERE notification_id = $1::uuid AND room_id = $2";

@@ -66,7 +66,8 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
             (2, "create rooms", MigrationState::Pending),
             (3, "lean room state", MigrationState::Pending),
             (4, "create access tokens", MigrationState::Pending),
-            (5, "replace room commit", MigrationState::Pending)
+            (5, "replace room commit", MigrationState::Pending),
+            (6, "record inputs and deliveries", MigrationState::Pending)
         ]
     );
     assert!(matches!(
@@ -80,7 +81,7 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
 #[tokio::test]
 async fn d5_migrate_up_then_status_then_down() {
     let (schema, pool) = common::fresh_schema().await;
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6]);
     let listed = status(&pool).await.unwrap();
     assert_eq!(
         states(&listed),
@@ -89,7 +90,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (2, "create rooms", MigrationState::Applied),
             (3, "lean room state", MigrationState::Applied),
             (4, "create access tokens", MigrationState::Applied),
-            (5, "replace room commit", MigrationState::Applied)
+            (5, "replace room commit", MigrationState::Applied),
+            (6, "record inputs and deliveries", MigrationState::Applied)
         ]
     );
     assert!(listed.iter().all(MigrationStatus::applied));
@@ -101,7 +103,7 @@ async fn d5_migrate_up_then_status_then_down() {
     store.create_plan(&room, &plan()).await.unwrap();
     assert_eq!(store.plans(&room).await.unwrap().len(), 1);
 
-    assert_eq!(down(&pool).await.unwrap(), [5, 4, 3, 2, 1]);
+    assert_eq!(down(&pool).await.unwrap(), [6, 5, 4, 3, 2, 1]);
     for table in [
         "planning_plans",
         "planning_tasks",
@@ -123,7 +125,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (2, "create rooms", MigrationState::Pending),
             (3, "lean room state", MigrationState::Pending),
             (4, "create access tokens", MigrationState::Pending),
-            (5, "replace room commit", MigrationState::Pending)
+            (5, "replace room commit", MigrationState::Pending),
+            (6, "record inputs and deliveries", MigrationState::Pending)
         ]
     );
     let detail = not_migrated(&pool).await;
@@ -143,7 +146,7 @@ async fn d5_migrate_up_then_status_then_down() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
     // Up again works on the reverted schema.
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6]);
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     assert!(store.plans(&room).await.unwrap().is_empty());
     pool.close().await;
@@ -168,7 +171,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (2, "create rooms", MigrationState::Applied),
             (3, "lean room state", MigrationState::Applied),
             (4, "create access tokens", MigrationState::Applied),
-            (5, "replace room commit", MigrationState::Applied)
+            (5, "replace room commit", MigrationState::Applied),
+            (6, "record inputs and deliveries", MigrationState::Applied)
         ]
     );
 
@@ -185,7 +189,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (2, "create rooms", MigrationState::Applied),
             (3, "lean room state", MigrationState::Applied),
             (4, "create access tokens", MigrationState::Applied),
-            (5, "replace room commit", MigrationState::Applied)
+            (5, "replace room commit", MigrationState::Applied),
+            (6, "record inputs and deliveries", MigrationState::Applied)
         ]
     );
 
@@ -223,6 +228,7 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (3, "lean room state", MigrationState::Applied),
             (4, "create access tokens", MigrationState::Applied),
             (5, "replace room commit", MigrationState::Applied),
+            (6, "record inputs and deliveries", MigrationState::Applied),
             (9999, "from the future", MigrationState::Unknown)
         ]
     );

@@ -205,7 +205,7 @@ async fn board_and_filtered_list_read_only_their_plans_index_entries() {
 /// The parameter types of every commit statement, in order (see `sql::commit_room`).
 const COMMIT_PARAMETERS: &str = "text, bigint, text, bigint, text, text, text, bigint, text, \
     bigint, text[], text[], text[], bigint[], boolean[], text[], bigint[], text[], boolean[], \
-    boolean[], text[], text[], text[]";
+    boolean[], text[], text[], text[], text";
 
 /// Every combination of a commit's parts, with 0, 1, 2, 3 and 9 operations touched.
 fn commit_shapes() -> Vec<sql::CommitParts> {
@@ -237,7 +237,7 @@ async fn commit_statements_reach_rows_by_key_on_fresh_tables() {
         .execute(&mut *conn)
         .await
         .unwrap();
-    let nulls = vec!["NULL"; 23].join(", ");
+    let nulls = vec!["NULL"; 24].join(", ");
     for (n, parts) in commit_shapes().into_iter().enumerate() {
         let statement = sql::commit_room(parts);
         sqlx::raw_sql(AssertSqlSafe(format!(
@@ -297,6 +297,7 @@ async fn commit_statements_keep_their_generic_plan() {
             .unwrap();
         d.commit(&store, &decision, "event_accepted").await.unwrap();
         let receipt = Receipt {
+            model: None,
             charge: Charge::Actual(UsdMicros::new(400)),
             result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
                 observed: request.observed,

@@ -174,6 +174,7 @@ fn reserved(decision: &Decision) -> Vec<OperationId> {
 
 fn answer(charge: i64) -> Receipt {
     Receipt {
+        model: None,
         charge: Charge::Actual(UsdMicros::new(charge)),
         result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
             observed: Default::default(),

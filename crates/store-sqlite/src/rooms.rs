@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use agentroom_domain::engine::Notification;
 use agentroom_domain::event::Event;
-use agentroom_domain::ids::{EventId, NotificationId, OperationId, RoomId, Timestamp};
+use agentroom_domain::ids::{EventId, InputId, NotificationId, OperationId, RoomId, Timestamp};
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
 use agentroom_ports::{
-    ClaimedOperation, Commit, CommitError, Delta, EventAppend, Heartbeat, LeaseGrant,
-    OperationFilter, OperationRecord, OperationStatus, Outbox, OutboxItem, Receipt, ReceiptWrite,
-    Resolution, Revision, RoomStore, StoreError, StoredRoom, WorkflowStore,
+    ClaimedOperation, Commit, CommitError, Delivered, Delta, EventAppend, Heartbeat, HistoryEntry,
+    LeaseGrant, OperationFilter, OperationRecord, OperationStatus, Outbox, OutboxItem,
+    OutboxPosition, Receipt, ReceiptWrite, Resolution, Revision, RoomStore, StoreError, StoredRoom,
+    WorkflowStore,
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -57,8 +58,8 @@ const CAS_SQL: &str = "UPDATE rooms SET revision = revision + 1, updated_ms = ?3
      WHERE room_id = ?1 AND revision = ?2";
 
 const HISTORY_SQL: &str = "INSERT INTO room_history \
-     (room_id, revision, input, event_id, delta, log, at_ms) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+     (room_id, revision, input, event_id, delta, log, at_ms, input_id) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 const SNAPSHOT_SQL: &str =
     "INSERT INTO room_snapshots (room_id, revision, state) VALUES (?1, ?2, ?3)";
@@ -624,7 +625,8 @@ impl RoomStore for SqliteRooms {
                     None::<String>,
                     None::<String>,
                     "[]",
-                    at.as_millis()
+                    at.as_millis(),
+                    None::<String>
                 ])
             })
             .map_err(&err)?;
@@ -711,6 +713,22 @@ impl RoomStore for SqliteRooms {
                 });
             }
         }
+        // An operator input is decided once per Room, checked the same way.
+        if let Some(input) = commit.input_id {
+            let decided: Option<i64> = tx
+                .prepare_cached(INPUT_DECIDED_SQL)
+                .and_then(|mut s| {
+                    s.query_row(params![room.as_str(), input.to_string()], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(&err)?;
+            if decided.is_some() {
+                return Err(CommitError::AlreadyDecided {
+                    room: room.clone(),
+                    input,
+                });
+            }
+        }
         tx.prepare_cached(HISTORY_SQL)
             .and_then(|mut s| {
                 s.execute(params![
@@ -720,7 +738,8 @@ impl RoomStore for SqliteRooms {
                     commit.event.map(|e| e.to_string()),
                     prepared.delta,
                     prepared.log,
-                    commit.at.as_millis()
+                    commit.at.as_millis(),
+                    commit.input_id.map(|i| i.to_string())
                 ])
             })
             .map_err(&err)?;
@@ -899,7 +918,124 @@ impl RoomStore for SqliteRooms {
         }
         Ok(events)
     }
+
+    async fn input_decided(
+        &self,
+        room: &RoomId,
+        input: InputId,
+    ) -> Result<Option<Revision>, StoreError> {
+        let connection = self.connections.reader();
+        let revision: Option<i64> = connection
+            .prepare_cached(INPUT_DECIDED_SQL)
+            .and_then(|mut s| {
+                s.query_row(params![room.as_str(), input.to_string()], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(db("reading a decided input"))?;
+        Ok(revision.map(Revision))
+    }
+
+    async fn history(
+        &self,
+        room: &RoomId,
+        after: Revision,
+        limit_to: usize,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        let connection = self.connections.reader();
+        let err = db("reading a Room's history");
+        let mut statement = connection
+            .prepare_cached(
+                "SELECT revision, input, event_id, input_id, log, at_ms FROM room_history \
+                 WHERE room_id = ?1 AND revision > ?2 ORDER BY revision LIMIT ?3",
+            )
+            .map_err(&err)?;
+        let rows = statement
+            .query_map(params![room.as_str(), after.0, limit(limit_to)], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, i64>(5)?,
+                ))
+            })
+            .map_err(&err)?;
+        let mut entries = Vec::new();
+        for row in rows {
+            let (revision, input, event, input_id, log, at) = row.map_err(&err)?;
+            let corrupt = |what: &str, text: &str| {
+                StoreError::Corrupt(format!("{what} {text} of history row {revision}"))
+            };
+            entries.push(HistoryEntry {
+                revision: Revision(revision),
+                input,
+                event: event
+                    .map(|e| e.parse().map_err(|_| corrupt("event id", &e)))
+                    .transpose()?,
+                input_id: input_id
+                    .map(|i| i.parse().map_err(|_| corrupt("input id", &i)))
+                    .transpose()?,
+                log: from_json(&log, "a decision log")?,
+                at: Timestamp::from_millis(at),
+            });
+        }
+        Ok(entries)
+    }
+
+    async fn delivered(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit_to: usize,
+    ) -> Result<Vec<Delivered>, StoreError> {
+        let connection = self.connections.reader();
+        let err = db("reading delivered notifications");
+        let mut statement = connection
+            .prepare_cached(
+                "SELECT delivered_seq, body FROM outbox \
+                 WHERE delivered_seq IS NOT NULL AND delivered_seq > ?2 AND room_id = ?1 \
+                 ORDER BY delivered_seq LIMIT ?3",
+            )
+            .map_err(&err)?;
+        let rows = statement
+            .query_map(params![room.as_str(), after, limit(limit_to)], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+            })
+            .map_err(&err)?;
+        let mut delivered = Vec::new();
+        for row in rows {
+            let (position, body) = row.map_err(&err)?;
+            delivered.push(Delivered {
+                position,
+                notification: from_json(&body, "a notification")?,
+            });
+        }
+        Ok(delivered)
+    }
+
+    async fn outbox_position(
+        &self,
+        room: &RoomId,
+        id: NotificationId,
+    ) -> Result<Option<OutboxPosition>, StoreError> {
+        let connection = self.connections.reader();
+        let position: Option<Option<i64>> = connection
+            .prepare_cached(
+                "SELECT delivered_seq FROM outbox WHERE notification_id = ?1 AND room_id = ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![id.to_string(), room.as_str()], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(db("reading a notification's position"))?;
+        Ok(position.map(|p| p.map_or(OutboxPosition::Undelivered, OutboxPosition::Delivered)))
+    }
 }
+
+/// The revision that decided an operator input of a Room. `?1` room, `?2` input id.
+const INPUT_DECIDED_SQL: &str =
+    "SELECT revision FROM room_history WHERE room_id = ?1 AND input_id = ?2";
 
 fn collect_operations(
     statement: &mut rusqlite::CachedStatement<'_>,
@@ -1100,7 +1236,9 @@ impl Outbox for SqliteRooms {
             concat!(
                 "UPDATE outbox SET delivered_ms = ",
                 now_ms!(),
-                " WHERE notification_id = ?1 AND delivered_ms IS NULL"
+                ", delivered_seq = (SELECT coalesce(max(delivered_seq), 0) + 1 FROM outbox \
+                   WHERE delivered_seq IS NOT NULL) \
+                 WHERE notification_id = ?1 AND delivered_ms IS NULL"
             ),
             [id.to_string()],
         )

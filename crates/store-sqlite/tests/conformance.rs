@@ -81,7 +81,7 @@ fn d5_opening_never_creates_or_migrates() {
         "{empty}"
     );
 
-    assert_eq!(migrate::up(&path).unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(migrate::up(&path).unwrap(), vec![1, 2, 3, 4, 6]);
     assert_eq!(
         migrate::up(&path).unwrap(),
         Vec::<i64>::new(),
@@ -89,12 +89,17 @@ fn d5_opening_never_creates_or_migrates() {
     );
     SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap();
     let status = migrate::status(&path).unwrap();
-    assert_eq!(status.len(), 4);
+    assert_eq!(status.len(), 5);
     assert!(status.iter().all(|s| s.applied));
     assert_eq!(status[0].description, "create planning");
     assert_eq!(status[1].description, "create rooms");
     assert_eq!(status[2].description, "lean room state");
     assert_eq!(status[3].description, "create access tokens");
+    // 0005 is PostgreSQL's alone (its commit statement); 0006 is both stores'.
+    assert_eq!(
+        (status[4].version, status[4].description.as_str()),
+        (6, "record inputs and deliveries")
+    );
 }
 
 #[test]
@@ -102,7 +107,7 @@ fn d5_down_reverts_everything_and_the_store_refuses_to_open() {
     let (dir, store) = migrated();
     drop(store);
     let path = dir.path().join("planning.db");
-    assert_eq!(migrate::down(&path).unwrap(), vec![4, 3, 2, 1]);
+    assert_eq!(migrate::down(&path).unwrap(), vec![6, 4, 3, 2, 1]);
     let status = migrate::status(&path).unwrap();
     assert!(status.iter().all(|s| !s.applied));
     let connection = rusqlite::Connection::open(&path).unwrap();

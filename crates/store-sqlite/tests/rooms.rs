@@ -219,7 +219,11 @@ fn answer_of(call: &CallRequest) -> (Input, Receipt) {
             charge,
             result: result.clone(),
         },
-        Receipt { charge, result },
+        Receipt {
+            charge,
+            result,
+            model: None,
+        },
     )
 }
 

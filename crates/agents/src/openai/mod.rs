@@ -553,6 +553,10 @@ impl Completion {
 
 #[async_trait]
 impl Reasoner for OpenAi {
+    fn model_name(&self) -> Option<String> {
+        Some(self.model.clone())
+    }
+
     #[tracing::instrument(skip_all, fields(op = %call.op, model = %self.model))]
     async fn interpret(&self, call: &ReasonerCall) -> AgentOutcome<ReasonerResult> {
         let user = prompt::reasoner_user(call);
@@ -573,6 +577,10 @@ impl Reasoner for OpenAi {
 
 #[async_trait]
 impl Specialist for OpenAi {
+    fn model_name(&self) -> Option<String> {
+        Some(self.model.clone())
+    }
+
     #[tracing::instrument(skip_all, fields(op = %call.op, model = %self.model, principal = %call.principal))]
     async fn execute(&self, call: &SpecialistCall) -> AgentOutcome<SpecialistResult> {
         let user = prompt::specialist_user(call);
@@ -593,6 +601,10 @@ impl Specialist for OpenAi {
 
 #[async_trait]
 impl Reviewer for OpenAi {
+    fn model_name(&self) -> Option<String> {
+        Some(self.model.clone())
+    }
+
     #[tracing::instrument(skip_all, fields(op = %call.op, model = %self.model, principal = %call.principal))]
     async fn review(&self, call: &ReviewerCall) -> AgentOutcome<ReviewerResult> {
         let user = prompt::reviewer_user(call);

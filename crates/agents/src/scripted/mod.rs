@@ -81,6 +81,9 @@ pub struct Scripted {
     cursors: Mutex<Cursors>,
 }
 
+/// The model scripted calls are charged for and recorded under (`prices.toml` prices it).
+pub const SCRIPTED_MODEL: &str = "scripted";
+
 /// The roles a scripted journal covers: all of them, since [`Scripted`] plays every role.
 pub const SCRIPTED_ROLES: [CallRole; 3] =
     [CallRole::Reasoner, CallRole::Specialist, CallRole::Reviewer];
@@ -241,6 +244,10 @@ fn as_reviewer(result: CallResult) -> Option<ReviewerResult> {
 
 #[async_trait]
 impl Reasoner for Scripted {
+    fn model_name(&self) -> Option<String> {
+        Some(SCRIPTED_MODEL.to_owned())
+    }
+
     #[tracing::instrument(skip_all, fields(op = %call.op))]
     async fn interpret(&self, call: &ReasonerCall) -> AgentOutcome<ReasonerResult> {
         if let Some((charge, result)) = self.replay(call.op) {
@@ -284,6 +291,10 @@ impl Reasoner for Scripted {
 
 #[async_trait]
 impl Specialist for Scripted {
+    fn model_name(&self) -> Option<String> {
+        Some(SCRIPTED_MODEL.to_owned())
+    }
+
     #[tracing::instrument(skip_all, fields(op = %call.op, principal = %call.principal, task = %call.task.key))]
     async fn execute(&self, call: &SpecialistCall) -> AgentOutcome<SpecialistResult> {
         if let Some((charge, result)) = self.replay(call.op) {
@@ -353,6 +364,10 @@ impl Specialist for Scripted {
 
 #[async_trait]
 impl Reviewer for Scripted {
+    fn model_name(&self) -> Option<String> {
+        Some(SCRIPTED_MODEL.to_owned())
+    }
+
     #[tracing::instrument(skip_all, fields(op = %call.op, principal = %call.principal))]
     async fn review(&self, call: &ReviewerCall) -> AgentOutcome<ReviewerResult> {
         if let Some((charge, result)) = self.replay(call.op) {

@@ -112,6 +112,20 @@ impl Client {
                 message,
             },
             404 => OperatorError::NotFound(message),
+            // The domain refused the input by a rule (the refusal is logged; nothing else
+            // changed): the rule and its message.
+            409 if parsed
+                .as_ref()
+                .is_some_and(|v| v["error"] == "rule_refused") =>
+            {
+                OperatorError::Refused {
+                    rule: parsed
+                        .as_ref()
+                        .and_then(|v| v["rule"].as_str())
+                        .map(str::to_owned),
+                    message,
+                }
+            }
             _ => OperatorError::Status { status, message },
         })
     }
@@ -163,7 +177,9 @@ impl Client {
     }
 }
 
-/// A decided input that a rule refused is an error (nothing changed). The first entry of the
+/// A decided input that a rule refused is an error (nothing changed); the host answers one
+/// with a 409 `rule_refused` ([`Client::post`] maps it), this reads an answer of a host that
+/// still answered 200 with the refusal in its log. The first entry of the
 /// decision log is the verdict on the request itself; later entries are what followed from it
 /// (a resumed objective's next dispatch may be refused for want of budget, B2, while the
 /// resume stands), so the API's `accepted` (every entry accepted) is not the test.

@@ -118,6 +118,7 @@ pub(super) fn budget_table(room: &RoomId, budget: &Value) -> String {
         ("objective", "spent_micros_by_objective"),
         ("role", "spent_micros_by_role"),
         ("principal", "spent_micros_by_principal"),
+        ("model", "spent_micros_by_model"),
     ] {
         let _ = writeln!(out, "\nspent by {title}");
         let rows: Vec<Vec<String>> = budget[field]

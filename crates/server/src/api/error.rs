@@ -1,10 +1,12 @@
 //! The REST API's errors and their one mapping to HTTP: a status and a JSON body
-//! `{"error": code, "message": text}` (plus `"permission"` on a 403). A 5xx is logged with
+//! `{"error": code, "message": text}` (plus `"permission"` on a 403, and `"rule"` and
+//! `"revision"` on a 409 `rule_refused`). A 5xx is logged with
 //! its cause and tells the client nothing internal.
 
 use agentroom_coordinator::CoordinatorError;
 use agentroom_domain::engine::InputError;
 use agentroom_domain::room::Permission;
+use agentroom_domain::rules::Rule;
 use agentroom_ports::StoreError;
 use axum::Json;
 use axum::http::header::WWW_AUTHENTICATE;
@@ -45,6 +47,17 @@ pub(crate) enum RestError {
     /// The target is not in a state this request applies to; nothing changed.
     #[error("{0}")]
     WrongState(String),
+    /// The domain refused the input by a rule. The refusal is a decision too, committed at
+    /// `revision` (it may count towards a bound); nothing else changed.
+    #[error("{rule}: {message}")]
+    RuleRefused {
+        /// The rule that refused it.
+        rule: Rule,
+        /// Why, for people.
+        message: String,
+        /// The revision that committed the refusal.
+        revision: i64,
+    },
     /// The Room kept changing under the request.
     #[error("the room kept changing; try again")]
     Conflict,
@@ -65,7 +78,9 @@ impl RestError {
             RestError::MalformedJson(_) | RestError::BadRequest(_) => StatusCode::BAD_REQUEST,
             RestError::InvalidBody(_) => StatusCode::UNPROCESSABLE_ENTITY,
             RestError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            RestError::Conflict | RestError::WrongState(_) => StatusCode::CONFLICT,
+            RestError::Conflict | RestError::WrongState(_) | RestError::RuleRefused { .. } => {
+                StatusCode::CONFLICT
+            }
             RestError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             RestError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -83,6 +98,7 @@ impl RestError {
             RestError::TooLarge { .. } => "too_large",
             RestError::Conflict => "conflict",
             RestError::WrongState(_) => "wrong_state",
+            RestError::RuleRefused { .. } => "rule_refused",
             RestError::Unavailable => "unavailable",
             RestError::Internal(_) => "internal_error",
         }
@@ -100,6 +116,16 @@ impl IntoResponse for RestError {
         let mut body = json!({"error": self.code(), "message": self.to_string()});
         if let RestError::Forbidden(permission) = &self {
             body["permission"] = json!(permission.as_str());
+        }
+        if let RestError::RuleRefused {
+            rule,
+            message,
+            revision,
+        } = &self
+        {
+            body["rule"] = json!(rule);
+            body["message"] = json!(message);
+            body["revision"] = json!(revision);
         }
         let mut response = (status, Json(body)).into_response();
         match self {

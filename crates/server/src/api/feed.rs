@@ -1,27 +1,34 @@
-//! The notification stream and the decision timeline of this process.
+//! The notification stream and this process's decision counts.
 //!
-//! [`Feed`] is the coordinator's [`Notifier`]: the outbox delivers each notification to it at
-//! least once (T5) and it keeps each stable id once, in delivery order, per Room. A stream
-//! (`GET /v1/rooms/{room}/notifications`) sends the caller's notifications from that log as
-//! Server-Sent Events whose `id:` is the notification's stable id; a client that reconnects
-//! with `Last-Event-ID` gets only those after it, so no id reaches it twice. A dropped
-//! connection cancels nothing: the log is the coordinator's delivery target, not the
-//! connection. The log lives in this process; after a restart the outbox's undelivered
-//! notifications arrive again and a client resuming from an id the new process never saw
-//! gets the whole new log.
+//! A stream (`GET /v1/rooms/{room}/notifications`) sends the caller's notifications as
+//! Server-Sent Events whose `id:` is the notification's stable id, read from the store: the
+//! outbox numbers each notification in the order it was delivered (T5), so a client that
+//! reconnects with `Last-Event-ID` — to this process, after a restart, or to another process
+//! on the same database — gets only those delivered after it. An id the Room's outbox does not
+//! hold starts the stream from the first notification.
 //!
-//! The decision timeline is every decision committed in this process (the coordinator's
-//! `watch`), kept per Room for `GET …/objectives/{objective}/decisions`.
+//! Live updates come from [`Feed`], the coordinator's [`Notifier`]: the outbox hands it each
+//! notification (at least once; it keeps each stable id once) just before marking it
+//! delivered, and a stream pushes it at once. A stream never sends one stable id twice: what
+//! it pushed live is skipped when the store lists it, and what the store listed is skipped
+//! when it comes live. Notifications another process delivers arrive by polling the store. A
+//! dropped connection cancels nothing: the outbox is the coordinator's delivery target, not
+//! the connection.
+//!
+//! [`Feed`] also keeps this process's committed decisions (the coordinator's `watch`) for the
+//! metrics; the decision log of `GET …/objectives/{objective}/decisions` is the store's
+//! history.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use agentroom_coordinator::Committed;
 use agentroom_domain::engine::{Audience, LogEntry, Notification};
 use agentroom_domain::ids::{NotificationId, RoomId};
 use agentroom_domain::room::Role;
-use agentroom_ports::{Notifier, NotifyError};
+use agentroom_ports::{Notifier, NotifyError, OutboxPosition};
 use async_trait::async_trait;
 use axum::Extension;
 use axum::extract::State;
@@ -42,7 +49,7 @@ pub(crate) struct Decided {
     /// The Room revision after the commit.
     pub(crate) revision: i64,
     /// The kind of input decided.
-    pub(crate) input: &'static str,
+    pub(crate) input: String,
     /// The entry: objective, verdict, rule, message, time.
     #[serde(flatten)]
     pub(crate) entry: LogEntry,
@@ -95,7 +102,7 @@ impl Feed {
             feed.decisions
                 .extend(committed.log.iter().map(|entry| Decided {
                     revision: committed.revision.0,
-                    input: committed.input,
+                    input: committed.input.to_owned(),
                     entry: entry.clone(),
                 }));
         });
@@ -116,7 +123,7 @@ impl Feed {
             .collect()
     }
 
-    /// The timeline of `room`.
+    /// The decisions this process committed in `room` (for the metrics).
     pub(crate) fn decisions(&self, room: &RoomId) -> Vec<Decided> {
         self.with_room(room, |feed| feed.decisions.clone())
     }
@@ -129,14 +136,9 @@ impl Feed {
         })
     }
 
-    /// The position just after the notification `id` in `room`'s log (0 when unknown).
-    fn position_after(&self, room: &RoomId, id: &str) -> usize {
-        self.with_room(room, |feed| {
-            feed.notifications
-                .iter()
-                .position(|n| n.id.to_string() == id)
-                .map_or(0, |at| at + 1)
-        })
+    /// How many notifications of `room` this process has been handed.
+    fn len(&self, room: &RoomId) -> usize {
+        self.with_room(room, |feed| feed.notifications.len())
     }
 }
 
@@ -192,6 +194,51 @@ struct Data<'a> {
     text: &'a str,
 }
 
+/// How often a stream also polls the store, for notifications other processes delivered.
+const POLL: Duration = Duration::from_secs(2);
+
+/// Notifications read from the store per round trip.
+const BATCH: usize = 64;
+
+/// Where a stream resumes after the notification `id`: its delivery position; 0 (from the
+/// first) when the Room's outbox does not hold it. One being delivered right now (pushed live,
+/// not yet marked) is waited for briefly.
+async fn resume_after(api: &Api, room: &RoomId, id: &str) -> Result<i64, RestError> {
+    let Ok(id) = id.parse::<NotificationId>() else {
+        return Ok(0);
+    };
+    for _ in 0..20 {
+        match api.rooms.outbox_position(room, id).await? {
+            Some(OutboxPosition::Delivered(position)) => return Ok(position),
+            None => return Ok(0),
+            Some(OutboxPosition::Undelivered) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    tracing::warn!(%id, "Last-Event-ID names a notification still undelivered; resuming from the first");
+    Ok(0)
+}
+
+fn sse_event(notification: &Notification) -> Option<Event> {
+    let data = Data {
+        id: notification.id.to_string(),
+        objective: notification.objective.map(|o| o.to_string()),
+        text: &notification.text,
+    };
+    match Event::default()
+        .id(notification.id.to_string())
+        .event("notification")
+        .json_data(&data)
+    {
+        Ok(event) => Some(event),
+        Err(error) => {
+            tracing::warn!(%error, "notification not serializable");
+            None
+        }
+    }
+}
+
 /// `GET /v1/rooms/{room}/notifications`.
 pub(crate) async fn stream(
     State(api): State<ApiState>,
@@ -205,39 +252,68 @@ pub(crate) async fn stream(
             let id = value.to_str().map_err(|_| {
                 RestError::BadRequest("Last-Event-ID is not visible ASCII".to_owned())
             })?;
-            api.feed.position_after(&caller.room, id.trim())
+            resume_after(&api, &caller.room, id.trim()).await?
         }
     };
     let mut changed = api.feed.changed.subscribe();
+    // Live pushes: only notifications this process delivers from now on.
+    let mut live = api.feed.len(&caller.room);
     let mut stopping = stopping.map(|Extension(Stopping(rx))| rx);
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(16);
-    // The stream runs as its own task that ends when the client goes away, the server stops
-    // or the feed is dropped; nothing else depends on it, so a dropped connection cancels
-    // nothing.
+    // The stream runs as its own task that ends when the client goes away, the server stops,
+    // the store fails or the feed is dropped; nothing else depends on it, so a dropped
+    // connection cancels nothing.
     tokio::spawn(async move {
+        // Pushed live, not yet listed by the store.
+        let mut pushed: HashSet<NotificationId> = HashSet::new();
+        // Listed by the store in this round, maybe still to come live.
+        let mut listed: HashSet<NotificationId> = HashSet::new();
         loop {
             changed.borrow_and_update();
-            let (items, next) = api.feed.after(&caller.room, position);
-            position = next;
-            for notification in items.iter().filter(|n| addressed_to(&caller, n)) {
-                let data = Data {
-                    id: notification.id.to_string(),
-                    objective: notification.objective.map(|o| o.to_string()),
-                    text: &notification.text,
-                };
-                let event = Event::default()
-                    .id(notification.id.to_string())
-                    .event("notification")
-                    .json_data(&data);
-                match event {
-                    Ok(event) => {
-                        if sender.send(Ok(event)).await.is_err() {
-                            return;
-                        }
+            loop {
+                let page = match api.rooms.delivered(&caller.room, position, BATCH).await {
+                    Ok(page) => page,
+                    Err(error) => {
+                        tracing::warn!(%error, "reading delivered notifications; closing the stream");
+                        return;
                     }
-                    Err(error) => tracing::warn!(%error, "notification not serializable"),
+                };
+                let more = page.len() == BATCH;
+                for delivered in page {
+                    position = delivered.position;
+                    let notification = delivered.notification;
+                    if pushed.remove(&notification.id) {
+                        continue;
+                    }
+                    listed.insert(notification.id);
+                    if addressed_to(&caller, &notification)
+                        && let Some(event) = sse_event(&notification)
+                        && sender.send(Ok(event)).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                if !more {
+                    break;
                 }
             }
+            // Every notification the store listed was handed to the feed before it was marked
+            // delivered, so it is in the live log by now: after this, `listed` is done with.
+            let (items, next) = api.feed.after(&caller.room, live);
+            live = next;
+            for notification in items {
+                if listed.contains(&notification.id) {
+                    continue;
+                }
+                pushed.insert(notification.id);
+                if addressed_to(&caller, &notification)
+                    && let Some(event) = sse_event(&notification)
+                    && sender.send(Ok(event)).await.is_err()
+                {
+                    return;
+                }
+            }
+            listed.clear();
             let stop = async {
                 match stopping.as_mut() {
                     Some(rx) => {
@@ -248,6 +324,7 @@ pub(crate) async fn stream(
             };
             tokio::select! {
                 result = changed.changed() => if result.is_err() { return },
+                () = tokio::time::sleep(POLL) => {},
                 () = sender.closed() => return,
                 () = stop => return,
             }

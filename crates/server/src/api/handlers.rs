@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use agentroom_coordinator::{InputId, OperatorInput, Outcome};
-use agentroom_domain::engine::{ControlAction, LateDecision};
+use agentroom_domain::engine::{self, ControlAction, LateDecision, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{
     ContributionId, CriterionId, EventId, ObjectiveId, OperationId, TaskIdentity,
@@ -18,7 +18,7 @@ use agentroom_domain::plan::{Column, PlanVersion, Task};
 use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
 use agentroom_domain::room::{Permission, Role};
 use agentroom_planning::{Session, Step};
-use agentroom_ports::{OperationFilter, OperationStatus, Resolution, ResolutionOutcome};
+use agentroom_ports::{OperationFilter, OperationStatus, Resolution, ResolutionOutcome, Revision};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
@@ -166,9 +166,12 @@ fn find_objective<'a>(caller: &'a Caller, text: &str) -> Result<&'a Objective, R
         .ok_or_else(|| RestError::NotFound(format!("no objective {id} in this room")))
 }
 
-/// The input id of a request: derived from `Idempotency-Key`, the caller and what the request
-/// does (so a retry decides once, and one key used for two different requests does not
-/// collide), fresh otherwise.
+/// The input id of a request: derived from `Idempotency-Key`, the Room, the caller and what
+/// the request asks (`what`: the endpoint's target and the request's content), fresh
+/// otherwise. The Room decides an input id once, durably (the store refuses a second
+/// commit of it), so a retry with the same key — in this process, after a restart, or on
+/// another process of the same database — is answered with the original decision and changes
+/// nothing, while one key reused for a different request is a different input.
 fn input_id(caller: &Caller, headers: &HeaderMap, what: &str) -> InputId {
     match headers
         .get("idempotency-key")
@@ -191,16 +194,48 @@ fn fresh_uuid() -> Uuid {
 }
 
 /// What a decided input answers: the revision and the decision log (rejections by a rule are
-/// decisions too, with their rule).
-fn decided(outcome: &Outcome) -> Json<Value> {
+/// decisions too, with their rule). An input decided before answers with its original
+/// revision and log, `decided: false` and `already_done: true`.
+fn answer(outcome: &Outcome) -> Json<Value> {
+    let accepted = |log: &[LogEntry]| log.iter().all(|e| e.verdict == engine::Verdict::Accepted);
     match outcome {
         Outcome::Decided { revision, log, .. } => Json(json!({
             "decided": true,
             "revision": revision.0,
-            "accepted": log.iter().all(|e| e.verdict == agentroom_domain::engine::Verdict::Accepted),
+            "accepted": accepted(log),
+            "log": log,
+        })),
+        Outcome::AlreadyDecided { revision, log } => Json(json!({
+            "decided": false,
+            "already_done": true,
+            "revision": revision.0,
+            "accepted": accepted(log),
             "log": log,
         })),
         Outcome::AlreadyDone => Json(json!({"decided": false, "already_done": true, "log": []})),
+    }
+}
+
+/// What an operator input answers: [`answer`], or a 409 naming the rule when the domain
+/// refused the input itself (its first log entry, the input's own verdict, is a rejection;
+/// later entries are what it set off). A retry of a refused input is refused alike.
+fn decided(outcome: &Outcome) -> Result<Json<Value>, RestError> {
+    let revision = match outcome {
+        Outcome::Decided { revision, .. } | Outcome::AlreadyDecided { revision, .. } => revision.0,
+        Outcome::AlreadyDone => return Ok(answer(outcome)),
+    };
+    match outcome.log().first() {
+        Some(LogEntry {
+            verdict: engine::Verdict::Rejected,
+            rule: Some(rule),
+            message,
+            ..
+        }) => Err(RestError::RuleRefused {
+            rule: *rule,
+            message: message.clone(),
+            revision,
+        }),
+        _ => Ok(answer(outcome)),
     }
 }
 
@@ -295,7 +330,7 @@ pub(crate) async fn post_event(
             EventBody::ExplicitReference { objective, task }
         }
     };
-    let id = EventId::from_uuid(*input_id(&caller, &headers, "event").as_uuid());
+    let id = EventId::from_uuid(*input_id(&caller, &headers, &format!("event/{body:?}")).as_uuid());
     let event = Event {
         id,
         room: caller.room.clone(),
@@ -303,7 +338,7 @@ pub(crate) async fn post_event(
         body,
     };
     let outcome = api.rooms.post(&event).await?;
-    let Json(mut answer) = decided(&outcome);
+    let Json(mut answer) = answer(&outcome);
     answer["event"] = json!(id.to_string());
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
 }
@@ -464,22 +499,114 @@ pub(crate) async fn plans(
     Ok(page.of(&versions))
 }
 
-/// `GET /v1/rooms/{room}/objectives/{objective}/decisions`.
+/// A page of the decision log: `?limit=1..=200` (default 50) and `?cursor=` from the previous
+/// page, which names the last entry it listed (`{revision}.{index}`).
+struct DecisionPage {
+    limit: usize,
+    after: (i64, usize),
+}
+
+impl DecisionPage {
+    fn from_uri(uri: &Uri) -> Result<Self, RestError> {
+        let mut page = DecisionPage {
+            limit: Page::DEFAULT,
+            after: (0, 0),
+        };
+        for pair in uri.query().unwrap_or_default().split('&') {
+            if pair.is_empty() {
+                continue;
+            }
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match name {
+                "limit" => {
+                    page.limit = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=Page::MAX).contains(n))
+                        .ok_or_else(|| {
+                            RestError::BadRequest(format!(
+                                "limit must be a whole number from 1 to {}",
+                                Page::MAX
+                            ))
+                        })?;
+                }
+                "cursor" => {
+                    page.after = value
+                        .split_once('.')
+                        .and_then(|(r, i)| Some((r.parse().ok()?, i.parse().ok()?)))
+                        .filter(|(r, _): &(i64, usize)| *r >= 1)
+                        .ok_or_else(|| {
+                            RestError::BadRequest(
+                                "cursor must be a next_cursor this API returned".to_owned(),
+                            )
+                        })?;
+                }
+                other => {
+                    return Err(RestError::BadRequest(format!(
+                        "unknown query parameter `{other}`: lists take `limit` and `cursor`"
+                    )));
+                }
+            }
+        }
+        Ok(page)
+    }
+}
+
+/// `GET /v1/rooms/{room}/objectives/{objective}/decisions`: the objective's entries of the
+/// Room's decision log, read from the store's history (so they outlive the process), in
+/// commit order.
 pub(crate) async fn decisions(
     State(api): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path((_, objective)): Path<(String, String)>,
     uri: Uri,
 ) -> Result<Json<Value>, RestError> {
-    let page = Page::from_uri(&uri)?;
+    /// History rows read per round trip.
+    const BATCH: usize = 256;
+    let page = DecisionPage::from_uri(&uri)?;
     let id = find_objective(&caller, &objective)?.id();
-    let items: Vec<feed::Decided> = api
-        .feed
-        .decisions(&caller.room)
-        .into_iter()
-        .filter(|d| d.entry.objective == Some(id))
-        .collect();
-    Ok(page.of(&items))
+    let (after_revision, after_index) = page.after;
+    // Entries of the revision the cursor is in come again from index `after_index + 1`.
+    let mut from = Revision(after_revision.saturating_sub(1));
+    let mut items: Vec<(feed::Decided, String)> = Vec::new();
+    'rows: loop {
+        let rows = api.rooms.history(&caller.room, from, BATCH).await?;
+        let last = rows.len() < BATCH;
+        for row in rows {
+            from = row.revision;
+            let input = row.input;
+            for (index, entry) in row.log.into_iter().enumerate() {
+                if (row.revision.0, index) <= (after_revision, after_index) && after_revision > 0 {
+                    continue;
+                }
+                if entry.objective != Some(id) {
+                    continue;
+                }
+                let cursor = format!("{}.{index}", row.revision.0);
+                items.push((
+                    feed::Decided {
+                        revision: row.revision.0,
+                        input: input.clone(),
+                        entry,
+                    },
+                    cursor,
+                ));
+                // One more than the page holds says whether another page follows.
+                if items.len() > page.limit {
+                    break 'rows;
+                }
+            }
+        }
+        if last {
+            break;
+        }
+    }
+    let next = (items.len() > page.limit)
+        .then(|| items.get(page.limit - 1).map(|(_, cursor)| cursor.clone()))
+        .flatten();
+    items.truncate(page.limit);
+    let items: Vec<feed::Decided> = items.into_iter().map(|(decided, _)| decided).collect();
+    Ok(Json(json!({"items": items, "next_cursor": next})))
 }
 
 #[derive(Deserialize)]
@@ -502,7 +629,11 @@ pub(crate) async fn control(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, &format!("control/{objective}")),
+            input_id(
+                &caller,
+                &headers,
+                &format!("control/{objective}/{action:?}"),
+            ),
             OperatorInput::Control {
                 by: caller.principal.clone(),
                 objective,
@@ -510,7 +641,7 @@ pub(crate) async fn control(
             },
         )
         .await?;
-    Ok(decided(&outcome))
+    decided(&outcome)
 }
 
 #[derive(Deserialize)]
@@ -555,7 +686,14 @@ pub(crate) async fn update_task(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, &format!("task/{objective}")),
+            input_id(
+                &caller,
+                &headers,
+                &format!(
+                    "task/{objective}/{}/{:?}/{:?}",
+                    update.task, update.status, update.contribution
+                ),
+            ),
             OperatorInput::UpdateTask {
                 by: caller.principal.clone(),
                 objective,
@@ -565,7 +703,7 @@ pub(crate) async fn update_task(
             },
         )
         .await?;
-    Ok(decided(&outcome))
+    decided(&outcome)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -685,7 +823,11 @@ pub(crate) async fn record_review(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, &format!("review/{objective}")),
+            input_id(
+                &caller,
+                &headers,
+                &format!("review/{objective}/{submission:?}"),
+            ),
             OperatorInput::RecordReview {
                 by: caller.principal.clone(),
                 objective,
@@ -693,7 +835,7 @@ pub(crate) async fn record_review(
             },
         )
         .await?;
-    Ok(decided(&outcome))
+    decided(&outcome)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -743,7 +885,7 @@ pub(crate) async fn decide_late_result(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, &format!("late/{op}")),
+            input_id(&caller, &headers, &format!("late/{op}/{decision:?}")),
             OperatorInput::DecideLateResult {
                 by: caller.principal.clone(),
                 op,
@@ -751,15 +893,16 @@ pub(crate) async fn decide_late_result(
             },
         )
         .await?;
-    Ok(decided(&outcome))
+    decided(&outcome)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Budget
 // ---------------------------------------------------------------------------------------------
 
-/// `GET /v1/rooms/{room}/budget`: balances, overrun, cost by objective, role and principal
-/// (from the settled operations), and the ledger entries (paginated).
+/// `GET /v1/rooms/{room}/budget`: balances, overrun, cost by objective, role, principal and
+/// model (from the settled operations; the model is the one their receipt names,
+/// `(unnamed)` when none does), and the ledger entries (paginated).
 pub(crate) async fn budget(
     State(api): State<ApiState>,
     Extension(caller): Extension<Caller>,
@@ -770,11 +913,20 @@ pub(crate) async fn budget(
     let mut by_objective: BTreeMap<String, i64> = BTreeMap::new();
     let mut by_role: BTreeMap<String, i64> = BTreeMap::new();
     let mut by_principal: BTreeMap<String, i64> = BTreeMap::new();
+    let mut by_model: BTreeMap<String, i64> = BTreeMap::new();
     for entry in &entries {
         let LedgerEntry::Settled { op, charged, .. } = entry else {
             continue;
         };
         let record = api.rooms.operation(*op).await?;
+        let model = match &record {
+            Some(record) => record
+                .receipt
+                .as_ref()
+                .and_then(|receipt| receipt.model.clone())
+                .unwrap_or_else(|| "(unnamed)".to_owned()),
+            None => "(unknown)".to_owned(),
+        };
         let (objective, role, principal) = match &record {
             Some(record) => (
                 record
@@ -798,6 +950,7 @@ pub(crate) async fn budget(
             (&mut by_objective, objective),
             (&mut by_role, role),
             (&mut by_principal, principal),
+            (&mut by_model, model),
         ] {
             let sum = map.entry(key).or_insert(0);
             *sum = sum.saturating_add(charged.micros());
@@ -811,6 +964,7 @@ pub(crate) async fn budget(
         "spent_micros_by_objective": by_objective,
         "spent_micros_by_role": by_role,
         "spent_micros_by_principal": by_principal,
+        "spent_micros_by_model": by_model,
         "entries": page["items"],
         "next_cursor": page["next_cursor"],
     })))
@@ -839,14 +993,14 @@ pub(crate) async fn raise_limit(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, "raise"),
+            input_id(&caller, &headers, &format!("raise/{amount_micros}")),
             OperatorInput::RaiseLimit {
                 by: caller.principal.clone(),
                 amount: UsdMicros::new(amount_micros),
             },
         )
         .await?;
-    Ok(decided(&outcome))
+    decided(&outcome)
 }
 
 #[derive(Deserialize)]
@@ -871,7 +1025,7 @@ pub(crate) async fn acknowledge_overrun(
             },
         )
         .await?;
-    Ok(decided(&outcome))
+    decided(&outcome)
 }
 
 // ---------------------------------------------------------------------------------------------

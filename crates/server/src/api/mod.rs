@@ -34,13 +34,13 @@ use agentroom_coordinator::{
 };
 use agentroom_domain::catalog::CapabilityCatalog;
 use agentroom_domain::event::Event;
-use agentroom_domain::ids::{OperationId, RoomId};
+use agentroom_domain::ids::{NotificationId, OperationId, RoomId};
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::room::Permission;
 use agentroom_planning::PlanningService;
 use agentroom_ports::{
-    Clock, OperationFilter, OperationRecord, Reconciler, Resolution, RoomStore, StoredRoom,
-    TokenStore, WorkflowStore,
+    Clock, Delivered, HistoryEntry, OperationFilter, OperationRecord, OutboxPosition, Reconciler,
+    Resolution, Revision, RoomStore, StoredRoom, TokenStore, WorkflowStore,
 };
 use agentroom_workflows::Provider;
 use async_trait::async_trait;
@@ -91,6 +91,26 @@ pub trait RoomApi: Send + Sync + 'static {
     ) -> Result<bool, CoordinatorError>;
     /// Every decision committed in this process from now on.
     fn watch(&self) -> UnboundedReceiver<Committed>;
+    /// Up to `limit` history rows of the Room after revision `after` (the decision log).
+    async fn history(
+        &self,
+        room: &RoomId,
+        after: Revision,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, CoordinatorError>;
+    /// Up to `limit` notifications of the Room delivered after position `after`.
+    async fn delivered(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<Delivered>, CoordinatorError>;
+    /// Where a notification of the Room is in the outbox.
+    async fn outbox_position(
+        &self,
+        room: &RoomId,
+        id: NotificationId,
+    ) -> Result<Option<OutboxPosition>, CoordinatorError>;
 }
 
 /// A [`Coordinator`] and the store it runs on, as the REST API uses them.
@@ -168,6 +188,32 @@ where
 
     fn watch(&self) -> UnboundedReceiver<Committed> {
         self.coordinator.watch()
+    }
+
+    async fn history(
+        &self,
+        room: &RoomId,
+        after: Revision,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, CoordinatorError> {
+        Ok(RoomStore::history(&*self.store, room, after, limit).await?)
+    }
+
+    async fn delivered(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<Delivered>, CoordinatorError> {
+        Ok(RoomStore::delivered(&*self.store, room, after, limit).await?)
+    }
+
+    async fn outbox_position(
+        &self,
+        room: &RoomId,
+        id: NotificationId,
+    ) -> Result<Option<OutboxPosition>, CoordinatorError> {
+        Ok(RoomStore::outbox_position(&*self.store, room, id).await?)
     }
 }
 
@@ -363,7 +409,7 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
             Method::GET,
             "/v1/rooms/{room}/budget",
             Needs(P::BudgetRead),
-            "The budget: balances, overrun, cost by objective, role and principal, ledger (paginated).",
+            "The budget: balances, overrun, cost by objective, role, principal and model, ledger (paginated).",
             on(MethodFilter::GET, h::budget),
         ),
         row(

@@ -22,6 +22,17 @@ pub(crate) fn build() -> Value {
             .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
             .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
             .collect();
+        let input = route.method == axum::http::Method::POST && operator_input(route.path);
+        let mut parameters = parameters;
+        if input || route.path == "/v1/rooms/{room}/events" {
+            parameters.push(json!({
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": false,
+                "schema": {"type": "string"},
+                "description": "Names the request: the Room decides one key (per caller and request content) once, durably; a retry is answered with the original decision (`already_done: true`, its `revision` and `log`) and changes nothing. The same key on a different request is a different request.",
+            }));
+        }
         let mut operation = json!({
             "summary": route.summary,
             "operationId": format!("{} {}", route.method, route.path),
@@ -36,6 +47,13 @@ pub(crate) fn build() -> Value {
                 "422": {"description": "body of the wrong shape (unknown or missing fields)"},
             },
         });
+        if input {
+            operation["responses"]["200"] = json!({"description": "decided: `revision` and the decision `log` (its first entry is the verdict on the request; later entries are what it set off); `already_done: true` when this Idempotency-Key was decided before"});
+            operation["responses"]["409"] = json!({
+                "description": "refused by a rule of the domain (`error: rule_refused`, with `rule`, `message` and the `revision` that logged the refusal); nothing else changed. Also `conflict` when the Room kept changing.",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            });
+        }
         if let Some(schema) = request_body(route.path) {
             operation["requestBody"] = json!({
                 "required": true,
@@ -63,10 +81,26 @@ pub(crate) fn build() -> Value {
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {"Error": {"type": "object", "required": ["error", "message"], "properties": {
-                "error": {"type": "string"}, "message": {"type": "string"}, "permission": {"type": "string"}
+                "error": {"type": "string"}, "message": {"type": "string"}, "permission": {"type": "string"},
+                "rule": {"type": "string", "description": "on a 409 rule_refused: the rule id"},
+                "revision": {"type": "integer", "description": "on a 409 rule_refused: the revision that logged the refusal"},
             }}},
         },
     })
+}
+
+/// Whether a POST to `path` submits an operator input: decided by the domain (a rule may
+/// refuse it, 409) and once per Idempotency-Key.
+fn operator_input(path: &str) -> bool {
+    matches!(
+        path,
+        "/v1/rooms/{room}/objectives/{objective}/control"
+            | "/v1/rooms/{room}/objectives/{objective}/tasks"
+            | "/v1/rooms/{room}/objectives/{objective}/reviews"
+            | "/v1/rooms/{room}/late-results/{operation}"
+            | "/v1/rooms/{room}/budget/raise"
+            | "/v1/rooms/{room}/budget/acknowledge"
+    )
 }
 
 fn object(required: &[&str], properties: Value) -> Value {

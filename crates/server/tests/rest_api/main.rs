@@ -11,6 +11,7 @@
 )]
 
 mod hosted;
+mod inputs;
 mod support;
 
 use std::collections::{BTreeSet, HashSet};
@@ -1048,14 +1049,15 @@ async fn a_whole_objective_runs_through_the_http_api_alone() {
     // O7: an agent cannot move work back; the domain rejects it by rule, the board stays.
     let gather = task(&objective, "gather")["identity"].clone();
     let moved = app
-        .post(
+        .as_(
             "sam",
+            Method::POST,
             &format!("{path}/tasks"),
             &json!({"task": gather, "status": "todo"}).to_string(),
         )
         .await;
-    assert_eq!(moved["accepted"], false, "{moved}");
-    assert_eq!(moved["log"][0]["rule"], "O7", "{moved}");
+    let moved = moved.assert_error(StatusCode::CONFLICT, "rule_refused");
+    assert_eq!(moved["rule"], "O7", "{moved}");
     assert_eq!(app.get("olive", &path).await["board"], objective["board"]);
     let unmet = review(&app, &path, 1, "unmet").await;
     assert_eq!(unmet["accepted"], true, "{unmet}");
@@ -1125,6 +1127,12 @@ async fn a_whole_objective_runs_through_the_http_api_alone() {
         .map(|v| v.as_i64().unwrap())
         .sum();
     assert_eq!(by_role, spent, "{budget}");
+    // Cost by model: every call here ran on the scripted model, which its receipts name.
+    assert_eq!(
+        budget["spent_micros_by_model"],
+        json!({"scripted": spent}),
+        "{budget}"
+    );
     assert_eq!(
         budget["spent_micros_by_objective"][&id].as_i64(),
         Some(spent - reasoner_intake(&budget))

@@ -139,6 +139,7 @@ pub fn call_of(decision: &Decision) -> CallRequest {
 /// An ordinary answer to the call, charged `micros`.
 pub fn answer(request: &CallRequest, micros: i64) -> Receipt {
     Receipt {
+        model: None,
         charge: Charge::Actual(UsdMicros::new(micros)),
         result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
             observed: request.observed,
