@@ -58,6 +58,7 @@ macro_rules! store_conformance {
             t5_notifications_are_stored_once_and_delivered,
             ledger_rows_replay_to_the_stored_balances,
             rooms_do_not_see_each_other,
+            d3_a_released_lease_is_fenced_on_its_generation_and_claimable_at_once,
         );
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
@@ -1024,6 +1025,82 @@ pub async fn rooms_do_not_see_each_other<S: Store>(store: Arc<S>) {
         store.commit(&unknown, Revision::FIRST, commit).await,
         Err(CommitError::UnknownRoom(_))
     ));
+}
+
+/// D3, D2: a graceful shutdown releases the leases of its unfinished calls. Only the current
+/// generation releases, only an in-flight operation without a receipt; a released lease has
+/// expired by the database clock, so recovery claims it at once (no waiting out the lease),
+/// and the releasing holder's late heartbeat or receipt is fenced.
+pub async fn d3_a_released_lease_is_fenced_on_its_generation_and_claimable_at_once<S: Store>(
+    store: Arc<S>,
+) {
+    let mut d = Driver::create(&*store, "release", 1_000_000).await;
+    let running = d.owner_message("slow");
+    let op = reserved_op(&running);
+    d.commit(&*store, &running, "event_accepted").await.unwrap();
+    let done = d.owner_message("done");
+    let receipted = reserved_op(&done);
+    d.commit(&*store, &done, "event_accepted").await.unwrap();
+    assert_eq!(
+        store.record_receipt(receipted, 1, &answer()).await.unwrap(),
+        ReceiptWrite::Recorded
+    );
+    let before = store.operation(op).await.unwrap().unwrap();
+    assert_eq!((before.generation, before.lease_expired), (1, false));
+
+    // A stale or future generation cannot release, and changes nothing.
+    for stale in [0, 2] {
+        assert!(!store.release_lease(op, stale).await.unwrap(), "{stale}");
+    }
+    assert_eq!(store.operation(op).await.unwrap().unwrap(), before);
+    assert!(
+        store
+            .claim_expired(lease("b", 60_000), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a live lease is not claimed"
+    );
+    // A receipted operation has no lease to give up.
+    assert!(!store.release_lease(receipted, 1).await.unwrap());
+    let record = store.operation(receipted).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.generation),
+        (OperationStatus::Receipted, 1)
+    );
+
+    // The holder releases: expired at once, the generation moved on.
+    assert!(store.release_lease(op, 1).await.unwrap());
+    let released = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(released.status, OperationStatus::InFlight);
+    assert!(released.lease_expired, "{released:?}");
+    assert_eq!(released.generation, 2);
+    assert!(released.receipt.is_none());
+    assert!(!store.release_lease(op, 1).await.unwrap(), "released once");
+    assert_eq!(
+        store
+            .heartbeat(op, 1, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Heartbeat::Fenced,
+        "the releasing holder's late heartbeat cannot take the lease back"
+    );
+    assert_eq!(
+        store.record_receipt(op, 1, &answer()).await.unwrap(),
+        ReceiptWrite::Fenced
+    );
+
+    // Recovery claims it at once, long before the 60 s lease would have run out.
+    let claimed = store.claim_expired(lease("b", 60_000), 10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(claimed[0].record.op(), op);
+    assert_eq!(claimed[0].generation, 3);
+    assert_eq!(claimed[0].record.lease_owner.as_deref(), Some("b"));
+    assert!(store.mark_uncertain(op, 3).await.unwrap());
+    assert_eq!(
+        store.operation(op).await.unwrap().unwrap().status,
+        OperationStatus::Uncertain
+    );
 }
 
 /// A fresh in-memory store (the suite's own check).

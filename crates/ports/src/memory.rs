@@ -462,6 +462,25 @@ impl WorkflowStore for MemoryStore {
             })
             .collect())
     }
+
+    async fn release_lease(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        match inner.operations.get_mut(&op) {
+            Some(row)
+                if row.record.generation == generation
+                    && row.record.receipt.is_none()
+                    && row.record.status == OperationStatus::InFlight =>
+            {
+                row.record.generation += 1;
+                row.record.lease_owner = None;
+                row.expires = Some(now);
+                refresh(row, now);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }
 
 #[async_trait]

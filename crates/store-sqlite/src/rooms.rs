@@ -148,6 +148,19 @@ const UNCERTAIN_SQL: &str = concat!(
        AND receipt IS NULL"
 );
 
+/// Gives up a lease at generation `?2` of an in-flight operation without a receipt: expired
+/// now (claimable at once), the generation moved on so the releasing holder's late writes
+/// are fenced.
+const RELEASE_SQL: &str = concat!(
+    "UPDATE operations SET lease_generation = lease_generation + 1, lease_owner = NULL, \
+     lease_expires_at = ",
+    now_ms!(),
+    ", updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND lease_generation = ?2 AND status = 'in_flight' \
+       AND receipt IS NULL"
+);
+
 /// Counts a recovery attempt on an uncertain operation (recovery asked its reconciler again)
 /// and returns the new count.
 const COUNT_ATTEMPT_SQL: &str = concat!(
@@ -1043,6 +1056,10 @@ impl WorkflowStore for SqliteRooms {
             }
         };
         Ok(found.into_iter().map(|(_, record)| record).collect())
+    }
+
+    async fn release_lease(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
+        self.write_one(RELEASE_SQL, params![op.to_string(), generation])
     }
 }
 
