@@ -111,6 +111,11 @@ enum Command {
         /// that died once their leases expire).
         #[arg(long, default_value_t = 10, hide = true)]
         recover_every: u32,
+        /// On SIGTERM or SIGINT, how long calls already running may take to finish and record
+        /// their receipts (`10s`, `1500ms`, `2m`); the leases of those still running then are
+        /// released, so the next recovery classifies them at once. At most an hour.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = serve::parse_grace)]
+        shutdown_grace: std::time::Duration,
         /// Serve the A2E transport and `POST /v1/planning` without tokens, every caller
         /// acting as the owner of the first --room: for one local user on loopback only.
         /// Without it they need `Authorization: Bearer` like the REST API.
@@ -234,6 +239,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             lease_ms,
             poll_ms,
             recover_every,
+            shutdown_grace,
             anonymous_planning,
         } => {
             // A bad policy file stops the host before it listens, naming file, line, field.
@@ -256,6 +262,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 lease: std::time::Duration::from_millis(lease_ms.max(1)),
                 poll: std::time::Duration::from_millis(poll_ms.max(1)),
                 recover_every,
+                shutdown_grace,
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

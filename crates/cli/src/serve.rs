@@ -16,9 +16,15 @@
 //! dispatched it, so with several processes on one database an agent host submits to that one
 //! (another answers 409).
 //!
-//! SIGTERM stops the listener and the loops; calls still running are not waited for and their
-//! leases are left to expire (nothing renews them once the process exits), so the next
-//! recovery finds them uncertain with their reservations held and asks the reconciler.
+//! SIGTERM (or SIGINT) stops gracefully: the listener takes no new connection (requests in
+//! progress finish), the loops stop between two passes, and the coordinator decides nothing
+//! new (no event accepted, no call reserved or dispatched; an API request that would decide
+//! something gets 503). Calls already running get `--shutdown-grace` to finish and record
+//! their receipts (applied to their Rooms by the next recovery, of any process); the calls
+//! still running after it are aborted and their leases released (expired now by the database
+//! clock, the generation moved on), so the next recovery classifies them at once instead of
+//! waiting out the lease: uncertain with their reservations held, reconciled, never replayed
+//! (D2, D3). Then the process exits 0.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -61,6 +67,8 @@ pub(crate) struct CoordinatorArgs {
     pub(crate) poll: Duration,
     /// Recovery runs again every this many passes.
     pub(crate) recover_every: u32,
+    /// How long calls still running at a graceful stop may take to finish.
+    pub(crate) shutdown_grace: Duration,
 }
 
 pub(crate) async fn run(
@@ -101,9 +109,10 @@ pub(crate) async fn run(
     };
     agentroom_server::serve(listener, app, stopping).await?;
     if let Some(background) = background {
-        background
+        let report = background
             .await
             .map_err(|e| anyhow!("the coordinator loop failed: {e}"))?;
+        tracing::info!(?report, "stopped");
     }
     Ok(())
 }
@@ -137,7 +146,7 @@ fn router(
         .merge(agentroom_server::api::router_with(api, hosted))
 }
 
-type Background = Option<tokio::task::JoinHandle<()>>;
+type Background = Option<tokio::task::JoinHandle<agentroom_coordinator::ShutdownReport>>;
 
 /// Builds the coordinator over `store`, recovers, spawns its loops (none when there is no
 /// Room to coordinate yet: a fresh store serves the planning messages and the API only) and
@@ -209,15 +218,49 @@ where
         tracing::info!(%room, accepted, "pending events accepted");
     }
     let config = BackgroundConfig::new(args.poll, args.recover_every);
+    let grace = args.shutdown_grace;
     let background = tokio::spawn(async move {
-        let mut stop = stop;
-        coordinator
-            .run_background(&rooms, &config, async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            })
-            .await;
+        // At the stop the coordinator closes at once (nothing new is decided, the calls
+        // running get their grace) while the loops finish their pass.
+        let (_, report) = tokio::join!(
+            coordinator.run_background(&rooms, &config, stopped(stop.clone())),
+            async {
+                stopped(stop).await;
+                coordinator.shutdown(grace).await
+            }
+        );
+        report
     });
     Ok((app, Some(background)))
+}
+
+/// Resolves once the stop signal fired.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    // The sender lives until `run` returns, after the loops: an error means it is gone,
+    // which is a stop too.
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+/// Parses `--shutdown-grace`: whole seconds (`10`, `10s`), milliseconds (`1500ms`) or
+/// minutes (`2m`).
+pub(crate) fn parse_grace(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let bad = || format!("`{text}` is not a duration: write e.g. `10s`, `1500ms` or `2m`");
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(bad)?),
+        _ => return Err(bad()),
+    };
+    if duration > Duration::from_secs(3_600) {
+        return Err(format!("`{text}` is longer than an hour"));
+    }
+    Ok(duration)
 }
 
 /// The Rooms named, each of which must exist; or `local` when none is named and it exists.

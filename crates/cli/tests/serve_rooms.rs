@@ -165,7 +165,12 @@ impl Site {
             .arg(repo(scenario))
             .arg("--journal")
             .arg(self.journal())
-            .args(["--lease-ms", LEASE_MS, "--poll-ms", "50"])
+            .args(if extra.contains(&"--lease-ms") {
+                &[][..]
+            } else {
+                &["--lease-ms", LEASE_MS][..]
+            })
+            .args(["--poll-ms", "50"])
             .args(extra)
             .env_remove("AGENTROOM_CRASH_AT")
             .env_remove("AGENTROOM_DATABASE_URL")
@@ -279,8 +284,14 @@ impl Serve {
     }
 
     /// SIGTERM: a graceful stop, exit 0.
-    fn stop(mut self) {
+    fn stop(self) {
+        self.stop_timed();
+    }
+
+    /// SIGTERM: a graceful stop, exit 0; how long the process took to exit.
+    fn stop_timed(mut self) -> Duration {
         let pid = self.0.id().to_string();
+        let sent = Instant::now();
         assert!(
             Command::new("kill")
                 .args(["-TERM", &pid])
@@ -290,6 +301,7 @@ impl Serve {
         );
         let status = wait(&mut self.0);
         assert!(status.success(), "serve exited with {status:?}");
+        sent.elapsed()
     }
 }
 
@@ -667,6 +679,172 @@ async fn b7_two_serve_processes_on_one_database_never_dispatch_a_task_twice() {
         assert!(review.verdicts().iter().all(|v| v.verdict == Verdict::Met));
     }
     no_task_twice_and_the_ledger_adds_up(&site, 4 * (2_100 + 3_400 + 2_800 + 1_200)).await;
+}
+
+// ---- graceful stop (SIGTERM) ---------------------------------------------------------------
+
+/// The lease of the graceful-stop tests: far longer than either test waits, so a restart that
+/// classifies a call did not wait out its lease.
+const LONG_LEASE_MS: &str = "60000";
+const SLOW: &str = "scenarios/slow-specialist.toml";
+
+/// Posts the objective of [`SLOW`] to a running `serve` and waits until sam's slow `gather`
+/// call is running: in flight, executed and journaled, its reply still on the way.
+async fn a_slow_call_running(site: &Site) -> OperationId {
+    site.post("Summarize how durable agent runtimes recover from crashes, with sources.");
+    let store = site.store().await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let gathering = site
+            .executions()
+            .into_iter()
+            .find(|e| e["task"].as_str().is_some_and(|t| t.ends_with("/gather")));
+        if let Some(execution) = gathering {
+            let op: OperationId = execution["op"].as_str().unwrap().parse().unwrap();
+            let record = store.operation(op).await.unwrap().unwrap();
+            assert_eq!(record.status, OperationStatus::InFlight, "{record:?}");
+            return op;
+        }
+        assert!(Instant::now() < deadline, "sam never started gathering");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The operations of one status.
+async fn with_status(site: &Site, status: OperationStatus) -> Vec<OperationId> {
+    site.store()
+        .await
+        .operations(OperationFilter::Status(status))
+        .await
+        .unwrap()
+        .iter()
+        .map(agentroom_ports::OperationRecord::op)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_sigterm_releases_the_lease_of_a_call_running_past_the_grace_and_the_next_serve_reconciles_it_at_once()
+ {
+    let site = Site::new();
+    site.create_room(&["sam=specialist", "sue=specialist", "rita=reviewer"]);
+    let mut first = site.serve_with(
+        SLOW,
+        None,
+        &["--lease-ms", LONG_LEASE_MS, "--shutdown-grace", "1s"],
+    );
+    assert!(first.listening().is_some());
+    let op = a_slow_call_running(&site).await;
+
+    // SIGTERM while sam's reply (4 s) is on its way: the grace (1 s) runs out first.
+    let took = first.stop_timed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "it did not give the call its grace: {took:?}"
+    );
+    let store = site.store().await;
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::InFlight, "{record:?}");
+    assert!(record.receipt.is_none(), "{record:?}");
+    assert!(
+        record.lease_expired,
+        "D3: the lease was released, 60 s early: {record:?}"
+    );
+    assert_eq!(record.generation, 2, "the release moved the generation on");
+    assert_eq!(record.lease_owner, None);
+    let held = site.room().await.state.ledger().balances();
+    assert_eq!(held.reserved, record.request.reservation, "B1: still held");
+
+    // The next process classifies it on start, long before the 60 s lease would have run out:
+    // uncertain, then confirmed from sam's journal (D2), never run again.
+    let mut second = site.serve_with(SLOW, None, &["--lease-ms", LONG_LEASE_MS]);
+    let started = Instant::now();
+    assert!(second.listening().is_some());
+    loop {
+        let record = store.operation(op).await.unwrap().unwrap();
+        if record.status == OperationStatus::Applied {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not classified: {record:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    site.wait_completed(1).await;
+    second.stop();
+    let closing = no_task_twice_and_the_ledger_adds_up(&site, 2_100 + 3_400 + 2_800 + 1_200).await;
+    assert!(
+        matches!(closing[&op], LedgerEntry::Settled { charged, .. } if charged == UsdMicros::new(3_400)),
+        "D2: charged what the journal recorded: {:?}",
+        closing[&op]
+    );
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert!(
+        record.receipt.is_none(),
+        "its result came from the reconciler"
+    );
+    assert!(record.generation >= 3, "claimed by the second process");
+    let journaled = site
+        .executions()
+        .iter()
+        .filter(|e| e["op"] == op.to_string())
+        .count();
+    assert_eq!(journaled, 1, "sam ran it once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_sigterm_lets_a_call_that_ends_within_the_grace_record_its_receipt() {
+    let site = Site::new();
+    site.create_room(&["sam=specialist", "sue=specialist", "rita=reviewer"]);
+    let mut first = site.serve_with(
+        SLOW,
+        None,
+        &["--lease-ms", LONG_LEASE_MS, "--shutdown-grace", "40s"],
+    );
+    assert!(first.listening().is_some());
+    let op = a_slow_call_running(&site).await;
+
+    // SIGTERM while sam's reply (4 s) is on its way: it arrives within the grace (40 s), and
+    // the process exits as soon as it is recorded, not at the end of the grace.
+    let took = first.stop_timed();
+    assert!(
+        took < Duration::from_secs(30),
+        "it waited out the grace: {took:?}"
+    );
+    let record = site.store().await.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::Receipted, "{record:?}");
+    assert!(record.receipt.is_some());
+    assert_eq!(record.generation, 1, "never released nor claimed");
+    assert!(
+        with_status(&site, OperationStatus::Uncertain)
+            .await
+            .is_empty()
+    );
+    assert!(
+        with_status(&site, OperationStatus::InFlight)
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        site.room().await.state.ledger().balances().uncertain,
+        UsdMicros::ZERO
+    );
+
+    // The next process hands the receipt to the Room (D2) and finishes; nothing was ever
+    // uncertain and nothing ran twice.
+    let mut second = site.serve_with(SLOW, None, &["--lease-ms", LONG_LEASE_MS]);
+    assert!(second.listening().is_some());
+    site.wait_completed(1).await;
+    second.stop();
+    let closing = no_task_twice_and_the_ledger_adds_up(&site, 2_100 + 3_400 + 2_800 + 1_200).await;
+    assert!(
+        matches!(closing[&op], LedgerEntry::Settled { charged, .. } if charged == UsdMicros::new(3_400)),
+        "{:?}",
+        closing[&op]
+    );
+    let record = site.store().await.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.generation, 1);
+    assert!(record.receipt.is_some(), "applied from its own receipt");
 }
 
 // ---- bad input: exit code, message, nothing written ----------------------------------------

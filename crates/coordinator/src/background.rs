@@ -7,8 +7,8 @@
 //! every decision with compare-and-swap, so no event is accepted twice and no task dispatched
 //! twice (D1, B7).
 //!
-//! The loops stop when the stop signal fires, between two passes; calls in flight are not
-//! waited for (see [`Coordinator::run_background`]).
+//! The loops stop when the stop signal fires, between two passes; the calls in flight are
+//! [`Coordinator::shutdown`]'s (a grace, then their leases released).
 
 use std::future::Future;
 use std::time::Duration;
@@ -97,9 +97,10 @@ where
     /// Runs [`Coordinator::pass`] every `config.poll()` over `rooms`, with recovery every
     /// `recover_every` passes, until `stop` resolves. Errors of a pass are logged and the next
     /// pass tries again (a database that restarts comes back). When `stop` fires the loop
-    /// returns at once: calls running in this process are not waited for; their leases stop
-    /// being renewed when the process exits, and the next recovery (of this or another
-    /// process) finds them expired: uncertain, reservation held, never replayed (D2).
+    /// returns after its pass; the calls running in this process are left to
+    /// [`Coordinator::shutdown`], which gives them a grace and releases the leases of those
+    /// still running, so the next recovery finds them at once (D2, D3). Without it they keep
+    /// running while the runtime lives.
     pub async fn run_background(
         &self,
         rooms: &[RoomId],

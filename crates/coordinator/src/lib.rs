@@ -22,6 +22,7 @@ mod ids;
 mod notify;
 mod owner;
 mod plans;
+mod shutdown;
 mod sink;
 
 use std::collections::HashMap;
@@ -51,6 +52,7 @@ pub use background::{BackgroundConfig, Pass};
 pub use error::CoordinatorError;
 pub use ids::InputId;
 pub use notify::CollectingNotifier;
+pub use shutdown::ShutdownReport;
 
 use actor::{Command, Guard};
 use ids::IdSeed;
@@ -159,6 +161,10 @@ pub(crate) struct Shared<S, P, R, K, C> {
     rooms: Mutex<HashMap<RoomId, mpsc::Sender<Command>>>,
     pub(crate) in_flight: watch::Sender<usize>,
     watchers: Mutex<Vec<mpsc::UnboundedSender<Committed>>>,
+    /// Closed by a graceful stop: no input is decided after it.
+    pub(crate) gate: shutdown::Gate,
+    /// The calls running in this process, for a graceful stop to release.
+    pub(crate) running: shutdown::RunningCalls,
 }
 
 /// The coordinator of one process: one actor per Room, calls run through workflows. Cheap to
@@ -203,6 +209,8 @@ where
                 rooms: Mutex::new(HashMap::new()),
                 in_flight,
                 watchers: Mutex::new(Vec::new()),
+                gate: shutdown::Gate::default(),
+                running: shutdown::RunningCalls::default(),
             }),
         }
     }
@@ -564,6 +572,8 @@ where
         seed: IdSeed,
         guard: Guard,
     ) -> Result<Outcome, CoordinatorError> {
+        // Counted until the decision is answered, so a graceful stop waits for it.
+        let _admitted = self.gate.enter(room)?;
         let (reply, answer) = oneshot::channel();
         let command = Command {
             input,
