@@ -34,6 +34,25 @@ struct Cli {
     /// Log filter for stderr (e.g. `info`, `agentroom_planning=debug`); quiet by default.
     #[arg(long, global = true, value_name = "FILTER", env = "AGENTROOM_LOG")]
     log: Option<String>,
+    /// How log lines are written to stderr: `text` for people, `json` for collectors (one
+    /// JSON object a line, with the spans it happened in: an HTTP request's carries its
+    /// request id). Given without --log, it logs at `info`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FORMAT",
+        env = "AGENTROOM_LOG_FORMAT"
+    )]
+    log_format: Option<LogFormat>,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -204,7 +223,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    init_logs(cli.log.as_deref())?;
+    init_logs(cli.log.as_deref(), cli.log_format)?;
     match cli.command.unwrap_or(Command::Demo {
         scenario: room_demo::DEFAULT_SCENARIO.to_owned(),
         root: None,
@@ -328,17 +347,29 @@ fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// Logs go to stderr only, and only when asked for: stdout belongs to the protocol, and a
-/// client that never reads stderr must not fill its pipe.
-fn init_logs(filter: Option<&str>) -> anyhow::Result<()> {
-    let Some(filter) = filter else {
-        return Ok(());
+/// Logs go to stderr only, and only when asked for (`--log`, or `--log-format`, which logs at
+/// `info` unless `--log` says otherwise): stdout belongs to the protocol, and a client that
+/// never reads stderr must not fill its pipe.
+fn init_logs(filter: Option<&str>, format: Option<LogFormat>) -> anyhow::Result<()> {
+    let filter = match (filter, format) {
+        (Some(filter), _) => filter,
+        (None, Some(_)) => "info",
+        (None, None) => return Ok(()),
     };
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .map_err(|e| anyhow::anyhow!("--log {filter}: {e}"))?;
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format.unwrap_or(LogFormat::Text) {
+        LogFormat::Text => logs.init(),
+        // The current span and the whole span list on every line: a request's id, method and
+        // path reach every line logged while it runs.
+        LogFormat::Json => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+    }
     Ok(())
 }

@@ -116,11 +116,17 @@ impl Site {
 
     /// `room create` of the test Room; returns what it printed.
     fn create_room(&self, members: &[&str]) -> String {
+        self.create_room_named(ROOM, &self.policies(), members)
+    }
+
+    /// `room create` of Room `room` with the policy folder `policies`; returns what it
+    /// printed.
+    fn create_room_named(&self, room: &str, policies: &Path, members: &[&str]) -> String {
         let mut args = vec![
             "room",
             "create",
             "--room",
-            ROOM,
+            room,
             "--owner",
             "olive",
             "--limit-micros",
@@ -129,7 +135,6 @@ impl Site {
             "scripted",
             "--policies",
         ];
-        let policies = self.policies();
         args.push(policies.to_str().unwrap());
         for member in members {
             args.extend(["--member", member]);
@@ -155,9 +160,17 @@ impl Site {
 
     /// [`Site::serve`] with more arguments.
     fn serve_with(&self, scenario: &str, crash_at: Option<&str>, extra: &[&str]) -> Serve {
+        let mut command = self.serve_command(scenario, crash_at, extra);
+        command.args(["--room", ROOM]);
+        Serve(command.spawn().unwrap())
+    }
+
+    /// The command of [`Site::serve_with`] without `--room` (every Room on the store), its
+    /// stderr inherited.
+    fn serve_command(&self, scenario: &str, crash_at: Option<&str>, extra: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agentroom"));
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
+            .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--database-url", &self.url()])
             .arg("--policies")
             .arg(self.policies())
@@ -181,7 +194,7 @@ impl Site {
         if let Some(point) = crash_at {
             command.env("AGENTROOM_CRASH_AT", point);
         }
-        Serve(command.spawn().unwrap())
+        command
     }
 
     async fn store(&self) -> PgRooms {
@@ -231,6 +244,18 @@ impl Site {
 
 /// One HTTP/1.1 request to `address` (with `token` as a bearer token); status and body.
 fn http(address: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    let (status, _, body) = http_with_head(address, method, path, token, body);
+    (status, body)
+}
+
+/// [`http`], with the response's head (status line and headers) too.
+fn http_with_head(
+    address: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
@@ -248,7 +273,18 @@ fn http(address: &str, method: &str, path: &str, token: Option<&str>, body: &str
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_owned())
+    (status, head.to_owned(), body.to_owned())
+}
+
+/// The `x-request-id` header of a response head.
+fn request_id(head: &str) -> String {
+    head.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("x-request-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no x-request-id in {head}"))
 }
 
 /// A running `serve`, killed if the test fails.
@@ -845,6 +881,127 @@ async fn d3_sigterm_lets_a_call_that_ends_within_the_grace_record_its_receipt() 
     let record = site.store().await.operation(op).await.unwrap().unwrap();
     assert_eq!(record.generation, 1);
     assert!(record.receipt.is_some(), "applied from its own receipt");
+}
+
+/// The owner's token `room create` printed.
+fn owner_token(created: &str) -> String {
+    created
+        .lines()
+        .find_map(|l| l.strip_prefix("owner token (olive): "))
+        .unwrap_or_else(|| panic!("no owner token in {created}"))
+        .trim()
+        .to_owned()
+}
+
+// ---- logs ----------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_log_format_json_writes_json_lines_with_each_requests_id() {
+    let site = Site::new();
+    let token =
+        owner_token(&site.create_room(&["sam=specialist", "sue=specialist", "rita=reviewer"]));
+    let logs = site.dir.path().join("serve.log");
+    let mut command = site.serve_command(SLOW, None, &["--log-format", "json"]);
+    command.stderr(std::fs::File::create(&logs).unwrap());
+    let mut serve = Serve(command.spawn().unwrap());
+    let address = serve.listening().unwrap();
+
+    let (status, head, _) = http_with_head(&address, "GET", "/health", None, "");
+    assert_eq!(status, 200);
+    let health = request_id(&head);
+    let (status, head, _) = http_with_head(
+        &address,
+        "GET",
+        &format!("/v1/rooms/{ROOM}/objectives"),
+        Some(&token),
+        "",
+    );
+    assert_eq!(status, 200);
+    let objectives = request_id(&head);
+    let (status, head, _) = http_with_head(
+        &address,
+        "GET",
+        "/v1/rooms/elsewhere/objectives",
+        Some(&token),
+        "",
+    );
+    assert!((400..500).contains(&status), "{status}");
+    let refused = request_id(&head);
+    assert_ne!(health, objectives);
+    serve.stop();
+
+    let text = std::fs::read_to_string(&logs).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string())
+    );
+    // Each request: one line in its span, carrying its id, method, path and status.
+    for (id, path, status) in [
+        (&health, "/health".to_owned(), Some(200)),
+        (
+            &objectives,
+            format!("/v1/rooms/{ROOM}/objectives"),
+            Some(200),
+        ),
+        (&refused, "/v1/rooms/elsewhere/objectives".to_owned(), None),
+    ] {
+        let finished: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["span"]["request_id"] == id.as_str())
+            .filter(|l| l["fields"]["message"] == "request finished")
+            .collect();
+        assert_eq!(finished.len(), 1, "{id}: {text}");
+        let line = finished[0];
+        assert_eq!(line["span"]["name"], "request", "{line}");
+        assert_eq!(line["span"]["method"], "GET", "{line}");
+        assert_eq!(line["span"]["path"], path.as_str(), "{line}");
+        let logged = line["fields"]["status"].as_u64().unwrap();
+        match status {
+            Some(status) => assert_eq!(logged, status, "{line}"),
+            None => assert!((400..500).contains(&logged), "{line}"),
+        }
+    }
+}
+
+#[test]
+fn serve_refuses_a_bad_log_format_or_shutdown_grace_as_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg("--root")
+            .arg(dir.path().join("data"))
+            .arg("--policies")
+            .arg(repo("policies"))
+            .args(args)
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_LOG")
+            .env_remove("AGENTROOM_LOG_FORMAT")
+            .output()
+            .unwrap()
+    };
+    let out = serve(&["--log-format", "yaml"]);
+    refused(&out, 2, "invalid value 'yaml' for '--log-format <FORMAT>'");
+    refused(&out, 2, "[possible values: text, json]");
+    for (grace, message) in [
+        ("10x", "`10x` is not a duration"),
+        ("soon", "`soon` is not a duration"),
+        ("-1s", "`-1s` is not a duration"),
+        ("2h", "`2h` is not a duration"),
+        ("61m", "`61m` is longer than an hour"),
+    ] {
+        let arg = format!("--shutdown-grace={grace}");
+        refused(&serve(&[arg.as_str()]), 2, message);
+    }
+    assert!(
+        !dir.path().join("data").exists(),
+        "a usage error creates nothing"
+    );
 }
 
 // ---- bad input: exit code, message, nothing written ----------------------------------------
