@@ -90,8 +90,9 @@ enum Command {
         /// Address to listen on (port 0 picks a free one; the bound address is printed).
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: std::net::SocketAddr,
-        /// A Room to coordinate (repeat for several; each must exist). None: `local`, if it
-        /// exists. Anonymous A2E sessions (--anonymous-planning) act in the first.
+        /// A Room to coordinate (repeat for several; each must exist). None: every Room on the
+        /// store, and each Room created while it runs. Anonymous A2E sessions
+        /// (--anonymous-planning) act in the first, or in `local`.
         #[arg(long = "room", value_parser = RoomId::parse)]
         rooms: Vec<RoomId>,
         #[command(flatten)]

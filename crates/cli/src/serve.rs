@@ -8,7 +8,9 @@
 //! of a process that died are picked up once their leases expire. Several `serve` processes
 //! may share one database: compare-and-swap and the once-per-event acceptance keep every task
 //! dispatched once. The capability and binding files named by each Room's policy are loaded
-//! when the coordinator starts.
+//! when the coordinator starts. Without `--room` it coordinates every Room on the store, and a
+//! Room created while it runs (`agentroom room create`) from the next pass on, once the files
+//! its policy names are loaded (a bad file is logged and the Room waits; the others go on).
 //!
 //! With `--hosted PRINCIPAL`, that specialist's calls wait on this process for the results its
 //! agent host submits over the REST API (`/v1/rooms/{room}/assignments`), synced to the hosted
@@ -31,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentroom_coordinator::{BackgroundConfig, Coordinator, CoordinatorConfig, Ports};
+use agentroom_coordinator::{BackgroundConfig, Coordinated, Coordinator, CoordinatorConfig, Ports};
 use agentroom_domain::ids::RoomId;
 use agentroom_planning::{PlanningRepository, PlanningService, SystemAmbient};
 use agentroom_ports::{SystemClock, TokenStore};
@@ -51,7 +53,8 @@ const DEFAULT_ROOM: &str = "local";
 /// How the coordinator of `serve` runs.
 #[derive(Debug, Clone)]
 pub(crate) struct CoordinatorArgs {
-    /// The Rooms to coordinate; empty: `local`, if it exists.
+    /// The Rooms to coordinate; empty: every Room on the store, including those created
+    /// while it runs.
     pub(crate) rooms: Vec<RoomId>,
     /// The policy folder (capability files are relative to it).
     pub(crate) policies_dir: PathBuf,
@@ -108,12 +111,10 @@ pub(crate) async fn run(
         let _ = stop_tx.send(true);
     };
     agentroom_server::serve(listener, app, stopping).await?;
-    if let Some(background) = background {
-        let report = background
-            .await
-            .map_err(|e| anyhow!("the coordinator loop failed: {e}"))?;
-        tracing::info!(?report, "stopped");
-    }
+    let report = background
+        .await
+        .map_err(|e| anyhow!("the coordinator loop failed: {e}"))?;
+    tracing::info!(?report, "stopped");
     Ok(())
 }
 
@@ -146,11 +147,11 @@ fn router(
         .merge(agentroom_server::api::router_with(api, hosted))
 }
 
-type Background = Option<tokio::task::JoinHandle<agentroom_coordinator::ShutdownReport>>;
+type Background = tokio::task::JoinHandle<agentroom_coordinator::ShutdownReport>;
 
-/// Builds the coordinator over `store`, recovers, spawns its loops (none when there is no
-/// Room to coordinate yet: a fresh store serves the planning messages and the API only) and
-/// returns the host's routes over it.
+/// Builds the coordinator over `store`, recovers, spawns its loops (which, without `--room`,
+/// pick up the Rooms created later: a fresh store serves the planning messages and the API
+/// until one is) and returns the host's routes over it.
 async fn start_coordinator<S>(
     store: Arc<S>,
     policies: &Policies,
@@ -177,8 +178,10 @@ where
         stored.push(loaded.state);
     }
     let room_policies: Vec<_> = stored.iter().map(|s| s.policy()).collect();
-    let catalog = host::catalog(&room_policies, &args.policies_dir)
-        .map_err(|e| anyhow!("the capability files named by the Room policy: {e}"))?;
+    let catalog = Arc::new(
+        host::HostCatalog::load(&room_policies, &args.policies_dir)
+            .map_err(|e| anyhow!("the capability files named by the Room policy: {e}"))?,
+    );
     if matches!(args.agents, AgentsChoice::None) {
         tracing::warn!("no agents configured (--agents or --openai): every call is refused");
     }
@@ -189,7 +192,7 @@ where
             provider: Arc::new(agents),
             reconciler: Arc::new(reconciler),
             clock: Arc::new(SystemClock),
-            catalog: Arc::new(catalog),
+            catalog: Arc::clone(&catalog),
             notifier: Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)),
         },
         CoordinatorConfig::new(RunnerConfig::new(runner_name(), args.lease)),
@@ -210,20 +213,22 @@ where
     let app = router(api, &http, hosted);
     let report = coordinator.recover().await?;
     tracing::info!(?report, "recovered");
-    if rooms.is_empty() {
-        return Ok((app, None));
-    }
     for room in &rooms {
         let accepted = coordinator.accept_pending(room).await?;
         tracing::info!(%room, accepted, "pending events accepted");
     }
+    let rooms = if args.rooms.is_empty() {
+        Coordinated::every(rooms, Box::new(host::CatalogAdmission(catalog)))
+    } else {
+        Coordinated::named(rooms)
+    };
     let config = BackgroundConfig::new(args.poll, args.recover_every);
     let grace = args.shutdown_grace;
     let background = tokio::spawn(async move {
         // At the stop the coordinator closes at once (nothing new is decided, the calls
         // running get their grace) while the loops finish their pass.
         let (_, report) = tokio::join!(
-            coordinator.run_background(&rooms, &config, stopped(stop.clone())),
+            coordinator.run_background(rooms, &config, stopped(stop.clone())),
             async {
                 stopped(stop).await;
                 coordinator.shutdown(grace).await
@@ -231,7 +236,7 @@ where
         );
         report
     });
-    Ok((app, Some(background)))
+    Ok((app, background))
 }
 
 /// Resolves once the stop signal fired.
@@ -263,17 +268,23 @@ pub(crate) fn parse_grace(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-/// The Rooms named, each of which must exist; or `local` when none is named and it exists.
+/// The Rooms named, each of which must exist; or, when none is named, every Room on the
+/// store now.
 async fn rooms_to_coordinate<S: agentroom_ports::RoomStore + ?Sized>(
     store: &S,
     named: &[RoomId],
 ) -> anyhow::Result<Vec<RoomId>> {
     if named.is_empty() {
-        let local = RoomId::parse(DEFAULT_ROOM)?;
-        return Ok(match store.load(&local).await? {
-            Some(_) => vec![local],
-            None => Vec::new(),
-        });
+        const PAGE: usize = 256;
+        let mut rooms: Vec<RoomId> = Vec::new();
+        loop {
+            let page = store.rooms(rooms.last(), PAGE).await?;
+            let last = page.len() < PAGE;
+            rooms.extend(page);
+            if last {
+                return Ok(rooms);
+            }
+        }
     }
     for room in named {
         if store.load(room).await?.is_none() {

@@ -883,6 +883,8 @@ async fn d3_sigterm_lets_a_call_that_ends_within_the_grace_record_its_receipt() 
     assert!(record.receipt.is_some(), "applied from its own receipt");
 }
 
+// ---- Rooms created while serve runs ----------------------------------------------------------
+
 /// The owner's token `room create` printed.
 fn owner_token(created: &str) -> String {
     created
@@ -891,6 +893,114 @@ fn owner_token(created: &str) -> String {
         .unwrap_or_else(|| panic!("no owner token in {created}"))
         .trim()
         .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_created_while_serve_runs_is_coordinated_and_served_without_a_restart() {
+    let site = Site::new();
+    // lab's policy names only the benchmarking capability: the host starts with that alone
+    // in its catalog, and loads research and writing when annex, whose policy names them,
+    // appears.
+    let narrow = site.dir.path().join("policies-lab");
+    std::fs::create_dir_all(narrow.join("capabilities")).unwrap();
+    for file in [
+        "access.toml",
+        "prices.toml",
+        "capabilities/benchmarking.yaml",
+    ] {
+        std::fs::copy(site.policies().join(file), narrow.join(file)).unwrap();
+    }
+    std::fs::write(
+        narrow.join("room.toml"),
+        "[capabilities]\nfiles = [\"capabilities/benchmarking.yaml\"]\n",
+    )
+    .unwrap();
+    let lab = owner_token(&site.create_room_named(ROOM, &narrow, &["bea=specialist"]));
+    // Without --room: every Room on the store, and those created later.
+    let mut serve = Serve(
+        site.serve_command("scenarios/serve-crash.toml", None, &[])
+            .spawn()
+            .unwrap(),
+    );
+    let address = serve.listening().unwrap();
+    let annex = RoomId::parse("annex").unwrap();
+    let (status, _) = http(
+        &address,
+        "GET",
+        "/v1/rooms/annex/objectives",
+        Some(&lab),
+        "",
+    );
+    assert!((400..500).contains(&status), "no Room annex yet: {status}");
+
+    let created = site.create_room_named(
+        "annex",
+        &site.policies(),
+        &[
+            "oscar=operator",
+            "sam=specialist",
+            "sue=specialist",
+            "rita=reviewer",
+        ],
+    );
+    let token = owner_token(&created);
+    // Persisted by another process: only the host's loop can accept it (T1).
+    let out = site.agentroom(&[
+        "event",
+        "post",
+        "--room",
+        "annex",
+        "--as",
+        "olive",
+        "Summarize how durable agent runtimes recover from crashes, with sources.",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+
+    // The objective runs to completion in the new Room: accepted, planned against the
+    // capabilities its policy names, executed, reviewed.
+    let store = site.store().await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let room = store.load(&annex).await.unwrap().unwrap();
+        let statuses: Vec<_> = room.state.objectives().iter().map(|o| o.status()).collect();
+        if statuses == [ObjectiveStatus::Completed] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new Room's objective did not complete: {statuses:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = http(
+        &address,
+        "GET",
+        "/v1/rooms/annex/objectives",
+        Some(&token),
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("completed"), "{body}");
+    // Nobody reaches another Room: the new owner's token does not open lab, nor lab's annex.
+    let (status, _) = http(
+        &address,
+        "GET",
+        "/v1/rooms/lab/objectives",
+        Some(&token),
+        "",
+    );
+    assert!((400..500).contains(&status), "{status}");
+    let (status, _) = http(
+        &address,
+        "GET",
+        "/v1/rooms/annex/objectives",
+        Some(&lab),
+        "",
+    );
+    assert!((400..500).contains(&status), "{status}");
+    serve.stop();
+    // lab was coordinated all along and had nothing to do.
+    assert!(site.room().await.state.objectives().is_empty());
 }
 
 // ---- logs ----------------------------------------------------------------------------------

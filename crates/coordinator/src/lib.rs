@@ -48,7 +48,7 @@ use agentroom_ports::{
 use agentroom_workflows::{Provider, RecoveryReport, Runner, RunnerConfig};
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use background::{BackgroundConfig, Pass};
+pub use background::{Admission, BackgroundConfig, Coordinated, Pass};
 pub use error::CoordinatorError;
 pub use ids::InputId;
 pub use notify::CollectingNotifier;
@@ -271,6 +271,10 @@ where
     /// accepts it by id; posting it again is accepted once.
     #[tracing::instrument(skip_all, fields(room = %event.room, event = %event.id))]
     pub async fn post(&self, event: &Event) -> Result<Outcome, CoordinatorError> {
+        // A stopping host persists nothing new (a client's retry goes to a live one).
+        if self.shared.gate.closed() {
+            return Err(CoordinatorError::ActorStopped(event.room.clone()));
+        }
         self.shared
             .store
             .append_event(event, self.shared.clock.now())

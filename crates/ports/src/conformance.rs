@@ -59,6 +59,7 @@ macro_rules! store_conformance {
             ledger_rows_replay_to_the_stored_balances,
             rooms_do_not_see_each_other,
             d3_a_released_lease_is_fenced_on_its_generation_and_claimable_at_once,
+            rooms_are_listed_by_id_in_pages,
         );
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
@@ -1101,6 +1102,39 @@ pub async fn d3_a_released_lease_is_fenced_on_its_generation_and_claimable_at_on
         store.operation(op).await.unwrap().unwrap().status,
         OperationStatus::Uncertain
     );
+}
+
+/// The store lists its Rooms by id in byte order, a page at a time, including a Room
+/// created after the listing began (a host picks up new Rooms this way).
+pub async fn rooms_are_listed_by_id_in_pages<S: Store>(store: Arc<S>) {
+    assert!(store.rooms(None, 10).await.unwrap().is_empty());
+    let ids = |names: &[&str]| -> Vec<RoomId> {
+        names.iter().map(|n| RoomId::parse(n).unwrap()).collect()
+    };
+    for name in ["lab-b", "lab", "annex", "lab-a"] {
+        Driver::create(&*store, name, 1_000_000).await;
+    }
+    assert_eq!(
+        store.rooms(None, 10).await.unwrap(),
+        ids(&["annex", "lab", "lab-a", "lab-b"])
+    );
+    let first = store.rooms(None, 2).await.unwrap();
+    assert_eq!(first, ids(&["annex", "lab"]));
+    let second = store.rooms(first.last(), 2).await.unwrap();
+    assert_eq!(second, ids(&["lab-a", "lab-b"]));
+    assert!(store.rooms(second.last(), 2).await.unwrap().is_empty());
+    // A Room created since shows up on the next page from where the reader stopped.
+    Driver::create(&*store, "lab-c", 1_000_000).await;
+    assert_eq!(
+        store.rooms(second.last(), 2).await.unwrap(),
+        ids(&["lab-c"])
+    );
+    let unknown = RoomId::parse("aaa").unwrap();
+    assert_eq!(
+        store.rooms(Some(&unknown), 1).await.unwrap(),
+        ids(&["annex"])
+    );
+    assert!(store.rooms(None, 0).await.unwrap().is_empty());
 }
 
 /// A fresh in-memory store (the suite's own check).

@@ -287,6 +287,17 @@ impl RoomStore for MemoryStore {
             .take(limit)
             .collect())
     }
+
+    async fn rooms(&self, after: Option<&RoomId>, limit: usize) -> Result<Vec<RoomId>, StoreError> {
+        Ok(self
+            .lock()
+            .rooms
+            .keys()
+            .filter(|room| after.is_none_or(|after| room.as_str() > after.as_str()))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
 }
 
 #[async_trait]

@@ -912,6 +912,33 @@ impl RoomStore for SqliteRooms {
         }
         Ok(events)
     }
+
+    async fn rooms(
+        &self,
+        after: Option<&RoomId>,
+        limit_to: usize,
+    ) -> Result<Vec<RoomId>, StoreError> {
+        let connection = self.connections.reader();
+        let err = db("listing rooms");
+        // SQLite compares TEXT bytewise (BINARY): byte order, like every store.
+        let mut statement = connection
+            .prepare_cached(
+                "SELECT room_id FROM rooms WHERE ?1 IS NULL OR room_id > ?1 \
+                 ORDER BY room_id LIMIT ?2",
+            )
+            .map_err(&err)?;
+        let rows = statement
+            .query_map(params![after.map(RoomId::as_str), limit(limit_to)], |row| {
+                row.get::<_, String>(0)
+            })
+            .map_err(&err)?;
+        let mut rooms = Vec::new();
+        for row in rows {
+            let id = row.map_err(&err)?;
+            rooms.push(RoomId::parse(&id).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+        }
+        Ok(rooms)
+    }
 }
 
 fn collect_operations(
