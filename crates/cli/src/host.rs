@@ -5,16 +5,19 @@
 //! goes with them, and where notifications leave to.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use agentroom_agents::hosted::{HostedReconciler, HostedSpecialists};
 use agentroom_agents::openai::{OpenAi, OpenAiConfig};
 use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
 use agentroom_agents::{Agents, PriceTable};
 use agentroom_capabilities::{Catalog, ResourceError, ResourceErrors};
+use agentroom_coordinator::Admission;
+use agentroom_domain::catalog::{CapabilityCatalog, Refusal, ResolveRequest, Resolved};
 use agentroom_domain::engine::{Notification, Reconciliation};
 use agentroom_domain::ids::{PrincipalId, RoomId};
 use agentroom_domain::policy::RoomPolicy;
+use agentroom_domain::state::RoomState;
 use agentroom_ports::{Notifier, NotifyError, OperationRecord, ReconcileError, Reconciler};
 use anyhow::Context;
 use async_trait::async_trait;
@@ -52,6 +55,92 @@ pub(crate) fn catalog(policies: &[&RoomPolicy], base: &Path) -> Result<Catalog, 
             unreadable.extend(found.into_errors());
             Err(ResourceErrors::from_errors(unreadable))
         }
+    }
+}
+
+/// The capability catalog of the Rooms a host coordinates: the files every admitted Room's
+/// policy names ([`catalog`]), reloaded whole when a Room created while the host runs names
+/// files it has not loaded, and swapped under a lock, so every decision resolves against one
+/// consistent catalog.
+pub(crate) struct HostCatalog {
+    base: PathBuf,
+    loaded: RwLock<Loaded>,
+}
+
+struct Loaded {
+    /// The distinct policies whose files are loaded.
+    policies: Vec<RoomPolicy>,
+    catalog: Arc<Catalog>,
+}
+
+impl HostCatalog {
+    /// The catalog of `policies`' files, relative to `base`.
+    pub(crate) fn load(policies: &[&RoomPolicy], base: &Path) -> Result<Self, ResourceErrors> {
+        let catalog = catalog(policies, base)?;
+        let mut distinct: Vec<RoomPolicy> = Vec::new();
+        for policy in policies {
+            if !distinct.contains(policy) {
+                distinct.push((*policy).clone());
+            }
+        }
+        Ok(Self {
+            base: base.to_owned(),
+            loaded: RwLock::new(Loaded {
+                policies: distinct,
+                catalog: Arc::new(catalog),
+            }),
+        })
+    }
+
+    fn current(&self) -> Arc<Catalog> {
+        Arc::clone(
+            &self
+                .loaded
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .catalog,
+        )
+    }
+
+    /// Adds the files `policy` names; on a bad file the catalog stays as it was.
+    fn extend(&self, policy: &RoomPolicy) -> Result<(), ResourceErrors> {
+        let mut loaded = self.loaded.write().unwrap_or_else(PoisonError::into_inner);
+        let names = |p: &RoomPolicy| {
+            p.capability_files()
+                .iter()
+                .chain(p.binding_files())
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let wanted = names(policy);
+        let known: Vec<String> = loaded.policies.iter().flat_map(names).collect();
+        if loaded.policies.contains(policy) || wanted.iter().all(|f| known.contains(f)) {
+            return Ok(());
+        }
+        let mut policies: Vec<&RoomPolicy> = loaded.policies.iter().collect();
+        policies.push(policy);
+        let catalog = catalog(&policies, &self.base)?;
+        loaded.policies.push(policy.clone());
+        loaded.catalog = Arc::new(catalog);
+        Ok(())
+    }
+}
+
+impl CapabilityCatalog for HostCatalog {
+    fn resolve(&self, request: ResolveRequest<'_>) -> Result<Resolved, Refusal> {
+        self.current().resolve(request)
+    }
+}
+
+/// Admits a Room created while the host runs once the capability files its policy names are
+/// loaded into the host's catalog.
+pub(crate) struct CatalogAdmission(pub(crate) Arc<HostCatalog>);
+
+impl Admission for CatalogAdmission {
+    fn admit(&self, room: &RoomState) -> Result<(), String> {
+        self.0
+            .extend(room.policy())
+            .map_err(|e| format!("the capability files named by its policy: {e}"))
     }
 }
 

@@ -34,6 +34,25 @@ struct Cli {
     /// Log filter for stderr (e.g. `info`, `agentroom_planning=debug`); quiet by default.
     #[arg(long, global = true, value_name = "FILTER", env = "AGENTROOM_LOG")]
     log: Option<String>,
+    /// How log lines are written to stderr: `text` for people, `json` for collectors (one
+    /// JSON object a line, with the spans it happened in: an HTTP request's carries its
+    /// request id). Given without --log, it logs at `info`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FORMAT",
+        env = "AGENTROOM_LOG_FORMAT"
+    )]
+    log_format: Option<LogFormat>,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -71,8 +90,9 @@ enum Command {
         /// Address to listen on (port 0 picks a free one; the bound address is printed).
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: std::net::SocketAddr,
-        /// A Room to coordinate (repeat for several; each must exist). None: `local`, if it
-        /// exists. Anonymous A2E sessions (--anonymous-planning) act in the first.
+        /// A Room to coordinate (repeat for several; each must exist). None: every Room on the
+        /// store, and each Room created while it runs. Anonymous A2E sessions
+        /// (--anonymous-planning) act in the first, or in `local`.
         #[arg(long = "room", value_parser = RoomId::parse)]
         rooms: Vec<RoomId>,
         #[command(flatten)]
@@ -111,6 +131,11 @@ enum Command {
         /// that died once their leases expire).
         #[arg(long, default_value_t = 10, hide = true)]
         recover_every: u32,
+        /// On SIGTERM or SIGINT, how long calls already running may take to finish and record
+        /// their receipts (`10s`, `1500ms`, `2m`); the leases of those still running then are
+        /// released, so the next recovery classifies them at once. At most an hour.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = serve::parse_grace)]
+        shutdown_grace: std::time::Duration,
         /// Serve the A2E transport and `POST /v1/planning` without tokens, every caller
         /// acting as the owner of the first --room: for one local user on loopback only.
         /// Without it they need `Authorization: Bearer` like the REST API.
@@ -199,7 +224,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    init_logs(cli.log.as_deref())?;
+    init_logs(cli.log.as_deref(), cli.log_format)?;
     match cli.command.unwrap_or(Command::Demo {
         scenario: room_demo::DEFAULT_SCENARIO.to_owned(),
         root: None,
@@ -234,6 +259,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             lease_ms,
             poll_ms,
             recover_every,
+            shutdown_grace,
             anonymous_planning,
         } => {
             // A bad policy file stops the host before it listens, naming file, line, field.
@@ -256,6 +282,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 lease: std::time::Duration::from_millis(lease_ms.max(1)),
                 poll: std::time::Duration::from_millis(poll_ms.max(1)),
                 recover_every,
+                shutdown_grace,
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -321,17 +348,29 @@ fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// Logs go to stderr only, and only when asked for: stdout belongs to the protocol, and a
-/// client that never reads stderr must not fill its pipe.
-fn init_logs(filter: Option<&str>) -> anyhow::Result<()> {
-    let Some(filter) = filter else {
-        return Ok(());
+/// Logs go to stderr only, and only when asked for (`--log`, or `--log-format`, which logs at
+/// `info` unless `--log` says otherwise): stdout belongs to the protocol, and a client that
+/// never reads stderr must not fill its pipe.
+fn init_logs(filter: Option<&str>, format: Option<LogFormat>) -> anyhow::Result<()> {
+    let filter = match (filter, format) {
+        (Some(filter), _) => filter,
+        (None, Some(_)) => "info",
+        (None, None) => return Ok(()),
     };
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .map_err(|e| anyhow::anyhow!("--log {filter}: {e}"))?;
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format.unwrap_or(LogFormat::Text) {
+        LogFormat::Text => logs.init(),
+        // The current span and the whole span list on every line: a request's id, method and
+        // path reach every line logged while it runs.
+        LogFormat::Json => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+    }
     Ok(())
 }

@@ -8,7 +8,9 @@
 //! of a process that died are picked up once their leases expire. Several `serve` processes
 //! may share one database: compare-and-swap and the once-per-event acceptance keep every task
 //! dispatched once. The capability and binding files named by each Room's policy are loaded
-//! when the coordinator starts.
+//! when the coordinator starts. Without `--room` it coordinates every Room on the store, and a
+//! Room created while it runs (`agentroom room create`) from the next pass on, once the files
+//! its policy names are loaded (a bad file is logged and the Room waits; the others go on).
 //!
 //! With `--hosted PRINCIPAL`, that specialist's calls wait on this process for the results its
 //! agent host submits over the REST API (`/v1/rooms/{room}/assignments`), synced to the hosted
@@ -16,16 +18,22 @@
 //! dispatched it, so with several processes on one database an agent host submits to that one
 //! (another answers 409).
 //!
-//! SIGTERM stops the listener and the loops; calls still running are not waited for and their
-//! leases are left to expire (nothing renews them once the process exits), so the next
-//! recovery finds them uncertain with their reservations held and asks the reconciler.
+//! SIGTERM (or SIGINT) stops gracefully: the listener takes no new connection (requests in
+//! progress finish), the loops stop between two passes, and the coordinator decides nothing
+//! new (no event accepted, no call reserved or dispatched; an API request that would decide
+//! something gets 503). Calls already running get `--shutdown-grace` to finish and record
+//! their receipts (applied to their Rooms by the next recovery, of any process); the calls
+//! still running after it are aborted and their leases released (expired now by the database
+//! clock, the generation moved on), so the next recovery classifies them at once instead of
+//! waiting out the lease: uncertain with their reservations held, reconciled, never replayed
+//! (D2, D3). Then the process exits 0.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentroom_coordinator::{BackgroundConfig, Coordinator, CoordinatorConfig, Ports};
+use agentroom_coordinator::{BackgroundConfig, Coordinated, Coordinator, CoordinatorConfig, Ports};
 use agentroom_domain::ids::RoomId;
 use agentroom_planning::{PlanningRepository, PlanningService, SystemAmbient};
 use agentroom_ports::{SystemClock, TokenStore};
@@ -45,7 +53,8 @@ const DEFAULT_ROOM: &str = "local";
 /// How the coordinator of `serve` runs.
 #[derive(Debug, Clone)]
 pub(crate) struct CoordinatorArgs {
-    /// The Rooms to coordinate; empty: `local`, if it exists.
+    /// The Rooms to coordinate; empty: every Room on the store, including those created
+    /// while it runs.
     pub(crate) rooms: Vec<RoomId>,
     /// The policy folder (capability files are relative to it).
     pub(crate) policies_dir: PathBuf,
@@ -61,6 +70,8 @@ pub(crate) struct CoordinatorArgs {
     pub(crate) poll: Duration,
     /// Recovery runs again every this many passes.
     pub(crate) recover_every: u32,
+    /// How long calls still running at a graceful stop may take to finish.
+    pub(crate) shutdown_grace: Duration,
 }
 
 pub(crate) async fn run(
@@ -100,11 +111,10 @@ pub(crate) async fn run(
         let _ = stop_tx.send(true);
     };
     agentroom_server::serve(listener, app, stopping).await?;
-    if let Some(background) = background {
-        background
-            .await
-            .map_err(|e| anyhow!("the coordinator loop failed: {e}"))?;
-    }
+    let report = background
+        .await
+        .map_err(|e| anyhow!("the coordinator loop failed: {e}"))?;
+    tracing::info!(?report, "stopped");
     Ok(())
 }
 
@@ -137,11 +147,11 @@ fn router(
         .merge(agentroom_server::api::router_with(api, hosted))
 }
 
-type Background = Option<tokio::task::JoinHandle<()>>;
+type Background = tokio::task::JoinHandle<agentroom_coordinator::ShutdownReport>;
 
-/// Builds the coordinator over `store`, recovers, spawns its loops (none when there is no
-/// Room to coordinate yet: a fresh store serves the planning messages and the API only) and
-/// returns the host's routes over it.
+/// Builds the coordinator over `store`, recovers, spawns its loops (which, without `--room`,
+/// pick up the Rooms created later: a fresh store serves the planning messages and the API
+/// until one is) and returns the host's routes over it.
 async fn start_coordinator<S>(
     store: Arc<S>,
     policies: &Policies,
@@ -168,8 +178,10 @@ where
         stored.push(loaded.state);
     }
     let room_policies: Vec<_> = stored.iter().map(|s| s.policy()).collect();
-    let catalog = host::catalog(&room_policies, &args.policies_dir)
-        .map_err(|e| anyhow!("the capability files named by the Room policy: {e}"))?;
+    let catalog = Arc::new(
+        host::HostCatalog::load(&room_policies, &args.policies_dir)
+            .map_err(|e| anyhow!("the capability files named by the Room policy: {e}"))?,
+    );
     if matches!(args.agents, AgentsChoice::None) {
         tracing::warn!("no agents configured (--agents or --openai): every call is refused");
     }
@@ -180,7 +192,7 @@ where
             provider: Arc::new(agents),
             reconciler: Arc::new(reconciler),
             clock: Arc::new(SystemClock),
-            catalog: Arc::new(catalog),
+            catalog: Arc::clone(&catalog),
             notifier: Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)),
         },
         CoordinatorConfig::new(RunnerConfig::new(runner_name(), args.lease)),
@@ -201,36 +213,78 @@ where
     let app = router(api, &http, hosted);
     let report = coordinator.recover().await?;
     tracing::info!(?report, "recovered");
-    if rooms.is_empty() {
-        return Ok((app, None));
-    }
     for room in &rooms {
         let accepted = coordinator.accept_pending(room).await?;
         tracing::info!(%room, accepted, "pending events accepted");
     }
+    let rooms = if args.rooms.is_empty() {
+        Coordinated::every(rooms, Box::new(host::CatalogAdmission(catalog)))
+    } else {
+        Coordinated::named(rooms)
+    };
     let config = BackgroundConfig::new(args.poll, args.recover_every);
+    let grace = args.shutdown_grace;
     let background = tokio::spawn(async move {
-        let mut stop = stop;
-        coordinator
-            .run_background(&rooms, &config, async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            })
-            .await;
+        // At the stop the coordinator closes at once (nothing new is decided, the calls
+        // running get their grace) while the loops finish their pass.
+        let (_, report) = tokio::join!(
+            coordinator.run_background(rooms, &config, stopped(stop.clone())),
+            async {
+                stopped(stop).await;
+                coordinator.shutdown(grace).await
+            }
+        );
+        report
     });
-    Ok((app, Some(background)))
+    Ok((app, background))
 }
 
-/// The Rooms named, each of which must exist; or `local` when none is named and it exists.
+/// Resolves once the stop signal fired.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    // The sender lives until `run` returns, after the loops: an error means it is gone,
+    // which is a stop too.
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+/// Parses `--shutdown-grace`: whole seconds (`10`, `10s`), milliseconds (`1500ms`) or
+/// minutes (`2m`).
+pub(crate) fn parse_grace(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let bad = || format!("`{text}` is not a duration: write e.g. `10s`, `1500ms` or `2m`");
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(bad)?),
+        _ => return Err(bad()),
+    };
+    if duration > Duration::from_secs(3_600) {
+        return Err(format!("`{text}` is longer than an hour"));
+    }
+    Ok(duration)
+}
+
+/// The Rooms named, each of which must exist; or, when none is named, every Room on the
+/// store now.
 async fn rooms_to_coordinate<S: agentroom_ports::RoomStore + ?Sized>(
     store: &S,
     named: &[RoomId],
 ) -> anyhow::Result<Vec<RoomId>> {
     if named.is_empty() {
-        let local = RoomId::parse(DEFAULT_ROOM)?;
-        return Ok(match store.load(&local).await? {
-            Some(_) => vec![local],
-            None => Vec::new(),
-        });
+        const PAGE: usize = 256;
+        let mut rooms: Vec<RoomId> = Vec::new();
+        loop {
+            let page = store.rooms(rooms.last(), PAGE).await?;
+            let last = page.len() < PAGE;
+            rooms.extend(page);
+            if last {
+                return Ok(rooms);
+            }
+        }
     }
     for room in named {
         if store.load(room).await?.is_none() {

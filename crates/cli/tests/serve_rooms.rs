@@ -116,11 +116,17 @@ impl Site {
 
     /// `room create` of the test Room; returns what it printed.
     fn create_room(&self, members: &[&str]) -> String {
+        self.create_room_named(ROOM, &self.policies(), members)
+    }
+
+    /// `room create` of Room `room` with the policy folder `policies`; returns what it
+    /// printed.
+    fn create_room_named(&self, room: &str, policies: &Path, members: &[&str]) -> String {
         let mut args = vec![
             "room",
             "create",
             "--room",
-            ROOM,
+            room,
             "--owner",
             "olive",
             "--limit-micros",
@@ -129,7 +135,6 @@ impl Site {
             "scripted",
             "--policies",
         ];
-        let policies = self.policies();
         args.push(policies.to_str().unwrap());
         for member in members {
             args.extend(["--member", member]);
@@ -155,9 +160,17 @@ impl Site {
 
     /// [`Site::serve`] with more arguments.
     fn serve_with(&self, scenario: &str, crash_at: Option<&str>, extra: &[&str]) -> Serve {
+        let mut command = self.serve_command(scenario, crash_at, extra);
+        command.args(["--room", ROOM]);
+        Serve(command.spawn().unwrap())
+    }
+
+    /// The command of [`Site::serve_with`] without `--room` (every Room on the store), its
+    /// stderr inherited.
+    fn serve_command(&self, scenario: &str, crash_at: Option<&str>, extra: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agentroom"));
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--room", ROOM])
+            .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--database-url", &self.url()])
             .arg("--policies")
             .arg(self.policies())
@@ -165,7 +178,12 @@ impl Site {
             .arg(repo(scenario))
             .arg("--journal")
             .arg(self.journal())
-            .args(["--lease-ms", LEASE_MS, "--poll-ms", "50"])
+            .args(if extra.contains(&"--lease-ms") {
+                &[][..]
+            } else {
+                &["--lease-ms", LEASE_MS][..]
+            })
+            .args(["--poll-ms", "50"])
             .args(extra)
             .env_remove("AGENTROOM_CRASH_AT")
             .env_remove("AGENTROOM_DATABASE_URL")
@@ -176,7 +194,7 @@ impl Site {
         if let Some(point) = crash_at {
             command.env("AGENTROOM_CRASH_AT", point);
         }
-        Serve(command.spawn().unwrap())
+        command
     }
 
     async fn store(&self) -> PgRooms {
@@ -226,6 +244,18 @@ impl Site {
 
 /// One HTTP/1.1 request to `address` (with `token` as a bearer token); status and body.
 fn http(address: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    let (status, _, body) = http_with_head(address, method, path, token, body);
+    (status, body)
+}
+
+/// [`http`], with the response's head (status line and headers) too.
+fn http_with_head(
+    address: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
@@ -243,7 +273,18 @@ fn http(address: &str, method: &str, path: &str, token: Option<&str>, body: &str
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_owned())
+    (status, head.to_owned(), body.to_owned())
+}
+
+/// The `x-request-id` header of a response head.
+fn request_id(head: &str) -> String {
+    head.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("x-request-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no x-request-id in {head}"))
 }
 
 /// A running `serve`, killed if the test fails.
@@ -279,8 +320,14 @@ impl Serve {
     }
 
     /// SIGTERM: a graceful stop, exit 0.
-    fn stop(mut self) {
+    fn stop(self) {
+        self.stop_timed();
+    }
+
+    /// SIGTERM: a graceful stop, exit 0; how long the process took to exit.
+    fn stop_timed(mut self) -> Duration {
         let pid = self.0.id().to_string();
+        let sent = Instant::now();
         assert!(
             Command::new("kill")
                 .args(["-TERM", &pid])
@@ -290,6 +337,7 @@ impl Serve {
         );
         let status = wait(&mut self.0);
         assert!(status.success(), "serve exited with {status:?}");
+        sent.elapsed()
     }
 }
 
@@ -667,6 +715,403 @@ async fn b7_two_serve_processes_on_one_database_never_dispatch_a_task_twice() {
         assert!(review.verdicts().iter().all(|v| v.verdict == Verdict::Met));
     }
     no_task_twice_and_the_ledger_adds_up(&site, 4 * (2_100 + 3_400 + 2_800 + 1_200)).await;
+}
+
+// ---- graceful stop (SIGTERM) ---------------------------------------------------------------
+
+/// The lease of the graceful-stop tests: far longer than either test waits, so a restart that
+/// classifies a call did not wait out its lease.
+const LONG_LEASE_MS: &str = "60000";
+const SLOW: &str = "scenarios/slow-specialist.toml";
+
+/// Posts the objective of [`SLOW`] to a running `serve` and waits until sam's slow `gather`
+/// call is running: in flight, executed and journaled, its reply still on the way.
+async fn a_slow_call_running(site: &Site) -> OperationId {
+    site.post("Summarize how durable agent runtimes recover from crashes, with sources.");
+    let store = site.store().await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let gathering = site
+            .executions()
+            .into_iter()
+            .find(|e| e["task"].as_str().is_some_and(|t| t.ends_with("/gather")));
+        if let Some(execution) = gathering {
+            let op: OperationId = execution["op"].as_str().unwrap().parse().unwrap();
+            let record = store.operation(op).await.unwrap().unwrap();
+            assert_eq!(record.status, OperationStatus::InFlight, "{record:?}");
+            return op;
+        }
+        assert!(Instant::now() < deadline, "sam never started gathering");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The operations of one status.
+async fn with_status(site: &Site, status: OperationStatus) -> Vec<OperationId> {
+    site.store()
+        .await
+        .operations(OperationFilter::Status(status))
+        .await
+        .unwrap()
+        .iter()
+        .map(agentroom_ports::OperationRecord::op)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_sigterm_releases_the_lease_of_a_call_running_past_the_grace_and_the_next_serve_reconciles_it_at_once()
+ {
+    let site = Site::new();
+    site.create_room(&["sam=specialist", "sue=specialist", "rita=reviewer"]);
+    let mut first = site.serve_with(
+        SLOW,
+        None,
+        &["--lease-ms", LONG_LEASE_MS, "--shutdown-grace", "1s"],
+    );
+    assert!(first.listening().is_some());
+    let op = a_slow_call_running(&site).await;
+
+    // SIGTERM while sam's reply (4 s) is on its way: the grace (1 s) runs out first.
+    let took = first.stop_timed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "it did not give the call its grace: {took:?}"
+    );
+    let store = site.store().await;
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::InFlight, "{record:?}");
+    assert!(record.receipt.is_none(), "{record:?}");
+    assert!(
+        record.lease_expired,
+        "D3: the lease was released, 60 s early: {record:?}"
+    );
+    assert_eq!(record.generation, 2, "the release moved the generation on");
+    assert_eq!(record.lease_owner, None);
+    let held = site.room().await.state.ledger().balances();
+    assert_eq!(held.reserved, record.request.reservation, "B1: still held");
+
+    // The next process classifies it on start, long before the 60 s lease would have run out:
+    // uncertain, then confirmed from sam's journal (D2), never run again.
+    let mut second = site.serve_with(SLOW, None, &["--lease-ms", LONG_LEASE_MS]);
+    let started = Instant::now();
+    assert!(second.listening().is_some());
+    loop {
+        let record = store.operation(op).await.unwrap().unwrap();
+        if record.status == OperationStatus::Applied {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not classified: {record:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    site.wait_completed(1).await;
+    second.stop();
+    let closing = no_task_twice_and_the_ledger_adds_up(&site, 2_100 + 3_400 + 2_800 + 1_200).await;
+    assert!(
+        matches!(closing[&op], LedgerEntry::Settled { charged, .. } if charged == UsdMicros::new(3_400)),
+        "D2: charged what the journal recorded: {:?}",
+        closing[&op]
+    );
+    let record = store.operation(op).await.unwrap().unwrap();
+    assert!(
+        record.receipt.is_none(),
+        "its result came from the reconciler"
+    );
+    assert!(record.generation >= 3, "claimed by the second process");
+    let journaled = site
+        .executions()
+        .iter()
+        .filter(|e| e["op"] == op.to_string())
+        .count();
+    assert_eq!(journaled, 1, "sam ran it once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_sigterm_lets_a_call_that_ends_within_the_grace_record_its_receipt() {
+    let site = Site::new();
+    site.create_room(&["sam=specialist", "sue=specialist", "rita=reviewer"]);
+    let mut first = site.serve_with(
+        SLOW,
+        None,
+        &["--lease-ms", LONG_LEASE_MS, "--shutdown-grace", "40s"],
+    );
+    assert!(first.listening().is_some());
+    let op = a_slow_call_running(&site).await;
+
+    // SIGTERM while sam's reply (4 s) is on its way: it arrives within the grace (40 s), and
+    // the process exits as soon as it is recorded, not at the end of the grace.
+    let took = first.stop_timed();
+    assert!(
+        took < Duration::from_secs(30),
+        "it waited out the grace: {took:?}"
+    );
+    let record = site.store().await.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.status, OperationStatus::Receipted, "{record:?}");
+    assert!(record.receipt.is_some());
+    assert_eq!(record.generation, 1, "never released nor claimed");
+    assert!(
+        with_status(&site, OperationStatus::Uncertain)
+            .await
+            .is_empty()
+    );
+    assert!(
+        with_status(&site, OperationStatus::InFlight)
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        site.room().await.state.ledger().balances().uncertain,
+        UsdMicros::ZERO
+    );
+
+    // The next process hands the receipt to the Room (D2) and finishes; nothing was ever
+    // uncertain and nothing ran twice.
+    let mut second = site.serve_with(SLOW, None, &["--lease-ms", LONG_LEASE_MS]);
+    assert!(second.listening().is_some());
+    site.wait_completed(1).await;
+    second.stop();
+    let closing = no_task_twice_and_the_ledger_adds_up(&site, 2_100 + 3_400 + 2_800 + 1_200).await;
+    assert!(
+        matches!(closing[&op], LedgerEntry::Settled { charged, .. } if charged == UsdMicros::new(3_400)),
+        "{:?}",
+        closing[&op]
+    );
+    let record = site.store().await.operation(op).await.unwrap().unwrap();
+    assert_eq!(record.generation, 1);
+    assert!(record.receipt.is_some(), "applied from its own receipt");
+}
+
+// ---- Rooms created while serve runs ----------------------------------------------------------
+
+/// The owner's token `room create` printed.
+fn owner_token(created: &str) -> String {
+    created
+        .lines()
+        .find_map(|l| l.strip_prefix("owner token (olive): "))
+        .unwrap_or_else(|| panic!("no owner token in {created}"))
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_created_while_serve_runs_is_coordinated_and_served_without_a_restart() {
+    let site = Site::new();
+    // lab's policy names only the benchmarking capability: the host starts with that alone
+    // in its catalog, and loads research and writing when annex, whose policy names them,
+    // appears.
+    let narrow = site.dir.path().join("policies-lab");
+    std::fs::create_dir_all(narrow.join("capabilities")).unwrap();
+    for file in [
+        "access.toml",
+        "prices.toml",
+        "capabilities/benchmarking.yaml",
+    ] {
+        std::fs::copy(site.policies().join(file), narrow.join(file)).unwrap();
+    }
+    std::fs::write(
+        narrow.join("room.toml"),
+        "[capabilities]\nfiles = [\"capabilities/benchmarking.yaml\"]\n",
+    )
+    .unwrap();
+    let lab = owner_token(&site.create_room_named(ROOM, &narrow, &["bea=specialist"]));
+    // Without --room: every Room on the store, and those created later.
+    let mut serve = Serve(
+        site.serve_command("scenarios/serve-crash.toml", None, &[])
+            .spawn()
+            .unwrap(),
+    );
+    let address = serve.listening().unwrap();
+    let annex = RoomId::parse("annex").unwrap();
+    let (status, _) = http(
+        &address,
+        "GET",
+        "/v1/rooms/annex/objectives",
+        Some(&lab),
+        "",
+    );
+    assert!((400..500).contains(&status), "no Room annex yet: {status}");
+
+    let created = site.create_room_named(
+        "annex",
+        &site.policies(),
+        &[
+            "oscar=operator",
+            "sam=specialist",
+            "sue=specialist",
+            "rita=reviewer",
+        ],
+    );
+    let token = owner_token(&created);
+    // Persisted by another process: only the host's loop can accept it (T1).
+    let out = site.agentroom(&[
+        "event",
+        "post",
+        "--room",
+        "annex",
+        "--as",
+        "olive",
+        "Summarize how durable agent runtimes recover from crashes, with sources.",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+
+    // The objective runs to completion in the new Room: accepted, planned against the
+    // capabilities its policy names, executed, reviewed.
+    let store = site.store().await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let room = store.load(&annex).await.unwrap().unwrap();
+        let statuses: Vec<_> = room.state.objectives().iter().map(|o| o.status()).collect();
+        if statuses == [ObjectiveStatus::Completed] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new Room's objective did not complete: {statuses:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = http(
+        &address,
+        "GET",
+        "/v1/rooms/annex/objectives",
+        Some(&token),
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("completed"), "{body}");
+    // Nobody reaches another Room: the new owner's token does not open lab, nor lab's annex.
+    let (status, _) = http(
+        &address,
+        "GET",
+        "/v1/rooms/lab/objectives",
+        Some(&token),
+        "",
+    );
+    assert!((400..500).contains(&status), "{status}");
+    let (status, _) = http(
+        &address,
+        "GET",
+        "/v1/rooms/annex/objectives",
+        Some(&lab),
+        "",
+    );
+    assert!((400..500).contains(&status), "{status}");
+    serve.stop();
+    // lab was coordinated all along and had nothing to do.
+    assert!(site.room().await.state.objectives().is_empty());
+}
+
+// ---- logs ----------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_log_format_json_writes_json_lines_with_each_requests_id() {
+    let site = Site::new();
+    let token =
+        owner_token(&site.create_room(&["sam=specialist", "sue=specialist", "rita=reviewer"]));
+    let logs = site.dir.path().join("serve.log");
+    let mut command = site.serve_command(SLOW, None, &["--log-format", "json"]);
+    command.stderr(std::fs::File::create(&logs).unwrap());
+    let mut serve = Serve(command.spawn().unwrap());
+    let address = serve.listening().unwrap();
+
+    let (status, head, _) = http_with_head(&address, "GET", "/health", None, "");
+    assert_eq!(status, 200);
+    let health = request_id(&head);
+    let (status, head, _) = http_with_head(
+        &address,
+        "GET",
+        &format!("/v1/rooms/{ROOM}/objectives"),
+        Some(&token),
+        "",
+    );
+    assert_eq!(status, 200);
+    let objectives = request_id(&head);
+    let (status, head, _) = http_with_head(
+        &address,
+        "GET",
+        "/v1/rooms/elsewhere/objectives",
+        Some(&token),
+        "",
+    );
+    assert!((400..500).contains(&status), "{status}");
+    let refused = request_id(&head);
+    assert_ne!(health, objectives);
+    serve.stop();
+
+    let text = std::fs::read_to_string(&logs).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string())
+    );
+    // Each request: one line in its span, carrying its id, method, path and status.
+    for (id, path, status) in [
+        (&health, "/health".to_owned(), Some(200)),
+        (
+            &objectives,
+            format!("/v1/rooms/{ROOM}/objectives"),
+            Some(200),
+        ),
+        (&refused, "/v1/rooms/elsewhere/objectives".to_owned(), None),
+    ] {
+        let finished: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["span"]["request_id"] == id.as_str())
+            .filter(|l| l["fields"]["message"] == "request finished")
+            .collect();
+        assert_eq!(finished.len(), 1, "{id}: {text}");
+        let line = finished[0];
+        assert_eq!(line["span"]["name"], "request", "{line}");
+        assert_eq!(line["span"]["method"], "GET", "{line}");
+        assert_eq!(line["span"]["path"], path.as_str(), "{line}");
+        let logged = line["fields"]["status"].as_u64().unwrap();
+        match status {
+            Some(status) => assert_eq!(logged, status, "{line}"),
+            None => assert!((400..500).contains(&logged), "{line}"),
+        }
+    }
+}
+
+#[test]
+fn serve_refuses_a_bad_log_format_or_shutdown_grace_as_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg("--root")
+            .arg(dir.path().join("data"))
+            .arg("--policies")
+            .arg(repo("policies"))
+            .args(args)
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_LOG")
+            .env_remove("AGENTROOM_LOG_FORMAT")
+            .output()
+            .unwrap()
+    };
+    let out = serve(&["--log-format", "yaml"]);
+    refused(&out, 2, "invalid value 'yaml' for '--log-format <FORMAT>'");
+    refused(&out, 2, "[possible values: text, json]");
+    for (grace, message) in [
+        ("10x", "`10x` is not a duration"),
+        ("soon", "`soon` is not a duration"),
+        ("-1s", "`-1s` is not a duration"),
+        ("2h", "`2h` is not a duration"),
+        ("61m", "`61m` is longer than an hour"),
+    ] {
+        let arg = format!("--shutdown-grace={grace}");
+        refused(&serve(&[arg.as_str()]), 2, message);
+    }
+    assert!(
+        !dir.path().join("data").exists(),
+        "a usage error creates nothing"
+    );
 }
 
 // ---- bad input: exit code, message, nothing written ----------------------------------------

@@ -221,6 +221,7 @@ where
     C: CapabilityCatalog + Send + Sync + 'static,
 {
     shared.in_flight.send_modify(|n| *n += 1);
+    shared.running.started(call.op(), call.generation);
     let provider = Arc::new(Authorized::new(
         call.room.clone(),
         Arc::clone(&shared.store),
@@ -235,13 +236,18 @@ where
         )),
         shared.config.runner.clone(),
     );
-    let shared = Arc::clone(shared);
-    tokio::spawn(async move {
-        let op = call.op();
-        match runner.run(call).await {
-            Ok(outcome) => tracing::debug!(%op, ?outcome, "call ended"),
-            Err(err) => tracing::warn!(%op, %err, "call failed; recovery will find it"),
+    let op = call.op();
+    let task = tokio::spawn({
+        let shared = Arc::clone(shared);
+        async move {
+            match runner.run(call).await {
+                Ok(outcome) => tracing::debug!(%op, ?outcome, "call ended"),
+                Err(err) => tracing::warn!(%op, %err, "call failed; recovery will find it"),
+            }
+            shared.running.ended(op);
+            shared.in_flight.send_modify(|n| *n = n.saturating_sub(1));
         }
-        shared.in_flight.send_modify(|n| *n = n.saturating_sub(1));
     });
+    // A graceful stop aborts the calls still running after its grace (`shutdown`).
+    shared.running.attach(op, task.abort_handle());
 }

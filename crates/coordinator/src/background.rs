@@ -7,9 +7,15 @@
 //! every decision with compare-and-swap, so no event is accepted twice and no task dispatched
 //! twice (D1, B7).
 //!
-//! The loops stop when the stop signal fires, between two passes; calls in flight are not
-//! waited for (see [`Coordinator::run_background`]).
+//! The Rooms coordinated are either named at the start, or every Room on the store
+//! ([`Coordinated::every`]): the store's Rooms are listed on every pass, so a Room created
+//! while the loops run (`agentroom room create`) is coordinated from the next pass on, once the
+//! host admits it (e.g. its capability files loaded).
+//!
+//! The loops stop when the stop signal fires, between two passes; the calls in flight are
+//! [`Coordinator::shutdown`]'s (a grace, then their leases released).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
 
@@ -17,6 +23,7 @@ use agentroom_ports::Clock;
 use agentroom_ports::Reconciler;
 use agentroom_ports::domain::catalog::CapabilityCatalog;
 use agentroom_ports::domain::ids::RoomId;
+use agentroom_ports::domain::state::RoomState;
 use agentroom_workflows::Provider;
 
 use crate::{Coordinator, CoordinatorError, Store};
@@ -47,6 +54,94 @@ impl Default for BackgroundConfig {
     /// A pass every 200 ms, recovery every 10th pass (about every 2 s).
     fn default() -> Self {
         Self::new(Duration::from_millis(200), 10)
+    }
+}
+
+/// Decides whether this host coordinates a Room the loops found on the store, and gets it
+/// ready (the capability files its policy names, loaded into the catalog). Asked once per new
+/// Room, and again on later passes while it refuses (a file may get fixed).
+pub trait Admission: Send + Sync {
+    /// Ready to coordinate `room`, or why not (logged once per distinct reason).
+    fn admit(&self, room: &RoomState) -> Result<(), String>;
+}
+
+/// Rooms listed from the store a page at a time.
+const ROOM_PAGE: usize = 256;
+
+/// The Rooms the loops coordinate.
+pub struct Coordinated {
+    admission: Option<Box<dyn Admission>>,
+    rooms: BTreeSet<RoomId>,
+    refused: BTreeMap<RoomId, String>,
+}
+
+impl Coordinated {
+    /// Exactly these Rooms.
+    pub fn named(rooms: impl IntoIterator<Item = RoomId>) -> Self {
+        Self {
+            admission: None,
+            rooms: rooms.into_iter().collect(),
+            refused: BTreeMap::new(),
+        }
+    }
+
+    /// Every Room on the store, `known` ones (ready already) and those `admission` admits
+    /// as the loops find them, including Rooms created while they run.
+    pub fn every(known: impl IntoIterator<Item = RoomId>, admission: Box<dyn Admission>) -> Self {
+        Self {
+            admission: Some(admission),
+            rooms: known.into_iter().collect(),
+            refused: BTreeMap::new(),
+        }
+    }
+
+    /// The Rooms coordinated now, by id.
+    pub fn rooms(&self) -> Vec<RoomId> {
+        self.rooms.iter().cloned().collect()
+    }
+
+    /// Lists the store's Rooms and admits the new ones (when coordinating every Room).
+    /// Returns the Rooms admitted now.
+    pub async fn refresh<S: agentroom_ports::RoomStore + ?Sized>(
+        &mut self,
+        store: &S,
+    ) -> Result<Vec<RoomId>, CoordinatorError> {
+        let Some(admission) = &self.admission else {
+            return Ok(Vec::new());
+        };
+        let mut found = Vec::new();
+        let mut after: Option<RoomId> = None;
+        loop {
+            let page = store.rooms(after.as_ref(), ROOM_PAGE).await?;
+            let last = page.len() < ROOM_PAGE;
+            after = page.last().cloned();
+            found.extend(page.into_iter().filter(|room| !self.rooms.contains(room)));
+            if last {
+                break;
+            }
+        }
+        let mut admitted = Vec::new();
+        for room in found {
+            // Gone since it was listed: nothing to coordinate.
+            let Some(stored) = store.load(&room).await? else {
+                continue;
+            };
+            match admission.admit(&stored.state) {
+                Ok(()) => {
+                    tracing::info!(%room, "a new room: coordinating it");
+                    self.refused.remove(&room);
+                    self.rooms.insert(room.clone());
+                    admitted.push(room);
+                }
+                Err(why) => {
+                    if self.refused.get(&room) != Some(&why) {
+                        tracing::warn!(%room, why, "a new room cannot be coordinated yet");
+                        self.refused.insert(room, why);
+                    }
+                }
+            }
+        }
+        Ok(admitted)
     }
 }
 
@@ -94,21 +189,26 @@ where
         }
     }
 
-    /// Runs [`Coordinator::pass`] every `config.poll()` over `rooms`, with recovery every
+    /// Runs [`Coordinator::pass`] every `config.poll()` over `rooms` (refreshed from the store
+    /// before each pass when it coordinates every Room), with recovery every
     /// `recover_every` passes, until `stop` resolves. Errors of a pass are logged and the next
     /// pass tries again (a database that restarts comes back). When `stop` fires the loop
-    /// returns at once: calls running in this process are not waited for; their leases stop
-    /// being renewed when the process exits, and the next recovery (of this or another
-    /// process) finds them expired: uncertain, reservation held, never replayed (D2).
+    /// returns after its pass; the calls running in this process are left to
+    /// [`Coordinator::shutdown`], which gives them a grace and releases the leases of those
+    /// still running, so the next recovery finds them at once (D2, D3). Without it they keep
+    /// running while the runtime lives.
     pub async fn run_background(
         &self,
-        rooms: &[RoomId],
+        mut rooms: Coordinated,
         config: &BackgroundConfig,
         stop: impl Future<Output = ()>,
     ) {
         let mut stop = std::pin::pin!(stop);
         let mut tick: u32 = 0;
         loop {
+            if let Err(err) = rooms.refresh(&*self.shared.store).await {
+                tracing::warn!(%err, "listing the rooms failed; trying again");
+            }
             if tick > 0 && tick.is_multiple_of(config.recover_every) {
                 match self.recover().await {
                     Ok(report) if report != Default::default() => {
@@ -118,7 +218,7 @@ where
                     Err(err) => tracing::warn!(%err, "recovery pass failed"),
                 }
             }
-            match self.pass(rooms).await {
+            match self.pass(&rooms.rooms()).await {
                 Ok(pass) if pass != Pass::default() => tracing::debug!(?pass, "pass"),
                 Ok(_) => {}
                 Err(err) => tracing::warn!(%err, "pass failed; trying again"),

@@ -50,7 +50,9 @@ pub enum CoordinatorError {
     /// A workflow step (recovery) failed.
     #[error("workflow: {0}")]
     Workflow(#[from] WorkflowError),
-    /// The Room's actor stopped (the runtime is shutting down).
-    #[error("the actor of room {0} stopped")]
+    /// The Room's actor stopped, or refuses new input: the host is shutting down (a graceful
+    /// stop decides nothing new, `Coordinator::shutdown`). Nothing was written; try again
+    /// (another process, or this one restarted).
+    #[error("the actor of room {0} stopped: the host is shutting down")]
     ActorStopped(RoomId),
 }

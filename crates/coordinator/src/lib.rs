@@ -22,6 +22,7 @@ mod ids;
 mod notify;
 mod owner;
 mod plans;
+mod shutdown;
 mod sink;
 
 use std::collections::HashMap;
@@ -48,10 +49,11 @@ use agentroom_ports::{
 use agentroom_workflows::{Provider, RecoveryReport, Runner, RunnerConfig};
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use background::{BackgroundConfig, Pass};
+pub use background::{Admission, BackgroundConfig, Coordinated, Pass};
 pub use error::CoordinatorError;
 pub use ids::InputId;
 pub use notify::CollectingNotifier;
+pub use shutdown::ShutdownReport;
 
 use actor::{Command, Guard};
 use ids::IdSeed;
@@ -169,6 +171,10 @@ pub(crate) struct Shared<S, P, R, K, C> {
     rooms: Mutex<HashMap<RoomId, mpsc::Sender<Command>>>,
     pub(crate) in_flight: watch::Sender<usize>,
     watchers: Mutex<Vec<mpsc::UnboundedSender<Committed>>>,
+    /// Closed by a graceful stop: no input is decided after it.
+    pub(crate) gate: shutdown::Gate,
+    /// The calls running in this process, for a graceful stop to release.
+    pub(crate) running: shutdown::RunningCalls,
 }
 
 /// The coordinator of one process: one actor per Room, calls run through workflows. Cheap to
@@ -213,6 +219,8 @@ where
                 rooms: Mutex::new(HashMap::new()),
                 in_flight,
                 watchers: Mutex::new(Vec::new()),
+                gate: shutdown::Gate::default(),
+                running: shutdown::RunningCalls::default(),
             }),
         }
     }
@@ -273,6 +281,10 @@ where
     /// accepts it by id; posting it again is accepted once.
     #[tracing::instrument(skip_all, fields(room = %event.room, event = %event.id))]
     pub async fn post(&self, event: &Event) -> Result<Outcome, CoordinatorError> {
+        // A stopping host persists nothing new (a client's retry goes to a live one).
+        if self.shared.gate.closed() {
+            return Err(CoordinatorError::ActorStopped(event.room.clone()));
+        }
         self.shared
             .store
             .append_event(event, self.shared.clock.now())
@@ -615,6 +627,8 @@ where
         seed: IdSeed,
         guard: Guard,
     ) -> Result<Outcome, CoordinatorError> {
+        // Counted until the decision is answered, so a graceful stop waits for it.
+        let _admitted = self.gate.enter(room)?;
         let (reply, answer) = oneshot::channel();
         let command = Command {
             input,

@@ -207,3 +207,53 @@ async fn t1_an_event_persisted_but_never_accepted_is_accepted_on_start() {
     assert_eq!(second.accept_pending(&room_id()).await.unwrap(), 0);
     assert_completed_and_balanced(&*store).await;
 }
+
+/// A graceful stop with nothing running: drained at once, nothing to release; from then on
+/// every input is refused (`ActorStopped`, a 503 at the HTTP edge) and nothing is written,
+/// neither the event nor a decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_refuses_new_input_and_writes_nothing() {
+    let (_dir, store) = sqlite();
+    let scenario = scenario("demo.toml");
+    let (_, catalog) = room_of(&scenario);
+    let provider = agents(&scenario);
+    let (coordinator, _) = coordinator(Arc::clone(&store), Arc::clone(&provider), catalog, "one");
+    coordinator.recover().await.unwrap();
+    set_up(&coordinator, &scenario).await;
+    let before = agentroom_ports::RoomStore::load(&*store, &room_id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!coordinator.stopping());
+
+    let report = coordinator
+        .shutdown(std::time::Duration::from_secs(5))
+        .await;
+    assert!(report.drained, "{report:?}");
+    assert!(report.released.is_empty(), "{report:?}");
+    assert!(coordinator.stopping());
+
+    let event = owner_event(&scenario, 0);
+    let refused = coordinator.post(&event).await;
+    assert!(
+        matches!(
+            refused,
+            Err(agentroom_coordinator::CoordinatorError::ActorStopped(ref room)) if *room == room_id()
+        ),
+        "{refused:?}"
+    );
+    let after = agentroom_ports::RoomStore::load(&*store, &room_id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(after, before, "nothing decided");
+    assert_eq!(
+        agentroom_ports::RoomStore::event(&*store, &room_id(), event.id)
+            .await
+            .unwrap(),
+        None,
+        "nothing persisted"
+    );
+    assert!(provider.tasks().is_empty());
+    assert_eq!(coordinator.calls_in_flight(), 0);
+}

@@ -63,6 +63,8 @@ macro_rules! store_conformance {
             an_operator_input_is_decided_once_per_room,
             history_lists_each_commits_decision_after_a_revision,
             t5_delivered_notifications_are_read_in_delivery_order,
+            d3_a_released_lease_is_fenced_on_its_generation_and_claimable_at_once,
+            rooms_are_listed_by_id_in_pages,
         );
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
@@ -1228,6 +1230,115 @@ pub async fn t5_delivered_notifications_are_read_in_delivery_order<S: Store>(sto
     let theirs = store.delivered(&other.room(), 0, 10).await.unwrap();
     assert_eq!(theirs.len(), 1);
     assert_eq!(theirs[0].notification.text, "theirs");
+}
+
+/// D3, D2: a graceful shutdown releases the leases of its unfinished calls. Only the current
+/// generation releases, only an in-flight operation without a receipt; a released lease has
+/// expired by the database clock, so recovery claims it at once (no waiting out the lease),
+/// and the releasing holder's late heartbeat or receipt is fenced.
+pub async fn d3_a_released_lease_is_fenced_on_its_generation_and_claimable_at_once<S: Store>(
+    store: Arc<S>,
+) {
+    let mut d = Driver::create(&*store, "release", 1_000_000).await;
+    let running = d.owner_message("slow");
+    let op = reserved_op(&running);
+    d.commit(&*store, &running, "event_accepted").await.unwrap();
+    let done = d.owner_message("done");
+    let receipted = reserved_op(&done);
+    d.commit(&*store, &done, "event_accepted").await.unwrap();
+    assert_eq!(
+        store.record_receipt(receipted, 1, &answer()).await.unwrap(),
+        ReceiptWrite::Recorded
+    );
+    let before = store.operation(op).await.unwrap().unwrap();
+    assert_eq!((before.generation, before.lease_expired), (1, false));
+
+    // A stale or future generation cannot release, and changes nothing.
+    for stale in [0, 2] {
+        assert!(!store.release_lease(op, stale).await.unwrap(), "{stale}");
+    }
+    assert_eq!(store.operation(op).await.unwrap().unwrap(), before);
+    assert!(
+        store
+            .claim_expired(lease("b", 60_000), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a live lease is not claimed"
+    );
+    // A receipted operation has no lease to give up.
+    assert!(!store.release_lease(receipted, 1).await.unwrap());
+    let record = store.operation(receipted).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.generation),
+        (OperationStatus::Receipted, 1)
+    );
+
+    // The holder releases: expired at once, the generation moved on.
+    assert!(store.release_lease(op, 1).await.unwrap());
+    let released = store.operation(op).await.unwrap().unwrap();
+    assert_eq!(released.status, OperationStatus::InFlight);
+    assert!(released.lease_expired, "{released:?}");
+    assert_eq!(released.generation, 2);
+    assert!(released.receipt.is_none());
+    assert!(!store.release_lease(op, 1).await.unwrap(), "released once");
+    assert_eq!(
+        store
+            .heartbeat(op, 1, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Heartbeat::Fenced,
+        "the releasing holder's late heartbeat cannot take the lease back"
+    );
+    assert_eq!(
+        store.record_receipt(op, 1, &answer()).await.unwrap(),
+        ReceiptWrite::Fenced
+    );
+
+    // Recovery claims it at once, long before the 60 s lease would have run out.
+    let claimed = store.claim_expired(lease("b", 60_000), 10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(claimed[0].record.op(), op);
+    assert_eq!(claimed[0].generation, 3);
+    assert_eq!(claimed[0].record.lease_owner.as_deref(), Some("b"));
+    assert!(store.mark_uncertain(op, 3).await.unwrap());
+    assert_eq!(
+        store.operation(op).await.unwrap().unwrap().status,
+        OperationStatus::Uncertain
+    );
+}
+
+/// The store lists its Rooms by id in byte order, a page at a time, including a Room
+/// created after the listing began (a host picks up new Rooms this way).
+pub async fn rooms_are_listed_by_id_in_pages<S: Store>(store: Arc<S>) {
+    assert!(store.rooms(None, 10).await.unwrap().is_empty());
+    let ids = |names: &[&str]| -> Vec<RoomId> {
+        names.iter().map(|n| RoomId::parse(n).unwrap()).collect()
+    };
+    for name in ["lab-b", "lab", "annex", "lab-a"] {
+        Driver::create(&*store, name, 1_000_000).await;
+    }
+    assert_eq!(
+        store.rooms(None, 10).await.unwrap(),
+        ids(&["annex", "lab", "lab-a", "lab-b"])
+    );
+    let first = store.rooms(None, 2).await.unwrap();
+    assert_eq!(first, ids(&["annex", "lab"]));
+    let second = store.rooms(first.last(), 2).await.unwrap();
+    assert_eq!(second, ids(&["lab-a", "lab-b"]));
+    assert!(store.rooms(second.last(), 2).await.unwrap().is_empty());
+    // A Room created since shows up on the next page from where the reader stopped.
+    Driver::create(&*store, "lab-c", 1_000_000).await;
+    assert_eq!(
+        store.rooms(second.last(), 2).await.unwrap(),
+        ids(&["lab-c"])
+    );
+    let unknown = RoomId::parse("aaa").unwrap();
+    assert_eq!(
+        store.rooms(Some(&unknown), 1).await.unwrap(),
+        ids(&["annex"])
+    );
+    assert!(store.rooms(None, 0).await.unwrap().is_empty());
 }
 
 /// A fresh in-memory store (the suite's own check).

@@ -400,6 +400,17 @@ impl RoomStore for MemoryStore {
             .any(|(r, n, _, _)| r == room && n.id == id)
             .then_some(OutboxPosition::Undelivered))
     }
+
+    async fn rooms(&self, after: Option<&RoomId>, limit: usize) -> Result<Vec<RoomId>, StoreError> {
+        Ok(self
+            .lock()
+            .rooms
+            .keys()
+            .filter(|room| after.is_none_or(|after| room.as_str() > after.as_str()))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
 }
 
 #[async_trait]
@@ -574,6 +585,25 @@ impl WorkflowStore for MemoryStore {
                 row.record.clone()
             })
             .collect())
+    }
+
+    async fn release_lease(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        match inner.operations.get_mut(&op) {
+            Some(row)
+                if row.record.generation == generation
+                    && row.record.receipt.is_none()
+                    && row.record.status == OperationStatus::InFlight =>
+            {
+                row.record.generation += 1;
+                row.record.lease_owner = None;
+                row.expires = Some(now);
+                refresh(row, now);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }
 

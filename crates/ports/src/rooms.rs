@@ -322,4 +322,8 @@ pub trait RoomStore: Send + Sync {
         room: &RoomId,
         id: NotificationId,
     ) -> Result<Option<OutboxPosition>, StoreError>;
+
+    /// Up to `limit` Rooms of the store by id (byte order), after `after` when given: what a
+    /// host coordinating every Room pages through to find the Rooms created since it started.
+    async fn rooms(&self, after: Option<&RoomId>, limit: usize) -> Result<Vec<RoomId>, StoreError>;
 }

@@ -256,4 +256,11 @@ pub trait WorkflowStore: Send + Sync {
     /// Operations matching `filter`, oldest first.
     async fn operations(&self, filter: OperationFilter)
     -> Result<Vec<OperationRecord>, StoreError>;
+
+    /// Gives up the lease of an in-flight operation without a receipt now, only if
+    /// `generation` is still current (a graceful shutdown hands its unfinished calls over):
+    /// the lease expires at once by the database clock, so the next recovery of any process
+    /// claims it without waiting out the lease, and the generation moves on, so a heartbeat
+    /// or receipt of the releasing holder still on its way is fenced. False when fenced.
+    async fn release_lease(&self, op: OperationId, generation: i64) -> Result<bool, StoreError>;
 }

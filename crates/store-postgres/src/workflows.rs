@@ -18,6 +18,17 @@ use sqlx::postgres::PgRow;
 use crate::rooms::{PgRooms, failed, parse_json, to_json};
 use crate::sql;
 
+/// Gives up the lease of in-flight operation `$1` without a receipt, only at generation `$2`:
+/// expired now by the database clock (claimable at once), the generation moved on so the
+/// releasing holder's late writes are fenced. (Kept here, not in `sql`, with the one method
+/// that uses it.)
+const RELEASE_LEASE: &str = "\
+UPDATE operations \
+SET lease_generation = lease_generation + 1, lease_owner = NULL, \
+    lease_expires_at = clock_timestamp(), updated_at = clock_timestamp() \
+WHERE op_id = $1::uuid AND lease_generation = $2 AND status = 'in_flight' \
+  AND receipt IS NULL";
+
 fn millis(duration: Duration) -> i64 {
     agentroom_ports::lease_millis(duration)
 }
@@ -222,5 +233,16 @@ impl WorkflowStore for PgRooms {
         }
         .map_err(failed("listing operations"))?;
         rows.iter().map(operation_record).collect()
+    }
+
+    #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]
+    async fn release_lease(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(RELEASE_LEASE)
+            .bind(op.to_string())
+            .bind(generation)
+            .execute(&self.pool)
+            .await
+            .map_err(failed("releasing a lease"))?;
+        Ok(done.rows_affected() == 1)
     }
 }

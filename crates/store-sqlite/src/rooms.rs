@@ -149,6 +149,19 @@ const UNCERTAIN_SQL: &str = concat!(
        AND receipt IS NULL"
 );
 
+/// Gives up a lease at generation `?2` of an in-flight operation without a receipt: expired
+/// now (claimable at once), the generation moved on so the releasing holder's late writes
+/// are fenced.
+const RELEASE_SQL: &str = concat!(
+    "UPDATE operations SET lease_generation = lease_generation + 1, lease_owner = NULL, \
+     lease_expires_at = ",
+    now_ms!(),
+    ", updated_ms = ",
+    now_ms!(),
+    " WHERE op_id = ?1 AND lease_generation = ?2 AND status = 'in_flight' \
+       AND receipt IS NULL"
+);
+
 /// Counts a recovery attempt on an uncertain operation (recovery asked its reconciler again)
 /// and returns the new count.
 const COUNT_ATTEMPT_SQL: &str = concat!(
@@ -1031,6 +1044,33 @@ impl RoomStore for SqliteRooms {
             .map_err(db("reading a notification's position"))?;
         Ok(position.map(|p| p.map_or(OutboxPosition::Undelivered, OutboxPosition::Delivered)))
     }
+
+    async fn rooms(
+        &self,
+        after: Option<&RoomId>,
+        limit_to: usize,
+    ) -> Result<Vec<RoomId>, StoreError> {
+        let connection = self.connections.reader();
+        let err = db("listing rooms");
+        // SQLite compares TEXT bytewise (BINARY): byte order, like every store.
+        let mut statement = connection
+            .prepare_cached(
+                "SELECT room_id FROM rooms WHERE ?1 IS NULL OR room_id > ?1 \
+                 ORDER BY room_id LIMIT ?2",
+            )
+            .map_err(&err)?;
+        let rows = statement
+            .query_map(params![after.map(RoomId::as_str), limit(limit_to)], |row| {
+                row.get::<_, String>(0)
+            })
+            .map_err(&err)?;
+        let mut rooms = Vec::new();
+        for row in rows {
+            let id = row.map_err(&err)?;
+            rooms.push(RoomId::parse(&id).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+        }
+        Ok(rooms)
+    }
 }
 
 /// The revision that decided an operator input of a Room. `?1` room, `?2` input id.
@@ -1179,6 +1219,10 @@ impl WorkflowStore for SqliteRooms {
             }
         };
         Ok(found.into_iter().map(|(_, record)| record).collect())
+    }
+
+    async fn release_lease(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
+        self.write_one(RELEASE_SQL, params![op.to_string(), generation])
     }
 }
 

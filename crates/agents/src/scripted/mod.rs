@@ -297,8 +297,24 @@ impl Specialist for Scripted {
 
     #[tracing::instrument(skip_all, fields(op = %call.op, principal = %call.principal, task = %call.task.key))]
     async fn execute(&self, call: &SpecialistCall) -> AgentOutcome<SpecialistResult> {
+        let (outcome, slow) = self.execute_now(call);
+        if !slow.is_zero() {
+            // Ran and recorded; the reply is on its way (dropped here, it is lost: D2).
+            tokio::time::sleep(slow).await;
+        }
+        outcome
+    }
+}
+
+impl Scripted {
+    /// Runs a specialist call at once: its outcome, and how long its reply takes to come back.
+    fn execute_now(
+        &self,
+        call: &SpecialistCall,
+    ) -> (AgentOutcome<SpecialistResult>, std::time::Duration) {
+        let now = std::time::Duration::ZERO;
         if let Some((charge, result)) = self.replay(call.op) {
-            return returned(charge, result, as_specialist);
+            return (returned(charge, result, as_specialist), now);
         }
         let entries = &self.scenario.specialist;
         let mut cursors = self.lock();
@@ -307,13 +323,11 @@ impl Specialist for Scripted {
                 e.task == call.task.key && e.principal.as_ref().is_none_or(|p| *p == call.principal)
             })
         }) else {
-            return exhausted(format!(
-                "task `{}` executed by `{}`",
-                call.task.key, call.principal
-            ));
+            let what = format!("task `{}` executed by `{}`", call.task.key, call.principal);
+            return (exhausted(what), now);
         };
         let Some(entry) = entries.get(reply) else {
-            return exhausted(format!("task `{}`", call.task.key));
+            return (exhausted(format!("task `{}`", call.task.key)), now);
         };
         let result = match &entry.says {
             SpecialistSays::Failure(reason) => SpecialistResult::Failure {
@@ -349,7 +363,7 @@ impl Specialist for Scripted {
             charge: entry.charge,
             result: CallResult::Specialist(result),
         };
-        match self.commit(&mut cursors.specialist, execution, entry.repeat) {
+        let outcome = match self.commit(&mut cursors.specialist, execution, entry.repeat) {
             Ok(_) if entry.lose_reply => AgentOutcome::Uncertain {
                 reason: format!(
                     "task `{}` ran and was recorded, but its reply was lost",
@@ -358,7 +372,8 @@ impl Specialist for Scripted {
             },
             Ok(recorded) => returned(recorded.charge, recorded.result, as_specialist),
             Err(err) => not_recorded(&err),
-        }
+        };
+        (outcome, entry.reply_after)
     }
 }
 

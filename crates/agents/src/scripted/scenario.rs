@@ -34,6 +34,8 @@
 //! from the frozen ones (weakens a criterion), `artifacts = []` (claims done without a
 //! contribution), verdicts that leave a criterion out, a reviewer `principal` who authored the
 //! work, `lose_reply = true` (the specialist ran and recorded it, but the reply is lost).
+//! A slow specialist is `reply_after_ms = N`: it runs and records the task at once, and its
+//! reply comes back N milliseconds later (a call a graceful stop may have to give up on).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -152,6 +154,8 @@ struct SpecialistFile {
     #[serde(default)]
     lose_reply: bool,
     #[serde(default)]
+    reply_after_ms: u64,
+    #[serde(default)]
     repeat: bool,
 }
 
@@ -209,6 +213,8 @@ pub(crate) struct SpecialistEntry {
     pub(crate) says: SpecialistSays,
     pub(crate) charge: Charge,
     pub(crate) lose_reply: bool,
+    /// How long after running and recording the task the reply comes back (a slow call).
+    pub(crate) reply_after: std::time::Duration,
     pub(crate) repeat: bool,
 }
 
@@ -308,6 +314,7 @@ impl Scenario {
                     principal: s.principal,
                     says,
                     lose_reply: s.lose_reply,
+                    reply_after: std::time::Duration::from_millis(s.reply_after_ms),
                     repeat: s.repeat,
                 })
             })

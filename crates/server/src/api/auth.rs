@@ -152,8 +152,19 @@ pub(crate) async fn request_id(request: Request, next: Next) -> Response {
         method = %request.method(),
         path = %request.uri().path(),
         principal = tracing::field::Empty,
+        status = tracing::field::Empty,
     );
-    let mut response = next.run(request).instrument(span).await;
+    let started = std::time::Instant::now();
+    let mut response = next.run(request).instrument(span.clone()).await;
+    // Every request leaves one line in the log, inside its span (id, method, path, status).
+    let status = response.status().as_u16();
+    span.record("status", status);
+    tracing::info!(
+        parent: &span,
+        status,
+        elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "request finished"
+    );
     match HeaderValue::from_str(&id) {
         Ok(value) => {
             response.headers_mut().insert(REQUEST_ID, value);
