@@ -103,6 +103,20 @@ impl Page {
     const DEFAULT: usize = 50;
     const MAX: usize = 200;
 
+    /// A `limit` query value: a whole number from 1 to [`Page::MAX`].
+    fn limit(value: &str) -> Result<usize, RestError> {
+        value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=Self::MAX).contains(n))
+            .ok_or_else(|| {
+                RestError::BadRequest(format!(
+                    "limit must be a whole number from 1 to {}",
+                    Self::MAX
+                ))
+            })
+    }
+
     pub(super) fn from_uri(uri: &Uri) -> Result<Self, RestError> {
         let mut page = Page {
             offset: 0,
@@ -114,18 +128,7 @@ impl Page {
             }
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             match name {
-                "limit" => {
-                    page.limit = value
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=Self::MAX).contains(n))
-                        .ok_or_else(|| {
-                            RestError::BadRequest(format!(
-                                "limit must be a whole number from 1 to {}",
-                                Self::MAX
-                            ))
-                        })?;
-                }
+                "limit" => page.limit = Page::limit(value)?,
                 "cursor" => {
                     page.offset = value.parse::<usize>().map_err(|_| {
                         RestError::BadRequest(
@@ -518,18 +521,7 @@ impl DecisionPage {
             }
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             match name {
-                "limit" => {
-                    page.limit = value
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=Page::MAX).contains(n))
-                        .ok_or_else(|| {
-                            RestError::BadRequest(format!(
-                                "limit must be a whole number from 1 to {}",
-                                Page::MAX
-                            ))
-                        })?;
-                }
+                "limit" => page.limit = Page::limit(value)?,
                 "cursor" => {
                     page.after = value
                         .split_once('.')
