@@ -324,13 +324,17 @@ async fn run_until_second_review(app: &App) -> String {
         .unwrap()["identity"]
         .clone();
     let moved = app
-        .post(
-            "sam",
+        .call(
+            Method::POST,
             &format!("{path}/tasks"),
-            &json!({"task": gather, "status": "todo"}),
+            Some("sam"),
+            &json!({"task": gather, "status": "todo"}).to_string(),
         )
         .await;
-    assert_eq!(moved["log"][0]["rule"], "O7", "{moved}");
+    // Refused by a rule: 409 naming it.
+    assert_eq!(moved.status, StatusCode::CONFLICT, "{}", moved.body);
+    let moved: Value = serde_json::from_str(&moved.body).unwrap();
+    assert_eq!(moved["rule"], "O7", "{moved}");
     app.review(&path, 1, "unmet").await;
     app.specialists_confirm(&path).await;
     path
