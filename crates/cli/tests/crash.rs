@@ -134,11 +134,16 @@ macro_rules! crash_matrix {
             let site = site();
             site.restart(&["--calls", "1"]);
             let mut child = Running(
-                site.drill(None, &["--calls", "1", "--call-ms", "20000"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap(),
+                // A lease long enough that a loaded machine (CI runs the crash tests two at
+                // a time on two cores) cannot lose it between heartbeats.
+                site.drill(
+                    None,
+                    &["--calls", "1", "--call-ms", "20000", "--lease-ms", "2000"],
+                )
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
             );
             let store = site.open().await;
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -154,7 +159,7 @@ macro_rules! crash_matrix {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             };
             // Let it heartbeat past its first lease, so only the kill ends it.
-            tokio::time::sleep(Duration::from_millis(400)).await;
+            tokio::time::sleep(Duration::from_millis(2_300)).await;
             let record = store.operation(op).await.unwrap().unwrap();
             assert_eq!(record.status, OperationStatus::InFlight);
             assert!(

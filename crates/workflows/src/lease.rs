@@ -9,7 +9,7 @@ use std::time::Duration;
 use agentroom_ports::domain::engine::CallRequest;
 use agentroom_ports::domain::ids::OperationId;
 use agentroom_ports::{Heartbeat, Receipt, ReceiptWrite, StoreError, WorkflowStore};
-use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
 use crate::abort::{Abort, AbortReason, AbortTrigger};
 use crate::config::RunnerConfig;
@@ -83,11 +83,16 @@ impl<'a, W: WorkflowStore + ?Sized> LeaseKeeper<'a, W> {
         }
     }
 
+    /// One heartbeat. It may take longer than the interval (a loaded server, a connection
+    /// being opened) and still extend the lease: it is given until the lease, as last
+    /// extended, runs out, and never less than one interval. Cutting it off at the interval
+    /// and sending the next at once would only pile work on a server that is slow already.
     async fn beat(&mut self) {
         let started = Instant::now();
         self.next_beat = started + self.every;
-        let answer = timeout(
-            self.every,
+        let until = (self.extended_at + self.lease).max(started + self.every);
+        let answer = timeout_at(
+            until,
             self.store.heartbeat(self.op, self.generation, self.lease),
         )
         .await;

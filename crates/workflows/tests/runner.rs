@@ -5,8 +5,10 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use agentroom_ports::conformance::lease;
+use agentroom_ports::domain::engine::CallRequest;
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::OperationState;
 use agentroom_ports::{OperationStatus, WorkflowStore};
@@ -202,4 +204,92 @@ async fn not_sent_retries_are_bounded_and_the_owner_releases_the_call() {
         );
     })
     .await;
+}
+
+/// Runs one leased call of `behaviour` with heartbeats answered as `fault`, on a 300 ms lease
+/// (heartbeats every 100 ms).
+async fn run_with_heartbeats(
+    name: &str,
+    fault: HeartbeatFault,
+    behaviour: Behaviour,
+) -> (
+    Room,
+    CallRequest,
+    Arc<Heartbeats>,
+    Arc<TestOwner>,
+    RunOutcome,
+) {
+    let mut room = Room::new(name).await;
+    let decision = room.driver.owner_message("heartbeats under fault");
+    let request = call_of(&decision);
+    room.commit_leased(&decision, "runner-a", 300).await;
+    let store = Heartbeats::new(Arc::clone(&room.store), fault);
+    let owner = TestOwner::new(Arc::clone(&room.store)).await;
+    let runner = Runner::new(
+        Arc::clone(&store),
+        TestProvider::new(behaviour),
+        Arc::clone(&owner),
+        config("runner-a", 300).with_abort_grace(ms(50)),
+    );
+    let outcome = runner
+        .run(Leased::created(room.id(), request.clone()))
+        .await
+        .unwrap();
+    (room, request, store, owner, outcome)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_a_heartbeat_slower_than_its_interval_still_keeps_the_lease() {
+    within(async {
+        // Each heartbeat takes 1.2 intervals (a loaded server): sent back to back, each still
+        // ends within the lease the one before it extended (2 x 120 ms < 300 ms).
+        let (room, request, store, owner, outcome) = run_with_heartbeats(
+            "slow-heartbeats",
+            HeartbeatFault::Slow(ms(120)),
+            Behaviour::Answer {
+                micros: 400,
+                delay: ms(900),
+            },
+        )
+        .await;
+        assert_eq!(outcome, RunOutcome::Receipted { delivered: true });
+        assert!(store.sent.load(Ordering::SeqCst) >= 3, "it heartbeated");
+        assert_eq!(owner.took(), vec![(request.op, "deliver")]);
+        assert_eq!(
+            room.record(request.op).await.status,
+            OperationStatus::Applied
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_no_heartbeat_through_for_a_whole_lease_aborts_the_call_and_leaves_it_uncertain() {
+    for (name, fault) in [
+        ("failing-heartbeats", HeartbeatFault::Failing),
+        ("hanging-heartbeats", HeartbeatFault::Hanging),
+    ] {
+        within(async {
+            let (room, request, _store, owner, outcome) =
+                run_with_heartbeats(name, fault, Behaviour::UntilAborted).await;
+            match outcome {
+                RunOutcome::Uncertain { reason } => {
+                    assert!(reason.contains("lease lost"), "{name}: {reason}");
+                }
+                other => panic!("{name}: expected uncertain, got {other:?}"),
+            }
+            assert_eq!(owner.took(), vec![(request.op, "uncertain")], "{name}");
+            let record = room.record(request.op).await;
+            assert_eq!(record.status, OperationStatus::Uncertain, "{name}");
+            assert_eq!(record.receipt, None, "{name}");
+            // The reservation stays held: an uncertain call is never released unseen (D2).
+            let stored = room.load().await;
+            assert_eq!(
+                stored.state.ledger().balances().uncertain,
+                UsdMicros::new(1_000),
+                "{name}"
+            );
+        })
+        .await;
+    }
 }

@@ -448,3 +448,123 @@ impl Reconciler for TestReconciler {
         Ok(self.outcome.lock().unwrap().clone())
     }
 }
+
+/// How [`Heartbeats`] answers a heartbeat.
+#[derive(Debug, Clone, Copy)]
+pub enum HeartbeatFault {
+    /// Answers after this long (a loaded server).
+    Slow(Duration),
+    /// Fails at once (the database is unreachable).
+    Failing,
+    /// Never answers.
+    Hanging,
+}
+
+/// The in-memory store with faulty heartbeats; everything else goes straight to it.
+pub struct Heartbeats {
+    pub store: Arc<MemoryStore>,
+    pub fault: HeartbeatFault,
+    pub sent: AtomicU32,
+}
+
+impl Heartbeats {
+    pub fn new(store: Arc<MemoryStore>, fault: HeartbeatFault) -> Arc<Heartbeats> {
+        Arc::new(Heartbeats {
+            store,
+            fault,
+            sent: AtomicU32::new(0),
+        })
+    }
+}
+
+#[async_trait]
+impl WorkflowStore for Heartbeats {
+    async fn claim_expired(
+        &self,
+        lease: agentroom_ports::LeaseGrant,
+        limit: usize,
+    ) -> Result<Vec<agentroom_ports::ClaimedOperation>, agentroom_ports::StoreError> {
+        self.store.claim_expired(lease, limit).await
+    }
+
+    async fn heartbeat(
+        &self,
+        op: OperationId,
+        generation: i64,
+        duration: Duration,
+    ) -> Result<agentroom_ports::Heartbeat, agentroom_ports::StoreError> {
+        self.sent.fetch_add(1, Ordering::SeqCst);
+        match self.fault {
+            HeartbeatFault::Slow(delay) => {
+                tokio::time::sleep(delay).await;
+                self.store.heartbeat(op, generation, duration).await
+            }
+            HeartbeatFault::Failing => Err(agentroom_ports::StoreError::Database(
+                "connection refused".to_owned(),
+            )),
+            HeartbeatFault::Hanging => std::future::pending().await,
+        }
+    }
+
+    async fn record_receipt(
+        &self,
+        op: OperationId,
+        generation: i64,
+        receipt: &Receipt,
+    ) -> Result<agentroom_ports::ReceiptWrite, agentroom_ports::StoreError> {
+        self.store.record_receipt(op, generation, receipt).await
+    }
+
+    async fn mark_uncertain(
+        &self,
+        op: OperationId,
+        generation: i64,
+    ) -> Result<bool, agentroom_ports::StoreError> {
+        self.store.mark_uncertain(op, generation).await
+    }
+
+    async fn count_recovery_attempt(
+        &self,
+        op: OperationId,
+    ) -> Result<Option<u32>, agentroom_ports::StoreError> {
+        self.store.count_recovery_attempt(op).await
+    }
+
+    async fn dead_letter(
+        &self,
+        op: OperationId,
+        reason: &str,
+    ) -> Result<bool, agentroom_ports::StoreError> {
+        self.store.dead_letter(op, reason).await
+    }
+
+    async fn resolve(
+        &self,
+        op: OperationId,
+        resolution: &agentroom_ports::Resolution,
+    ) -> Result<bool, agentroom_ports::StoreError> {
+        self.store.resolve(op, resolution).await
+    }
+
+    async fn operation(
+        &self,
+        op: OperationId,
+    ) -> Result<Option<OperationRecord>, agentroom_ports::StoreError> {
+        self.store.operation(op).await
+    }
+
+    async fn operations(
+        &self,
+        filter: agentroom_ports::OperationFilter,
+    ) -> Result<Vec<OperationRecord>, agentroom_ports::StoreError> {
+        self.store.operations(filter).await
+    }
+
+    async fn release_lease(
+        &self,
+        op: OperationId,
+        generation: i64,
+    ) -> Result<bool, agentroom_ports::StoreError> {
+        self.store.release_lease(op, generation).await
+    }
+}
