@@ -72,7 +72,8 @@ fn check(explained: &Value, index: &str, what: &str) {
 
 #[tokio::test]
 async fn board_and_filtered_list_read_only_their_plans_index_entries() {
-    let (schema, pool) = common::fresh_schema().await;
+    // A database of its own: see the VACUUM below.
+    let (database, pool) = common::fresh_database().await;
     agentroom_store_postgres::migrate::up(&pool).await.unwrap();
     let mut conn = pool.acquire().await.unwrap();
     sqlx::query(
@@ -101,11 +102,12 @@ async fn board_and_filtered_list_read_only_their_plans_index_entries() {
         .execute(&mut *conn)
         .await
         .unwrap();
-    // VACUUM sets the visibility map only for rows no open snapshot may still need, and the
-    // other tests of this binary hold snapshots in the same database while they run; without
-    // it an index-only scan costs as much as a bitmap heap scan plus a sort, and the planner's
-    // choice between them would depend on the timing of those tests. What this test pins is
-    // that the plan's index serves the board in order, restricted to the plan.
+    // VACUUM sets the visibility map only for rows no open snapshot of a backend in the same
+    // database may still need, hence a database of its own: other tests (of this binary, or
+    // run beside it) hold snapshots in the shared one. Without the visibility map an
+    // index-only scan costs as much as a bitmap heap scan or a sequential scan plus a sort,
+    // and the planner's choice would depend on their timing. What this test pins is that the
+    // plan's index serves the board in order, restricted to the plan.
     sqlx::raw_sql("SET enable_bitmapscan = off")
         .execute(&mut *conn)
         .await
@@ -198,8 +200,7 @@ async fn board_and_filtered_list_read_only_their_plans_index_entries() {
     assert!(foreign.is_empty());
 
     drop(conn);
-    pool.close().await;
-    common::drop_schema(&schema).await;
+    common::drop_database(&database, pool).await;
 }
 
 /// The parameter types of every commit statement, in order (see `sql::commit_room`).

@@ -108,6 +108,49 @@ pub async fn fresh_schema_with(connections: u32) -> (String, PgPool) {
     (schema, pool)
 }
 
+/// A fresh, empty database of its own: its name and a pool on it. For a test whose plans
+/// depend on what VACUUM may do, which only backends connected to the same database hold
+/// back (other tests' open snapshots in a shared database would).
+pub async fn fresh_database() -> (String, PgPool) {
+    let mut conn = admin().await;
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE 't\\_%'")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("listing test databases: {e}"));
+    let cutoff = now().saturating_sub(STALE_AFTER).as_millis();
+    for name in names {
+        if parse_schema(&name).is_some_and(|made| made < cutoff) {
+            let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+            let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await;
+        }
+    }
+    let mut random = [0u8; 6];
+    getrandom::fill(&mut random).unwrap();
+    let name = format!("t_{}_{}", now().as_millis(), hex::encode(random));
+    ddl(&mut conn, "CREATE DATABASE {schema}", &name).await;
+    conn.close().await.ok();
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options().database(&name))
+        .await
+        .unwrap_or_else(|e| panic!("connecting to database {name}: {e}"));
+    (name, pool)
+}
+
+/// Drops a database made by [`fresh_database`], after closing `pool`.
+pub async fn drop_database(name: &str, pool: PgPool) {
+    pool.close().await;
+    let mut conn = admin().await;
+    ddl(
+        &mut conn,
+        "DROP DATABASE IF EXISTS {schema} WITH (FORCE)",
+        name,
+    )
+    .await;
+    conn.close().await.ok();
+}
+
 /// Drops a schema made by [`fresh_schema`].
 pub async fn drop_schema(schema: &str) {
     let mut conn = admin().await;
