@@ -409,10 +409,11 @@ impl RoomStore for PgRooms {
         let snapshot_bytes = snapshot.as_ref().map(|text| as_i64(text.len() as u64));
         let operations = &commit.operations;
         let touched = Touched::of(&commit)?;
-        let mut parts = sql::CommitParts::default().touching(touched.ops.len());
+        let mut parts = sql::CommitParts::default()
+            .touching(touched.ops.len())
+            .creating(operations.len())
+            .appending(commit.ledger.len());
         parts.snapshot = snapshot.is_some();
-        parts.operations = !operations.is_empty();
-        parts.ledger = !commit.ledger.is_empty();
         parts.notifications = !commit.notifications.is_empty();
         let mut lent = self
             .held

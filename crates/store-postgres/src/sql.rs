@@ -226,17 +226,41 @@ pub struct CommitParts {
     /// A new snapshot (`$9`, `$10`).
     pub snapshot: bool,
     /// New operations (`$11`..`$15`).
-    pub operations: bool,
+    operations: bool,
+    /// Exactly one new operation (a durable call's transaction 1): read from the arrays'
+    /// first elements instead of unnesting them, which spares the plan a function scan and
+    /// a nested loop.
+    single_operation: bool,
     /// How many operations the commit touches (receipts, applied, cancelled: `$16`..`$20`),
     /// as slots: the count rounded up to a power of two, so that few texts serve every count.
     touched_slots: usize,
     /// Ledger entries (`$21`).
-    pub ledger: bool,
+    ledger: bool,
+    /// Exactly one ledger entry (a reservation): read from the array's first element.
+    single_entry: bool,
     /// Notifications (`$22`, `$23`).
     pub notifications: bool,
 }
 
 impl CommitParts {
+    /// Sets how many operations the commit creates.
+    pub fn creating(self, operations: usize) -> Self {
+        Self {
+            operations: operations > 0,
+            single_operation: operations == 1,
+            ..self
+        }
+    }
+
+    /// Sets how many ledger entries the commit appends.
+    pub fn appending(self, entries: usize) -> Self {
+        Self {
+            ledger: entries > 0,
+            single_entry: entries == 1,
+            ..self
+        }
+    }
+
     /// Sets how many operations the commit touches.
     pub fn touching(self, operations: usize) -> Self {
         Self {
@@ -308,13 +332,17 @@ fn assemble_commit_room(parts: CommitParts) -> String {
     if parts.snapshot {
         text.push_str(COMMIT_ROOM_SNAPSHOT);
     }
-    if parts.operations {
+    if parts.operations && parts.single_operation {
+        text.push_str(COMMIT_ROOM_OPERATION);
+    } else if parts.operations {
         text.push_str(COMMIT_ROOM_OPERATIONS);
     }
     for slot in 1..=parts.touched_slots {
         text.push_str(&COMMIT_ROOM_TOUCHED.replace("{i}", &slot.to_string()));
     }
-    if parts.ledger {
+    if parts.ledger && parts.single_entry {
+        text.push_str(COMMIT_ROOM_ENTRY);
+    } else if parts.ledger {
         text.push_str(COMMIT_ROOM_LEDGER);
     }
     if parts.notifications {
@@ -374,6 +402,21 @@ created AS ( \
     ON CONFLICT (op_id) DO NOTHING \
 )";
 
+/// One new operation, as [`COMMIT_ROOM_OPERATIONS`] writes it, from the arrays' first
+/// elements.
+const COMMIT_ROOM_OPERATION: &str = ", \
+created AS ( \
+    INSERT INTO operations (op_id, room_id, request, status, lease_generation, lease_owner, \
+                            lease_expires_at, cancel_requested) \
+    SELECT ($11::text[])[1]::uuid, $1, ($12::text[])[1]::json, 'in_flight', \
+           CASE WHEN ($13::text[])[1] IS NULL THEN 0 ELSE 1 END, ($13::text[])[1], \
+           CASE WHEN ($13::text[])[1] IS NOT NULL \
+                THEN clock_timestamp() + ($14::bigint[])[1] * interval '1 millisecond' END, \
+           ($15::boolean[])[1] \
+    FROM cas \
+    ON CONFLICT (op_id) DO NOTHING \
+)";
+
 /// Touched operation `{i}`: its receipt, fenced on the lease generation and written once,
 /// straight to `applied` when the same decision applies it (one row version); applied;
 /// cancelled. An operation of another Room is not touched.
@@ -401,6 +444,14 @@ ledger AS ( \
     INSERT INTO ledger_entries (room_id, seq, revision, entry) \
     SELECT $1, cas.ledger_rows - cardinality($21) + e.ord - 1, cas.revision, e.entry \
     FROM cas, unnest($21::json[]) WITH ORDINALITY AS e (entry, ord) \
+)";
+
+/// One ledger row, as [`COMMIT_ROOM_LEDGER`] writes it, from the array's first element.
+const COMMIT_ROOM_ENTRY: &str = ", \
+ledger AS ( \
+    INSERT INTO ledger_entries (room_id, seq, revision, entry) \
+    SELECT $1, cas.ledger_rows - 1, cas.revision, ($21::text[])[1]::json \
+    FROM cas \
 )";
 
 /// Outbox rows (T5), idempotent on their ids.

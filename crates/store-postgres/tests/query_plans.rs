@@ -208,17 +208,23 @@ const COMMIT_PARAMETERS: &str = "text, bigint, text, bigint, text, text, text, b
     bigint, text[], text[], text[], bigint[], boolean[], text[], bigint[], text[], boolean[], \
     boolean[], text[], text[], text[], text";
 
-/// Every combination of a commit's parts, with 0, 1, 2, 3 and 9 operations touched.
+/// Every combination of a commit's parts, with 0, 1 and 2 operations created, 0, 1 and 2
+/// ledger entries, and 0, 1, 2, 3 and 9 operations touched.
 fn commit_shapes() -> Vec<sql::CommitParts> {
     let mut shapes = Vec::new();
-    for bits in 0..16_u8 {
-        for touched in [0, 1, 2, 3, 9] {
-            let mut parts = sql::CommitParts::default().touching(touched);
-            parts.snapshot = bits & 1 != 0;
-            parts.operations = bits & 2 != 0;
-            parts.ledger = bits & 4 != 0;
-            parts.notifications = bits & 8 != 0;
-            shapes.push(parts);
+    for bits in 0..4_u8 {
+        for created in [0, 1, 2] {
+            for entries in [0, 1, 2] {
+                for touched in [0, 1, 2, 3, 9] {
+                    let mut parts = sql::CommitParts::default()
+                        .touching(touched)
+                        .creating(created)
+                        .appending(entries);
+                    parts.snapshot = bits & 1 != 0;
+                    parts.notifications = bits & 2 != 0;
+                    shapes.push(parts);
+                }
+            }
         }
     }
     shapes
