@@ -8,6 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use sqlx::Connection;
 use sqlx::postgres::PgPoolOptions;
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,10 @@ pub(crate) struct Args {
     /// Revisions a Room is brought to before the "aged Room" figure.
     #[arg(long, default_value_t = 1_000)]
     aged_revisions: usize,
+    /// Rounds of the interleaved figure: each measures the floor and then calls, so both see
+    /// the same state of the machine (its fsync time drifts by tens of percent within minutes).
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
 }
 
 fn p(id: &str) -> anyhow::Result<PrincipalId> {
@@ -352,6 +357,40 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
             "x_floor": round(median / floor_us * 100.0) / 100.0,
             "client_cpu_us_per_call": client_cpu, "server_backend_cpu_us_per_call": backend_cpu,
             "room_revision_at_end": room.revision.0}));
+
+        // Interleaved: the floor and the call, round after round, on the same Room.
+        let mut floor_conn = sqlx::PgConnection::connect(&url).await?;
+        let rounds = args.rounds.max(1);
+        let mut ratios = Vec::with_capacity(rounds);
+        let (mut floors, mut calls) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let round_floor = floor::commits(&mut floor_conn, 20, 200).await?;
+            let mut round_calls = Vec::with_capacity(100);
+            for _ in 0..100 {
+                let started = Instant::now();
+                room = one_call(&store, &decider, &config, room).await?.0;
+                round_calls.push(started.elapsed().as_secs_f64() * 1e6);
+            }
+            round_calls.sort_by(f64::total_cmp);
+            let (f, c) = (
+                percentile(&round_floor.one_connection_us, 0.5),
+                percentile(&round_calls, 0.5),
+            );
+            ratios.push(c / f);
+            floors.push(f);
+            calls.push(c);
+        }
+        floor_conn.close().await?;
+        for figures in [&mut ratios, &mut floors, &mut calls] {
+            figures.sort_by(f64::total_cmp);
+        }
+        emit(&meta, json!({"figure": "durable_call_interleaved_with_floor",
+            "rounds": rounds, "floor_commits_per_round": 200, "calls_per_round": 100,
+            "x_floor_median_of_rounds": round(percentile(&ratios, 0.5) * 100.0) / 100.0,
+            "x_floor_min": ratios.first().map(|r| round(r * 100.0) / 100.0),
+            "x_floor_max": ratios.last().map(|r| round(r * 100.0) / 100.0),
+            "floor_us_median_of_rounds": round(percentile(&floors, 0.5)),
+            "call_us_median_of_rounds": round(percentile(&calls, 0.5))}));
 
         // The same Room, now aged: bring it to at least `aged_revisions`, then measure the
         // call again and the WAL bytes each commit writes.

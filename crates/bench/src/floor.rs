@@ -91,7 +91,12 @@ pub(crate) async fn measure_pooled(url: &str, warmup: usize, n: usize) -> anyhow
     })
 }
 
-async fn commits(conn: &mut PgConnection, warmup: usize, n: usize) -> anyhow::Result<Floor> {
+/// `warmup` then `n` floor commits on `conn`, with the CPU this process and its backend spent.
+pub(crate) async fn commits(
+    conn: &mut PgConnection,
+    warmup: usize,
+    n: usize,
+) -> anyhow::Result<Floor> {
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
     )
