@@ -70,17 +70,27 @@ async fn ddl(conn: &mut PgConnection, statement: &str, schema: &str) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
-async fn drop_stale(conn: &mut PgConnection) {
-    let names: Vec<String> =
-        sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 't\\_%'")
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap_or_else(|e| panic!("listing test schemas: {e}"));
+/// Test schemas and databases: the query listing their names, and the statement dropping one.
+const SCHEMAS: (&str, &str) = (
+    "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 't\\_%'",
+    "DROP SCHEMA IF EXISTS {name} CASCADE",
+);
+const DATABASES: (&str, &str) = (
+    "SELECT datname::text FROM pg_database WHERE datname LIKE 't\\_%'",
+    "DROP DATABASE IF EXISTS {name} WITH (FORCE)",
+);
+
+/// Drops the test schemas or databases (one of the pairs above) left over from earlier runs.
+async fn drop_stale(conn: &mut PgConnection, (list, drop): (&str, &str)) {
+    let names: Vec<String> = sqlx::query_scalar(AssertSqlSafe(list))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("{list}: {e}"));
     let cutoff = now().saturating_sub(STALE_AFTER).as_millis();
     for name in names {
         if parse_schema(&name).is_some_and(|made| made < cutoff) {
             // Another test process may be dropping it too; that is fine.
-            let sql = format!("DROP SCHEMA IF EXISTS {name} CASCADE");
+            let sql = drop.replace("{name}", &name);
             let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *conn).await;
         }
     }
@@ -94,7 +104,7 @@ pub async fn fresh_schema() -> (String, PgPool) {
 /// [`fresh_schema`] with a pool of up to `connections`.
 pub async fn fresh_schema_with(connections: u32) -> (String, PgPool) {
     let mut conn = admin().await;
-    drop_stale(&mut conn).await;
+    drop_stale(&mut conn, SCHEMAS).await;
     let mut random = [0u8; 6];
     getrandom::fill(&mut random).unwrap();
     let schema = format!("t_{}_{}", now().as_millis(), hex::encode(random));
@@ -113,18 +123,7 @@ pub async fn fresh_schema_with(connections: u32) -> (String, PgPool) {
 /// back (other tests' open snapshots in a shared database would).
 pub async fn fresh_database() -> (String, PgPool) {
     let mut conn = admin().await;
-    let names: Vec<String> =
-        sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE 't\\_%'")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap_or_else(|e| panic!("listing test databases: {e}"));
-    let cutoff = now().saturating_sub(STALE_AFTER).as_millis();
-    for name in names {
-        if parse_schema(&name).is_some_and(|made| made < cutoff) {
-            let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-            let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await;
-        }
-    }
+    drop_stale(&mut conn, DATABASES).await;
     let mut random = [0u8; 6];
     getrandom::fill(&mut random).unwrap();
     let name = format!("t_{}_{}", now().as_millis(), hex::encode(random));
