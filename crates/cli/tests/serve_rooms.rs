@@ -34,7 +34,9 @@ use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::objective::ObjectiveStatus;
 use agentroom_ports::domain::review::Verdict;
 use agentroom_ports::domain::state::CallRole;
-use agentroom_ports::{OperationFilter, OperationStatus, RoomStore, StoredRoom, WorkflowStore};
+use agentroom_ports::{
+    OperationFilter, OperationRecord, OperationStatus, RoomStore, StoredRoom, WorkflowStore,
+};
 use agentroom_store_postgres::PgRooms;
 use serde_json::Value;
 use support::{Database, SIGKILL, all_operations, migrate_up};
@@ -558,6 +560,92 @@ async fn d2_serve_killed_after_a_reservation_recovers_the_uncertain_call_from_th
     assert!(
         record.receipt.is_none(),
         "its result came from the reconciler"
+    );
+}
+
+/// DESIGN.md "A durable call, step by step", step 4: the receipt is written, fenced on its
+/// generation, in the commit that settles the call. A `serve` killed right after that commit
+/// (`after_receipt`) leaves the call applied, with its receipt, and the Room settled: the next
+/// process has nothing to hand over and runs nothing twice. (Written apart, the receipt alone
+/// would be found receipted and unsettled here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d2_serve_killed_right_after_a_call_returned_finds_its_receipt_and_settlement_committed_together()
+ {
+    let site = Site::new();
+    site.create_room(&[
+        "oscar=operator",
+        "sam=specialist",
+        "sue=specialist",
+        "rita=reviewer",
+    ]);
+    site.post("Summarize how durable agent runtimes recover from crashes, with sources.");
+    site.serve("scenarios/serve-crash.toml", Some("after_receipt"))
+        .crashed();
+
+    let store = site.store().await;
+    let records = all_operations(&store).await;
+    let returned: Vec<&OperationRecord> =
+        records.values().filter(|r| r.receipt.is_some()).collect();
+    assert_eq!(returned.len(), 1, "one call returned: {records:#?}");
+    let record = returned[0];
+    assert_eq!(record.request.role, CallRole::Reasoner);
+    assert_eq!(
+        record.status,
+        OperationStatus::Applied,
+        "the receipt came with its settlement: {record:?}"
+    );
+    let op = record.op();
+    let ledger = store.ledger(&RoomId::parse(ROOM).unwrap()).await.unwrap();
+    assert!(
+        ledger.iter().any(
+            |row| matches!(row, LedgerEntry::Settled { op: o, charged, .. }
+            if *o == op && *charged == UsdMicros::new(2_100))
+        ),
+        "charged in the same commit: {ledger:?}"
+    );
+    let room = site.room().await;
+    assert_eq!(
+        room.state.ledger().held_by(op),
+        None,
+        "the Room holds nothing for it: settled"
+    );
+
+    // The same commit reserved the plan's first task, leased to the process that died: it
+    // may have started before the kill (recovery then charges it from the journal) or not
+    // (recovery releases it and the task is dispatched again). Either way it runs once.
+    let mut last = site.serve("scenarios/serve-crash.toml", None);
+    assert!(last.listening().is_some());
+    let room = site.wait_completed(1).await;
+    last.stop();
+    let executions = site.executions();
+    assert_eq!(
+        executions
+            .iter()
+            .filter(|e| e["op"] == op.to_string())
+            .count(),
+        1,
+        "the returned call never ran again"
+    );
+    let mut tasks: BTreeMap<String, usize> = BTreeMap::new();
+    for e in executions.iter().filter(|e| e["role"] == "specialist") {
+        *tasks
+            .entry(e["task"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    assert!(
+        tasks.values().all(|n| *n == 1),
+        "a task ran twice: {tasks:?}"
+    );
+    let rows = store.ledger(&RoomId::parse(ROOM).unwrap()).await.unwrap();
+    let balances = room.state.ledger().balances();
+    assert_eq!(BudgetLedger::replay(&rows).unwrap().balances(), balances);
+    assert_eq!(balances.reserved, UsdMicros::ZERO);
+    assert_eq!(balances.uncertain, UsdMicros::ZERO);
+    assert_eq!(
+        balances.spent,
+        UsdMicros::new(2_100 + 3_400 + 2_800 + 1_200),
+        "the scenario's charges, to the micro"
     );
 }
 

@@ -11,7 +11,7 @@ use agentroom_ports::domain::catalog::CapabilityCatalog;
 use agentroom_ports::domain::engine::{Decision, Effect, Env, Input, decide};
 use agentroom_ports::domain::ids::{DerivedIds, OperationId, RoomId};
 use agentroom_ports::domain::state::OperationState;
-use agentroom_ports::{Clock, Commit, CommitError, Reconciler, StoredRoom};
+use agentroom_ports::{Clock, Commit, CommitError, Receipt, Reconciler, StoredRoom};
 use agentroom_workflows::crash::{self, crash_point};
 use agentroom_workflows::{Leased, Provider, Runner, settled_by};
 use tokio::sync::{mpsc, oneshot};
@@ -23,16 +23,19 @@ use crate::sink::Authorized;
 use crate::{Committed, CoordinatorError, Outcome, Shared, Store};
 
 /// When a call outcome still applies.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Guard {
     /// Always decide.
     None,
     /// Decide only while operation `op` is in a state `when` accepts; `applied` marks the
-    /// operation row applied once the Room has settled it.
+    /// operation row applied once the Room has settled it. A `receipt` not recorded yet goes
+    /// into the same commit as the decision, fenced on its generation (DESIGN.md "A durable
+    /// call", step 4); it is written only with a decision.
     Outcome {
         op: OperationId,
         when: fn(OperationState) -> bool,
         applied: bool,
+        receipt: Option<Box<(i64, Receipt)>>,
     },
 }
 
@@ -118,14 +121,23 @@ where
             };
             Ok(decide(&current.state, input.clone(), &mut env)?)
         };
-        let (decision, applied) = match guard {
-            Guard::None => (Some(decide_now()?), None),
-            Guard::Outcome { op, when, applied } => {
+        let (decision, applied, receipt) = match &guard {
+            Guard::None => (Some(decide_now()?), None, None),
+            Guard::Outcome {
+                op,
+                when,
+                applied,
+                receipt,
+            } => {
+                let (op, applied) = (*op, *applied);
                 let state = current.state.operation(op).map(|o| o.state());
-                if state.is_some_and(when) {
+                if state.is_some_and(*when) {
                     let decision = decide_now()?;
                     let mark = (applied && settled_by(&decision, op)).then_some(op);
-                    (Some(decision), mark)
+                    let receipt = receipt
+                        .as_deref()
+                        .map(|(generation, receipt)| (op, *generation, receipt.clone()));
+                    (Some(decision), mark, receipt)
                 } else if !applied || state.is_some() {
                     // Decided before (or still open in a state this outcome does not fit,
                     // e.g. not yet decided uncertain): nothing to write now.
@@ -133,7 +145,7 @@ where
                     return Ok(Outcome::AlreadyDone);
                 } else {
                     // The Room settled it before; the row only lacks its applied mark.
-                    (None, Some(op))
+                    (None, Some(op), None)
                 }
             }
         };
@@ -144,6 +156,7 @@ where
             None => Commit::state(&current.state, &current.state, now, kind),
         };
         commit.applied.extend(applied);
+        commit.receipts.extend(receipt);
         // An operator input is decided once per Room: the store refuses a second commit.
         commit.input_id = seed.input();
         match shared.store.commit(room, current.revision, commit).await {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use agentroom_ports::domain::engine::Reconciliation;
 use agentroom_ports::{OperationRecord, Receipt, Reconciler};
-use agentroom_workflows::{OwnerError, ReceiptOwner};
+use agentroom_workflows::{Delivery, Leased, OwnerError, ReceiptOwner};
 use async_trait::async_trait;
 
 /// A [`ReceiptOwner`] that settles calls a control change aborted, through the reconciler.
@@ -38,6 +38,14 @@ where
     O: ReceiptOwner + 'static,
     R: Reconciler + 'static,
 {
+    async fn record_and_deliver(
+        &self,
+        leased: &Leased,
+        receipt: &Receipt,
+    ) -> Result<Delivery, OwnerError> {
+        self.owner.record_and_deliver(leased, receipt).await
+    }
+
     async fn deliver(
         &self,
         record: &OperationRecord,

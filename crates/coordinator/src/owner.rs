@@ -8,13 +8,13 @@ use agentroom_ports::domain::catalog::CapabilityCatalog;
 use agentroom_ports::domain::engine::{Charge, Input, Reconciliation};
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::OperationState;
-use agentroom_ports::{Clock, OperationRecord, Receipt, Reconciler};
-use agentroom_workflows::{OwnerError, Provider, ReceiptOwner};
+use agentroom_ports::{Clock, CommitError, OperationRecord, Receipt, Reconciler};
+use agentroom_workflows::{Delivery, Leased, OwnerError, Provider, ReceiptOwner};
 use async_trait::async_trait;
 
 use crate::actor::Guard;
 use crate::ids::IdSeed;
-use crate::{Shared, Store};
+use crate::{CoordinatorError, Outcome, Shared, Store};
 
 pub(crate) struct Owner<S, P, R, K, C> {
     shared: Arc<Shared<S, P, R, K, C>>,
@@ -59,7 +59,12 @@ where
                 &record.room,
                 input,
                 IdSeed::Outcome(op, kind),
-                Guard::Outcome { op, when, applied },
+                Guard::Outcome {
+                    op,
+                    when,
+                    applied,
+                    receipt: None,
+                },
             )
             .await
             .map(|_| ())
@@ -76,6 +81,40 @@ where
     K: Clock + 'static,
     C: CapabilityCatalog + Send + Sync + 'static,
 {
+    async fn record_and_deliver(
+        &self,
+        leased: &Leased,
+        receipt: &Receipt,
+    ) -> Result<Delivery, OwnerError> {
+        let op = leased.op();
+        let input = Input::CallReturned {
+            op,
+            charge: receipt.charge,
+            result: receipt.result.clone(),
+        };
+        // The same ids as `deliver` would derive: either way the Room decides it once.
+        let outcome = self
+            .shared
+            .submit(
+                &leased.room,
+                input,
+                IdSeed::Outcome(op, "call_returned"),
+                Guard::Outcome {
+                    op,
+                    when: running,
+                    applied: true,
+                    receipt: Some(Box::new((leased.generation, receipt.clone()))),
+                },
+            )
+            .await;
+        match outcome {
+            Ok(Outcome::Decided { .. }) => Ok(Delivery::Recorded),
+            Ok(Outcome::AlreadyDone | Outcome::AlreadyDecided { .. }) => Ok(Delivery::NotTaken),
+            Err(CoordinatorError::Commit(CommitError::Fenced { .. })) => Ok(Delivery::Fenced),
+            Err(err) => Err(OwnerError(err.to_string())),
+        }
+    }
+
     async fn deliver(
         &self,
         record: &OperationRecord,

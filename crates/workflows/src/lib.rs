@@ -23,7 +23,7 @@ pub use abort::{Abort, AbortReason, AbortTrigger};
 pub use config::RunnerConfig;
 pub use durable::{CallEnd, Completed, Decider, DurableCall, DurableOutcome, Reserved, settled_by};
 pub use error::WorkflowError;
-pub use owner::{OwnerError, ReceiptOwner};
+pub use owner::{Delivery, OwnerError, ReceiptOwner};
 pub use provider::{CallOutcome, Provider};
 pub use recovery::{RecoveryReport, resolution_outcome};
 pub use runner::{CREATOR_GENERATION, Leased, RunOutcome, Runner};

@@ -5,6 +5,23 @@ use agentroom_ports::domain::engine::Reconciliation;
 use agentroom_ports::{OperationRecord, Receipt};
 use async_trait::async_trait;
 
+use crate::runner::Leased;
+
+/// What an owner did with a receipt the runner had not recorded yet
+/// ([`ReceiptOwner::record_and_deliver`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Decided, and committed in one commit with the receipt, fenced on its generation.
+    Recorded,
+    /// The store refused the receipt (another holder's generation, or a receipt exists):
+    /// nothing of that commit was written, and the result is dropped.
+    Fenced,
+    /// Not taken that way (the owner records no receipts itself, or the Room does not expect
+    /// this outcome now): the runner records the receipt alone and then calls
+    /// [`ReceiptOwner::deliver`].
+    NotTaken,
+}
+
 /// The owner could not take an outcome now; recovery hands durable outcomes over again.
 #[derive(Debug, thiserror::Error)]
 #[error("the operation's owner failed: {0}")]
@@ -21,6 +38,20 @@ pub struct OwnerError(pub String);
 /// by the crash drill).
 #[async_trait]
 pub trait ReceiptOwner: Send + Sync {
+    /// A provider returned `receipt` for `leased` and nothing is recorded yet: decide
+    /// `Input::CallReturned` and commit it together with the receipt, fenced on the lease's
+    /// generation, and the operation in `Commit::applied`: one transaction, as DESIGN.md "A
+    /// durable call, step by step" has it (step 4). A crash before that commit leaves the
+    /// operation without a receipt: uncertain (D2). The default takes nothing.
+    async fn record_and_deliver(
+        &self,
+        leased: &Leased,
+        receipt: &Receipt,
+    ) -> Result<Delivery, OwnerError> {
+        let _ = (leased, receipt);
+        Ok(Delivery::NotTaken)
+    }
+
     /// A receipt is durably recorded at `generation`: decide `Input::CallReturned` and commit
     /// it with the operation in `Commit::applied`.
     async fn deliver(

@@ -1,6 +1,7 @@
 //! The runner: runs one leased operation (the creator's lease from transaction 1, or a claim
-//! of an expired lease), records its receipt fenced on the generation and hands it to the
-//! operation's owner. It never decides.
+//! of an expired lease) and gives its receipt to the operation's owner, which commits it with
+//! the decision it settles (fenced on the generation, one commit); failing that, the runner
+//! records the receipt alone and hands it over. It never decides.
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use crate::config::RunnerConfig;
 use crate::crash::{self, crash_point};
 use crate::error::WorkflowError;
 use crate::lease::{self, Execution};
-use crate::owner::ReceiptOwner;
+use crate::owner::{Delivery, ReceiptOwner};
 use crate::provider::Provider;
 
 /// The generation of the lease an operation's creator takes in transaction 1.
@@ -125,6 +126,23 @@ where
         match execution {
             Execution::Returned(receipt) => {
                 crash_point(crash::AFTER_CALL);
+                // The receipt and the decision it settles in one commit, when the owner can.
+                match self.owner.record_and_deliver(&leased, &receipt).await {
+                    Ok(Delivery::Recorded) => {
+                        crash_point(crash::AFTER_RECEIPT);
+                        return Ok(RunOutcome::Receipted { delivered: true });
+                    }
+                    Ok(Delivery::Fenced) => {
+                        tracing::warn!(
+                            "receipt fenced: another runner holds the operation; result dropped"
+                        );
+                        return Ok(RunOutcome::Fenced);
+                    }
+                    Ok(Delivery::NotTaken) => {}
+                    Err(err) => {
+                        tracing::warn!(%err, "the owner did not commit the receipt with its decision: recording it alone");
+                    }
+                }
                 let written =
                     lease::write_receipt(&*self.store, &self.config, op, generation, &receipt)
                         .await?;

@@ -9,10 +9,14 @@ use std::sync::atomic::Ordering;
 
 use agentroom_ports::conformance::lease;
 use agentroom_ports::domain::engine::CallRequest;
+use agentroom_ports::domain::engine::Reconciliation;
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::OperationState;
+use agentroom_ports::{OperationRecord, Receipt};
 use agentroom_ports::{OperationStatus, WorkflowStore};
-use agentroom_workflows::{AbortReason, CallOutcome, Leased, RunOutcome, Runner};
+use agentroom_workflows::{
+    AbortReason, CallOutcome, Delivery, Leased, OwnerError, ReceiptOwner, RunOutcome, Runner,
+};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,6 +293,113 @@ async fn d3_no_heartbeat_through_for_a_whole_lease_aborts_the_call_and_leaves_it
                 UsdMicros::new(1_000),
                 "{name}"
             );
+        })
+        .await;
+    }
+}
+
+/// An owner that answers `record_and_deliver` as scripted and passes everything else on.
+struct Scripted {
+    owner: Arc<TestOwner>,
+    script: fn() -> Result<Delivery, OwnerError>,
+}
+
+#[async_trait::async_trait]
+impl ReceiptOwner for Scripted {
+    async fn record_and_deliver(
+        &self,
+        _leased: &Leased,
+        _receipt: &Receipt,
+    ) -> Result<Delivery, OwnerError> {
+        (self.script)()
+    }
+
+    async fn deliver(
+        &self,
+        record: &OperationRecord,
+        receipt: &Receipt,
+        generation: i64,
+    ) -> Result<(), OwnerError> {
+        self.owner.deliver(record, receipt, generation).await
+    }
+
+    async fn uncertain(&self, record: &OperationRecord) -> Result<(), OwnerError> {
+        self.owner.uncertain(record).await
+    }
+
+    async fn reconciled(
+        &self,
+        record: &OperationRecord,
+        outcome: &Reconciliation,
+    ) -> Result<(), OwnerError> {
+        self.owner.reconciled(record, outcome).await
+    }
+
+    async fn not_sent(&self, record: &OperationRecord, reason: &str) -> Result<(), OwnerError> {
+        self.owner.not_sent(record, reason).await
+    }
+}
+
+/// Runs one answered call whose owner answers `record_and_deliver` with `answer`.
+async fn run_with_owner_answering(
+    name: &str,
+    script: fn() -> Result<Delivery, OwnerError>,
+) -> (Room, CallRequest, Arc<TestOwner>, RunOutcome) {
+    let mut room = Room::new(name).await;
+    let decision = room.driver.owner_message("answered");
+    let request = call_of(&decision);
+    room.commit_leased(&decision, "runner-a", 300).await;
+    let owner = TestOwner::new(Arc::clone(&room.store)).await;
+    let runner = Runner::new(
+        Arc::clone(&room.store),
+        TestProvider::new(Behaviour::Answer {
+            micros: 700,
+            delay: ms(5),
+        }),
+        Arc::new(Scripted {
+            owner: Arc::clone(&owner),
+            script,
+        }),
+        config("runner-a", 300),
+    );
+    let outcome = runner
+        .run(Leased::created(room.id(), request.clone()))
+        .await
+        .unwrap();
+    (room, request, owner, outcome)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_a_receipt_the_owner_found_fenced_is_dropped_and_never_written_alone() {
+    within(async {
+        let (room, request, owner, outcome) =
+            run_with_owner_answering("owner-fenced", || Ok(Delivery::Fenced)).await;
+        assert_eq!(outcome, RunOutcome::Fenced);
+        assert!(owner.took().is_empty());
+        let record = room.record(request.op).await;
+        assert_eq!(record.receipt, None, "dropped");
+        assert_eq!(record.status, OperationStatus::InFlight);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_the_owner_could_not_commit_is_recorded_alone_and_delivered() {
+    for (name, script) in [
+        (
+            "owner-failed",
+            (|| Err(OwnerError("the store is down".to_owned())))
+                as fn() -> Result<Delivery, OwnerError>,
+        ),
+        ("owner-not-taken", || Ok(Delivery::NotTaken)),
+    ] {
+        within(async {
+            let (room, request, owner, outcome) = run_with_owner_answering(name, script).await;
+            assert_eq!(outcome, RunOutcome::Receipted { delivered: true }, "{name}");
+            assert_eq!(owner.took(), vec![(request.op, "deliver")], "{name}");
+            let record = room.record(request.op).await;
+            assert_eq!(record.receipt, Some(answer(&request, 700)), "{name}");
+            assert_eq!(record.status, OperationStatus::Applied, "{name}");
         })
         .await;
     }
