@@ -12,7 +12,9 @@ use sqlx::Connection;
 use sqlx::postgres::PgPoolOptions;
 use std::time::{Duration, Instant};
 
+use agentroom_coordinator::{CollectingNotifier, Coordinator, CoordinatorConfig, Outcome, Ports};
 use agentroom_domain::catalog::MemoryCatalog;
+use agentroom_domain::engine::Reconciliation;
 use agentroom_domain::engine::{
     CallRequest, CallResult, Charge, Decision, Env, Input, InputError, MembershipChange, Proposal,
     ProposalKind, ReasonerResult, decide,
@@ -23,7 +25,10 @@ use agentroom_domain::money::UsdMicros;
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
 use agentroom_domain::room::Role;
 use agentroom_domain::state::{Quotes, RoomSetup, RoomState};
-use agentroom_ports::{Clock, Commit, Receipt, RoomStore, StoredRoom, SystemClock};
+use agentroom_ports::{
+    Clock, Commit, OperationRecord, Receipt, ReconcileError, Reconciler, RoomStore, StoredRoom,
+    SystemClock,
+};
 use agentroom_store_postgres::PgRooms;
 use agentroom_workflows::{
     Abort, CallEnd, CallOutcome, Decider, DurableCall, Provider, RunnerConfig,
@@ -214,6 +219,67 @@ async fn one_call(
     }
 }
 
+/// Confirms nothing: the no-op provider always answers, so nothing is ever uncertain.
+struct NobodyKnows;
+
+#[async_trait]
+impl Reconciler for NobodyKnows {
+    async fn reconcile(
+        &self,
+        _operation: &OperationRecord,
+    ) -> Result<Option<Reconciliation>, ReconcileError> {
+        Ok(None)
+    }
+}
+
+/// Owner messages through the product's own path, the coordinator on `store`: each is
+/// persisted (T1), accepted with its reasoner call reserved and leased (transaction 1), the
+/// no-op provider answers, and the receipt is committed with the settling decision
+/// (transaction 2). Per-message latencies (µs, sorted) and the Room revisions each took.
+async fn through_coordinator(store: PgRooms, messages: usize) -> anyhow::Result<(Vec<f64>, f64)> {
+    let store = Arc::new(store);
+    let coordinator = Coordinator::new(
+        Ports {
+            store: Arc::clone(&store),
+            provider: Arc::new(NoOp),
+            reconciler: Arc::new(NobodyKnows),
+            clock: Arc::new(SystemClock),
+            catalog: Arc::new(MemoryCatalog::new()),
+            notifier: Arc::new(CollectingNotifier::new()),
+        },
+        CoordinatorConfig::new(RunnerConfig::new(
+            "bench-coordinator",
+            Duration::from_secs(30),
+        )),
+    );
+    let decider = BenchDecider::new(0xc00d_1a7e);
+    let room = create_room(&store, "bench-coordinator", &decider).await?;
+    let id = room.state.room().clone();
+    let started_at = room.revision.0;
+    let mut times = Vec::with_capacity(messages);
+    for n in 0..messages + 20 {
+        let Input::EventAccepted(event) = decider.message(&id)? else {
+            bail!("the bench's message is an event");
+        };
+        let started = Instant::now();
+        let outcome = coordinator.post(&event).await?;
+        coordinator.wait_idle().await;
+        let elapsed = started.elapsed().as_secs_f64() * 1e6;
+        if !matches!(outcome, Outcome::Decided { ref calls, .. } if calls.len() == 1) {
+            bail!("an owner message reserved no reasoner call: {outcome:?}");
+        }
+        if n >= 20 {
+            times.push(elapsed);
+        }
+    }
+    let Some(after) = store.load(&id).await? else {
+        bail!("the Room vanished");
+    };
+    times.sort_by(f64::total_cmp);
+    let revisions = (after.revision.0 - started_at) as f64 / (messages + 20) as f64;
+    Ok((times, revisions))
+}
+
 /// The server's WAL position, in bytes.
 async fn lsn(pool: &sqlx::PgPool) -> anyhow::Result<i64> {
     let (lsn,): (i64,) = sqlx::query_as("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint")
@@ -357,6 +423,18 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
             "x_floor": round(median / floor_us * 100.0) / 100.0,
             "client_cpu_us_per_call": client_cpu, "server_backend_cpu_us_per_call": backend_cpu,
             "room_revision_at_end": room.revision.0}));
+
+        // The product's own path: owner messages through the coordinator.
+        let through = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await?;
+        let through = PgRooms::from_pool(through).await.context("opening the room store")?;
+        let messages = args.calls.min(1_000);
+        let (times, revisions) = through_coordinator(through, messages).await?;
+        let median = percentile(&times, 0.5);
+        emit(&meta, json!({"figure": "owner_message_through_the_coordinator", "messages": messages,
+            "us_median": round(median), "us_p99": round(percentile(&times, 0.99)),
+            "x_floor": round(median / floor_us * 100.0) / 100.0,
+            "room_revisions_per_message": round(revisions),
+            "note": "persist the event (T1), then transaction 1, the no-op call and transaction 2: three commits"}));
 
         // Interleaved: the floor and the call, round after round, on the same Room.
         let mut floor_conn = sqlx::PgConnection::connect(&url).await?;
