@@ -19,7 +19,7 @@
 //! metrics; the decision log of `GET …/objectives/{objective}/decisions` is the store's
 //! history.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -43,7 +43,7 @@ use super::error::RestError;
 use super::{Api, State as ApiState};
 use crate::state::Stopping;
 
-/// One committed decision's log entry, as the timeline keeps it.
+/// One committed decision's log entry, as the decision log lists it.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Decided {
     /// The Room revision after the commit.
@@ -55,11 +55,22 @@ pub(crate) struct Decided {
     pub(crate) entry: LogEntry,
 }
 
+/// How many delivered notifications of a Room the live log keeps. The log only speeds
+/// streams up (the store holds every delivered notification, and streams poll it), so older
+/// ones can go; a redelivery of one (the outbox delivers at least once, and retries soon) is
+/// still recognized while it is kept.
+const LIVE_LOG: usize = 4_096;
+
 #[derive(Default)]
 struct RoomFeed {
-    notifications: Vec<Notification>,
+    /// The newest notifications handed to this process, at most [`LIVE_LOG`].
+    notifications: VecDeque<Notification>,
+    /// How many were handed over in all: the position after the newest.
+    handed: usize,
+    /// The ids of those kept.
     seen: HashSet<NotificationId>,
-    decisions: Vec<Decided>,
+    /// The decision log entries this process committed, counted by verdict and rule.
+    decisions: BTreeMap<(String, String), u64>,
 }
 
 /// The notification log and decision timeline of this process (see the module docs).
@@ -96,21 +107,24 @@ impl Feed {
         f(rooms.entry(room.clone()).or_default())
     }
 
-    /// Keeps `committed`'s log entries on the timeline.
+    /// Counts `committed`'s log entries.
     pub fn record(&self, committed: &Committed) {
         self.with_room(&committed.room, |feed| {
-            feed.decisions
-                .extend(committed.log.iter().map(|entry| Decided {
-                    revision: committed.revision.0,
-                    input: committed.input.to_owned(),
-                    entry: entry.clone(),
-                }));
+            for entry in &committed.log {
+                let verdict = serde_json::to_value(entry.verdict)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let rule = entry.rule.map(|r| r.to_string()).unwrap_or_default();
+                *feed.decisions.entry((verdict, rule)).or_insert(0) += 1;
+            }
         });
     }
 
-    /// The notifications delivered for `room`, each stable id once, in delivery order.
+    /// The notifications of `room` the live log keeps, each stable id once, in delivery
+    /// order.
     pub fn notifications(&self, room: &RoomId) -> Vec<Notification> {
-        self.with_room(room, |feed| feed.notifications.clone())
+        self.with_room(room, |feed| feed.notifications.iter().cloned().collect())
     }
 
     /// The Rooms this feed has seen a decision or notification of.
@@ -123,22 +137,26 @@ impl Feed {
             .collect()
     }
 
-    /// The decisions this process committed in `room` (for the metrics).
-    pub(crate) fn decisions(&self, room: &RoomId) -> Vec<Decided> {
+    /// How many decision log entries this process committed in `room`, by verdict and rule
+    /// (for the metrics).
+    pub(crate) fn decisions(&self, room: &RoomId) -> BTreeMap<(String, String), u64> {
         self.with_room(room, |feed| feed.decisions.clone())
     }
 
-    /// The notifications of `room` after position `from`, and the next position.
+    /// The notifications of `room` handed over after position `from` that the live log still
+    /// keeps, and the next position.
     fn after(&self, room: &RoomId, from: usize) -> (Vec<Notification>, usize) {
         self.with_room(room, |feed| {
-            let items = feed.notifications.get(from..).unwrap_or_default().to_vec();
-            (items, feed.notifications.len())
+            let first = feed.handed - feed.notifications.len();
+            let skip = from.saturating_sub(first);
+            let items = feed.notifications.iter().skip(skip).cloned().collect();
+            (items, feed.handed)
         })
     }
 
     /// How many notifications of `room` this process has been handed.
     fn len(&self, room: &RoomId) -> usize {
-        self.with_room(room, |feed| feed.notifications.len())
+        self.with_room(room, |feed| feed.handed)
     }
 }
 
@@ -146,12 +164,17 @@ impl Feed {
 impl Notifier for Feed {
     async fn deliver(&self, room: &RoomId, notification: &Notification) -> Result<(), NotifyError> {
         let fresh = self.with_room(room, |feed| {
-            if feed.seen.insert(notification.id) {
-                feed.notifications.push(notification.clone());
-                true
-            } else {
-                false
+            if !feed.seen.insert(notification.id) {
+                return false;
             }
+            feed.notifications.push_back(notification.clone());
+            feed.handed += 1;
+            if feed.notifications.len() > LIVE_LOG
+                && let Some(oldest) = feed.notifications.pop_front()
+            {
+                feed.seen.remove(&oldest.id);
+            }
+            true
         });
         if fresh {
             self.changed.send_modify(|n| *n += 1);
@@ -336,4 +359,49 @@ pub(crate) async fn stream(
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn note(n: u128) -> Notification {
+        Notification {
+            id: NotificationId::from_uuid(uuid::Uuid::from_u128(n)),
+            audience: Audience::Owners,
+            objective: None,
+            text: format!("note {n}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn t5_the_live_log_keeps_the_newest_notifications_and_positions_go_on() {
+        let feed = Feed::new();
+        let room = RoomId::parse("lab").unwrap();
+        let total = LIVE_LOG + 10;
+        for n in 0..total {
+            feed.deliver(&room, &note(n as u128)).await.unwrap();
+        }
+        // A redelivery of one still kept changes nothing (T5: each stable id once).
+        feed.deliver(&room, &note(total as u128 - 1)).await.unwrap();
+        assert_eq!(feed.len(&room), total);
+        let kept = feed.notifications(&room);
+        assert_eq!(kept.len(), LIVE_LOG, "bounded");
+        assert_eq!(kept[0].id, note(10).id, "the oldest went first");
+        // A stream behind the log gets what is kept (the store has the rest); one in the
+        // window gets exactly what came after it.
+        let (items, next) = feed.after(&room, 0);
+        assert_eq!((items.len(), next), (LIVE_LOG, total));
+        let (items, next) = feed.after(&room, total - 3);
+        assert_eq!(next, total);
+        assert_eq!(
+            items.iter().map(|n| n.id).collect::<Vec<_>>(),
+            (total - 3..total)
+                .map(|n| note(n as u128).id)
+                .collect::<Vec<_>>()
+        );
+        assert!(feed.after(&room, total).0.is_empty());
+    }
 }

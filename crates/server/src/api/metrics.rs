@@ -85,17 +85,8 @@ pub(crate) async fn metrics(
     let mut decisions: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut budget: BTreeMap<&str, i64> = BTreeMap::new();
     for room in api.feed.rooms() {
-        for decided in api.feed.decisions(&room) {
-            let verdict = serde_json::to_value(decided.entry.verdict)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            let rule = decided
-                .entry
-                .rule
-                .map(|r| r.to_string())
-                .unwrap_or_default();
-            *decisions.entry((verdict, rule)).or_insert(0) += 1;
+        for (key, n) in api.feed.decisions(&room) {
+            *decisions.entry(key).or_insert(0) += n;
         }
         if let Ok(stored) = api.rooms.room(&room).await {
             let balances = stored.state.ledger().balances();
