@@ -635,10 +635,20 @@ WHERE delivered_at IS NULL \
 ORDER BY seq \
 LIMIT $1";
 
-/// Marks notification `$1` delivered, once, numbering it in delivery order (0006).
+/// Marks a notification delivered and numbers it, `$1` its id. A Room's deliveries are
+/// numbered in the order they commit, so a stream that read up to a number never finds a
+/// smaller one committed later (T5): the number is drawn while holding the Room's delivery
+/// lock (a transaction-scoped advisory lock, which no Room commit takes), so a second process
+/// marking one of the same Room waits for the first to commit before it draws its own.
 pub const MARK_DELIVERED: &str = "\
+WITH locked AS ( \
+    SELECT pg_advisory_xact_lock(hashtextextended('agentroom.outbox.delivery:' || o.room_id, 0)) \
+    FROM outbox o \
+    WHERE o.notification_id = $1::uuid AND o.delivered_at IS NULL \
+) \
 UPDATE outbox SET delivered_at = clock_timestamp(), \
                   delivered_seq = nextval('outbox_delivery_seq') \
+FROM locked \
 WHERE notification_id = $1::uuid AND delivered_at IS NULL";
 
 /// Counts a failed delivery attempt of undelivered notification `$1`.

@@ -24,7 +24,7 @@ use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
 use agentroom_domain::room::Role;
 use agentroom_domain::state::{OperationState, Quotes, RoomSetup, RoomState};
 use agentroom_ports::{
-    Commit, CommitError, Heartbeat, LeaseGrant, OperationFilter, OperationStatus, Receipt,
+    Commit, CommitError, Heartbeat, LeaseGrant, OperationFilter, OperationStatus, Outbox, Receipt,
     ReceiptWrite, Revision, RoomStore, StoreError, WorkflowStore,
 };
 use agentroom_store_postgres::PgRooms;
@@ -806,5 +806,83 @@ async fn d1_a_store_that_knows_an_old_revision_loads_the_latest() {
             Some(&a.state)
         );
     }
+    common::drop_schema(&schema).await;
+}
+
+/// Stores `n` undelivered notifications of `room` straight into the outbox (what a commit's
+/// notifications write), returning them in order.
+async fn undelivered(
+    store: &PgRooms,
+    room: &RoomId,
+    n: u128,
+) -> Vec<agentroom_domain::engine::Notification> {
+    let mut notes = Vec::new();
+    for i in 0..n {
+        let note = agentroom_domain::engine::Notification {
+            id: agentroom_domain::ids::NotificationId::from_uuid(Uuid::from_u128(0x7_0000 + i)),
+            audience: agentroom_domain::engine::Audience::Owners,
+            objective: None,
+            text: format!("note {i}"),
+        };
+        sqlx::query(
+            "INSERT INTO outbox (notification_id, room_id, revision, body) \
+             VALUES ($1::uuid, $2, 2, $3::json)",
+        )
+        .bind(note.id.to_string())
+        .bind(room.as_str())
+        .bind(serde_json::to_string(&note).unwrap())
+        .execute(store.pool())
+        .await
+        .unwrap();
+        notes.push(note);
+    }
+    notes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t5_a_rooms_deliveries_are_numbered_in_the_order_they_commit() {
+    let (schema, store) = common::migrated_rooms().await;
+    let store = Arc::new(store);
+    let writer = create_room(&store, "outbox-order", 1_000_000).await;
+    let room = writer.state.room().clone();
+    let notes = undelivered(&store, &room, 2).await;
+
+    // Process A marks the first one and has not committed yet.
+    let mut a = store.pool().acquire().await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut *a).await.unwrap();
+    sqlx::query(agentroom_store_postgres::sql::MARK_DELIVERED)
+        .bind(notes[0].id.to_string())
+        .execute(&mut *a)
+        .await
+        .unwrap();
+    // Process B marks the second: it waits for A, so it cannot be numbered before A's and
+    // become visible first (a stream that read it would then skip A's forever).
+    let b = tokio::spawn({
+        let store = Arc::clone(&store);
+        let id = notes[1].id;
+        async move { store.mark_delivered(id).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !b.is_finished(),
+        "B drew its number while A's was uncommitted"
+    );
+    assert!(
+        store.delivered(&room, 0, 10).await.unwrap().is_empty(),
+        "nothing is visible before A commits"
+    );
+    sqlx::raw_sql("COMMIT").execute(&mut *a).await.unwrap();
+    b.await.unwrap().unwrap();
+
+    let delivered = store.delivered(&room, 0, 10).await.unwrap();
+    let order: Vec<_> = delivered.iter().map(|d| d.notification.id).collect();
+    assert_eq!(order, vec![notes[0].id, notes[1].id]);
+    assert!(delivered[0].position < delivered[1].position);
+    // A notification marked again keeps its number (delivered once, T5).
+    store.mark_delivered(notes[0].id).await.unwrap();
+    assert_eq!(store.delivered(&room, 0, 10).await.unwrap(), delivered);
+
+    drop(a);
+    store.close().await;
     common::drop_schema(&schema).await;
 }
