@@ -285,11 +285,14 @@ where
         if self.shared.gate.closed() {
             return Err(CoordinatorError::ActorStopped(event.room.clone()));
         }
+        // Stored now, or found stored with the same content (a different one under the same
+        // id is refused): the stored event is `event`, so it is accepted without reading it
+        // back.
         self.shared
             .store
             .append_event(event, self.shared.clock.now())
             .await?;
-        self.accept(&event.room, event.id).await
+        self.accept_stored(event.clone()).await
     }
 
     /// Accepts the persisted event `id` of `room` (T1): resolved from the store, never from
@@ -309,9 +312,15 @@ where
                 room: room.clone(),
             });
         }
+        self.accept_stored(event).await
+    }
+
+    /// Accepts `event`, which the store holds as it is (T1).
+    async fn accept_stored(&self, event: Event) -> Result<Outcome, CoordinatorError> {
+        let (room, id) = (event.room.clone(), event.id);
         self.shared
             .submit(
-                room,
+                &room,
                 Input::EventAccepted(event),
                 IdSeed::Event(id),
                 Guard::None,

@@ -14,7 +14,9 @@ mod support;
 
 use std::sync::Arc;
 
-use agentroom_coordinator::{Outcome, Store};
+use agentroom_coordinator::{CoordinatorError, Outcome, Store};
+use agentroom_ports::StoreError;
+use agentroom_ports::domain::event::EventBody;
 use agentroom_ports::memory::MemoryStore;
 use agentroom_store_sqlite::{Durability, SqliteRooms};
 use support::*;
@@ -73,6 +75,45 @@ async fn posted_twice<S: Store>(store: Arc<S>) {
     let room = coordinator.room(&room_id()).await.unwrap();
     assert_eq!(room.state.objectives().len(), 1);
     assert_completed_and_balanced(&*store).await;
+}
+
+async fn another_event_under_a_used_id<S: Store>(store: Arc<S>) {
+    let scenario = scenario("demo.toml");
+    let (_, catalog) = room_of(&scenario);
+    let provider = agents(&scenario);
+    let (coordinator, _) = coordinator(Arc::clone(&store), Arc::clone(&provider), catalog, "one");
+    set_up(&coordinator, &scenario).await;
+    let event = owner_event(&scenario, 0);
+    assert!(decided(&coordinator.post(&event).await.unwrap()));
+    coordinator.wait_idle().await;
+    let before = coordinator.room(&room_id()).await.unwrap();
+    let mut forged = event.clone();
+    forged.body = EventBody::OwnerMessage {
+        text: "something else entirely".to_owned(),
+    };
+    let refused = coordinator.post(&forged).await.unwrap_err();
+    assert!(
+        matches!(refused, CoordinatorError::Store(StoreError::EventMismatch(id)) if id == event.id),
+        "{refused:?}"
+    );
+    // Nothing changed: the Room, and the event as stored.
+    let after = coordinator.room(&room_id()).await.unwrap();
+    assert_eq!(after.revision, before.revision);
+    assert_eq!(
+        store.event(&room_id(), event.id).await.unwrap(),
+        Some(event)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t1_another_event_posted_under_a_used_id_is_refused_and_changes_nothing_in_memory() {
+    another_event_under_a_used_id(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t1_another_event_posted_under_a_used_id_is_refused_and_changes_nothing_on_sqlite() {
+    let (_dir, store) = sqlite();
+    another_event_under_a_used_id(store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
