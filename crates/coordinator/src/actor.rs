@@ -143,6 +143,11 @@ where
                     // e.g. not yet decided uncertain): nothing to write now.
                     *cached = Some(current);
                     return Ok(Outcome::AlreadyDone);
+                } else if receipt.is_some() {
+                    // The Room settled it before, and this receipt is not recorded: the runner
+                    // records it alone first (fenced), then delivers it, which marks it.
+                    *cached = Some(current);
+                    return Ok(Outcome::AlreadyDone);
                 } else {
                     // The Room settled it before; the row only lacks its applied mark.
                     (None, Some(op), None)

@@ -127,7 +127,7 @@ where
             Execution::Returned(receipt) => {
                 crash_point(crash::AFTER_CALL);
                 // The receipt and the decision it settles in one commit, when the owner can.
-                match self.owner.record_and_deliver(&leased, &receipt).await {
+                let owner_failed = match self.owner.record_and_deliver(&leased, &receipt).await {
                     Ok(Delivery::Recorded) => {
                         crash_point(crash::AFTER_RECEIPT);
                         return Ok(RunOutcome::Receipted { delivered: true });
@@ -138,14 +138,23 @@ where
                         );
                         return Ok(RunOutcome::Fenced);
                     }
-                    Ok(Delivery::NotTaken) => {}
+                    Ok(Delivery::NotTaken) => false,
                     Err(err) => {
                         tracing::warn!(%err, "the owner did not commit the receipt with its decision: recording it alone");
+                        true
                     }
-                }
-                let written =
+                };
+                let mut written =
                     lease::write_receipt(&*self.store, &self.config, op, generation, &receipt)
                         .await?;
+                if written == ReceiptWrite::Fenced && owner_failed {
+                    // The owner's commit may have gone through after all (its answer lost):
+                    // then the receipt found is this one, at this generation.
+                    let mine = self.record(op).await?;
+                    if mine.generation == generation && mine.receipt.as_ref() == Some(&receipt) {
+                        written = ReceiptWrite::Recorded;
+                    }
+                }
                 if written == ReceiptWrite::Fenced {
                     tracing::warn!(
                         "receipt fenced: another runner holds the operation; result dropped"

@@ -404,3 +404,87 @@ async fn a_receipt_the_owner_could_not_commit_is_recorded_alone_and_delivered() 
         .await;
     }
 }
+
+/// An owner whose combined commit goes through but whose answer is lost on the way back.
+struct AnswerLost {
+    owner: Arc<TestOwner>,
+    store: Arc<agentroom_ports::memory::MemoryStore>,
+}
+
+#[async_trait::async_trait]
+impl ReceiptOwner for AnswerLost {
+    async fn record_and_deliver(
+        &self,
+        leased: &Leased,
+        receipt: &Receipt,
+    ) -> Result<Delivery, OwnerError> {
+        let written = self
+            .store
+            .record_receipt(leased.op(), leased.generation, receipt)
+            .await
+            .unwrap();
+        assert_eq!(written, agentroom_ports::ReceiptWrite::Recorded);
+        Err(OwnerError(
+            "the connection dropped before the answer".to_owned(),
+        ))
+    }
+
+    async fn deliver(
+        &self,
+        record: &OperationRecord,
+        receipt: &Receipt,
+        generation: i64,
+    ) -> Result<(), OwnerError> {
+        self.owner.deliver(record, receipt, generation).await
+    }
+
+    async fn uncertain(&self, record: &OperationRecord) -> Result<(), OwnerError> {
+        self.owner.uncertain(record).await
+    }
+
+    async fn reconciled(
+        &self,
+        record: &OperationRecord,
+        outcome: &Reconciliation,
+    ) -> Result<(), OwnerError> {
+        self.owner.reconciled(record, outcome).await
+    }
+
+    async fn not_sent(&self, record: &OperationRecord, reason: &str) -> Result<(), OwnerError> {
+        self.owner.not_sent(record, reason).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_committed_by_an_owner_whose_answer_was_lost_is_found_and_delivered() {
+    within(async {
+        let mut room = Room::new("answer-lost").await;
+        let decision = room.driver.owner_message("answered");
+        let request = call_of(&decision);
+        room.commit_leased(&decision, "runner-a", 300).await;
+        let owner = TestOwner::new(Arc::clone(&room.store)).await;
+        let runner = Runner::new(
+            Arc::clone(&room.store),
+            TestProvider::new(Behaviour::Answer {
+                micros: 700,
+                delay: ms(5),
+            }),
+            Arc::new(AnswerLost {
+                owner: Arc::clone(&owner),
+                store: Arc::clone(&room.store),
+            }),
+            config("runner-a", 300),
+        );
+        let outcome = runner
+            .run(Leased::created(room.id(), request.clone()))
+            .await
+            .unwrap();
+        // Not "fenced, dropped": the receipt found is this one, at this generation.
+        assert_eq!(outcome, RunOutcome::Receipted { delivered: true });
+        assert_eq!(owner.took(), vec![(request.op, "deliver")]);
+        let record = room.record(request.op).await;
+        assert_eq!(record.receipt, Some(answer(&request, 700)));
+        assert_eq!(record.status, OperationStatus::Applied);
+    })
+    .await;
+}

@@ -325,10 +325,12 @@ pub(crate) async fn stream(
             let (items, next) = api.feed.after(&caller.room, live);
             live = next;
             for notification in items {
-                if listed.contains(&notification.id) {
+                // Listed by the store this round, or pushed before: a notification the live
+                // log dropped and then took again (an outbox retry after a failed mark)
+                // comes back at a new position, and is still sent once (T5).
+                if listed.contains(&notification.id) || !pushed.insert(notification.id) {
                     continue;
                 }
-                pushed.insert(notification.id);
                 if addressed_to(&caller, &notification)
                     && let Some(event) = sse_event(&notification)
                     && sender.send(Ok(event)).await.is_err()
