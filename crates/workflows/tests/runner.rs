@@ -298,20 +298,40 @@ async fn d3_no_heartbeat_through_for_a_whole_lease_aborts_the_call_and_leaves_it
     }
 }
 
+/// How [`Scripted`] answers `record_and_deliver`.
+enum Script {
+    /// With this, having written nothing.
+    Answer(fn() -> Result<Delivery, OwnerError>),
+    /// Its commit goes through (the receipt is written) but the answer is lost on the way.
+    AnswerLost(Arc<agentroom_ports::memory::MemoryStore>),
+}
+
 /// An owner that answers `record_and_deliver` as scripted and passes everything else on.
 struct Scripted {
     owner: Arc<TestOwner>,
-    script: fn() -> Result<Delivery, OwnerError>,
+    script: Script,
 }
 
 #[async_trait::async_trait]
 impl ReceiptOwner for Scripted {
     async fn record_and_deliver(
         &self,
-        _leased: &Leased,
-        _receipt: &Receipt,
+        leased: &Leased,
+        receipt: &Receipt,
     ) -> Result<Delivery, OwnerError> {
-        (self.script)()
+        match &self.script {
+            Script::Answer(answer) => answer(),
+            Script::AnswerLost(store) => {
+                let written = store
+                    .record_receipt(leased.op(), leased.generation, receipt)
+                    .await
+                    .unwrap();
+                assert_eq!(written, agentroom_ports::ReceiptWrite::Recorded);
+                Err(OwnerError(
+                    "the connection dropped before the answer".to_owned(),
+                ))
+            }
+        }
     }
 
     async fn deliver(
@@ -340,10 +360,10 @@ impl ReceiptOwner for Scripted {
     }
 }
 
-/// Runs one answered call whose owner answers `record_and_deliver` with `answer`.
+/// Runs one answered call whose owner answers `record_and_deliver` as `script` says.
 async fn run_with_owner_answering(
     name: &str,
-    script: fn() -> Result<Delivery, OwnerError>,
+    script: impl FnOnce(&Room) -> Script,
 ) -> (Room, CallRequest, Arc<TestOwner>, RunOutcome) {
     let mut room = Room::new(name).await;
     let decision = room.driver.owner_message("answered");
@@ -358,7 +378,7 @@ async fn run_with_owner_answering(
         }),
         Arc::new(Scripted {
             owner: Arc::clone(&owner),
-            script,
+            script: script(&room),
         }),
         config("runner-a", 300),
     );
@@ -373,7 +393,8 @@ async fn run_with_owner_answering(
 async fn d3_a_receipt_the_owner_found_fenced_is_dropped_and_never_written_alone() {
     within(async {
         let (room, request, owner, outcome) =
-            run_with_owner_answering("owner-fenced", || Ok(Delivery::Fenced)).await;
+            run_with_owner_answering("owner-fenced", |_| Script::Answer(|| Ok(Delivery::Fenced)))
+                .await;
         assert_eq!(outcome, RunOutcome::Fenced);
         assert!(owner.took().is_empty());
         let record = room.record(request.op).await;
@@ -394,7 +415,8 @@ async fn a_receipt_the_owner_could_not_commit_is_recorded_alone_and_delivered() 
         ("owner-not-taken", || Ok(Delivery::NotTaken)),
     ] {
         within(async {
-            let (room, request, owner, outcome) = run_with_owner_answering(name, script).await;
+            let (room, request, owner, outcome) =
+                run_with_owner_answering(name, |_| Script::Answer(script)).await;
             assert_eq!(outcome, RunOutcome::Receipted { delivered: true }, "{name}");
             assert_eq!(owner.took(), vec![(request.op, "deliver")], "{name}");
             let record = room.record(request.op).await;
@@ -405,80 +427,13 @@ async fn a_receipt_the_owner_could_not_commit_is_recorded_alone_and_delivered() 
     }
 }
 
-/// An owner whose combined commit goes through but whose answer is lost on the way back.
-struct AnswerLost {
-    owner: Arc<TestOwner>,
-    store: Arc<agentroom_ports::memory::MemoryStore>,
-}
-
-#[async_trait::async_trait]
-impl ReceiptOwner for AnswerLost {
-    async fn record_and_deliver(
-        &self,
-        leased: &Leased,
-        receipt: &Receipt,
-    ) -> Result<Delivery, OwnerError> {
-        let written = self
-            .store
-            .record_receipt(leased.op(), leased.generation, receipt)
-            .await
-            .unwrap();
-        assert_eq!(written, agentroom_ports::ReceiptWrite::Recorded);
-        Err(OwnerError(
-            "the connection dropped before the answer".to_owned(),
-        ))
-    }
-
-    async fn deliver(
-        &self,
-        record: &OperationRecord,
-        receipt: &Receipt,
-        generation: i64,
-    ) -> Result<(), OwnerError> {
-        self.owner.deliver(record, receipt, generation).await
-    }
-
-    async fn uncertain(&self, record: &OperationRecord) -> Result<(), OwnerError> {
-        self.owner.uncertain(record).await
-    }
-
-    async fn reconciled(
-        &self,
-        record: &OperationRecord,
-        outcome: &Reconciliation,
-    ) -> Result<(), OwnerError> {
-        self.owner.reconciled(record, outcome).await
-    }
-
-    async fn not_sent(&self, record: &OperationRecord, reason: &str) -> Result<(), OwnerError> {
-        self.owner.not_sent(record, reason).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receipt_committed_by_an_owner_whose_answer_was_lost_is_found_and_delivered() {
     within(async {
-        let mut room = Room::new("answer-lost").await;
-        let decision = room.driver.owner_message("answered");
-        let request = call_of(&decision);
-        room.commit_leased(&decision, "runner-a", 300).await;
-        let owner = TestOwner::new(Arc::clone(&room.store)).await;
-        let runner = Runner::new(
-            Arc::clone(&room.store),
-            TestProvider::new(Behaviour::Answer {
-                micros: 700,
-                delay: ms(5),
-            }),
-            Arc::new(AnswerLost {
-                owner: Arc::clone(&owner),
-                store: Arc::clone(&room.store),
-            }),
-            config("runner-a", 300),
-        );
-        let outcome = runner
-            .run(Leased::created(room.id(), request.clone()))
-            .await
-            .unwrap();
+        let (room, request, owner, outcome) = run_with_owner_answering("answer-lost", |room| {
+            Script::AnswerLost(Arc::clone(&room.store))
+        })
+        .await;
         // Not "fenced, dropped": the receipt found is this one, at this generation.
         assert_eq!(outcome, RunOutcome::Receipted { delivered: true });
         assert_eq!(owner.took(), vec![(request.op, "deliver")]);
