@@ -117,25 +117,18 @@ impl Page {
             })
     }
 
-    pub(super) fn from_uri(uri: &Uri) -> Result<Self, RestError> {
-        let mut page = Page {
-            offset: 0,
-            limit: Self::DEFAULT,
-        };
+    /// A list's query: `limit` (default [`Page::DEFAULT`]) and the raw `cursor`, if any;
+    /// anything else is refused. Each kind of page reads its own cursor.
+    fn query(uri: &Uri) -> Result<(usize, Option<&str>), RestError> {
+        let (mut limit, mut cursor) = (Self::DEFAULT, None);
         for pair in uri.query().unwrap_or_default().split('&') {
             if pair.is_empty() {
                 continue;
             }
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             match name {
-                "limit" => page.limit = Page::limit(value)?,
-                "cursor" => {
-                    page.offset = value.parse::<usize>().map_err(|_| {
-                        RestError::BadRequest(
-                            "cursor must be a next_cursor this API returned".to_owned(),
-                        )
-                    })?;
-                }
+                "limit" => limit = Page::limit(value)?,
+                "cursor" => cursor = Some(value),
                 other => {
                     return Err(RestError::BadRequest(format!(
                         "unknown query parameter `{other}`: lists take `limit` and `cursor`"
@@ -143,7 +136,21 @@ impl Page {
                 }
             }
         }
-        Ok(page)
+        Ok((limit, cursor))
+    }
+
+    /// A cursor this API did not hand out.
+    fn bad_cursor() -> RestError {
+        RestError::BadRequest("cursor must be a next_cursor this API returned".to_owned())
+    }
+
+    pub(super) fn from_uri(uri: &Uri) -> Result<Self, RestError> {
+        let (limit, cursor) = Self::query(uri)?;
+        let offset = match cursor {
+            None => 0,
+            Some(value) => value.parse::<usize>().map_err(|_| Self::bad_cursor())?,
+        };
+        Ok(Page { offset, limit })
     }
 
     /// `{"items": [...], "next_cursor": "..." | null}`.
@@ -511,36 +518,16 @@ struct DecisionPage {
 
 impl DecisionPage {
     fn from_uri(uri: &Uri) -> Result<Self, RestError> {
-        let mut page = DecisionPage {
-            limit: Page::DEFAULT,
-            after: (0, 0),
+        let (limit, cursor) = Page::query(uri)?;
+        let after = match cursor {
+            None => (0, 0),
+            Some(value) => value
+                .split_once('.')
+                .and_then(|(r, i)| Some((r.parse().ok()?, i.parse().ok()?)))
+                .filter(|(r, _): &(i64, usize)| *r >= 1)
+                .ok_or_else(Page::bad_cursor)?,
         };
-        for pair in uri.query().unwrap_or_default().split('&') {
-            if pair.is_empty() {
-                continue;
-            }
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            match name {
-                "limit" => page.limit = Page::limit(value)?,
-                "cursor" => {
-                    page.after = value
-                        .split_once('.')
-                        .and_then(|(r, i)| Some((r.parse().ok()?, i.parse().ok()?)))
-                        .filter(|(r, _): &(i64, usize)| *r >= 1)
-                        .ok_or_else(|| {
-                            RestError::BadRequest(
-                                "cursor must be a next_cursor this API returned".to_owned(),
-                            )
-                        })?;
-                }
-                other => {
-                    return Err(RestError::BadRequest(format!(
-                        "unknown query parameter `{other}`: lists take `limit` and `cursor`"
-                    )));
-                }
-            }
-        }
-        Ok(page)
+        Ok(DecisionPage { limit, after })
     }
 }
 
