@@ -240,7 +240,7 @@ async fn through_coordinator(store: PgRooms, messages: usize) -> anyhow::Result<
     let store = Arc::new(store);
     let coordinator = Coordinator::new(
         Ports {
-            store: Arc::clone(&store),
+            store: store.clone(),
             provider: Arc::new(NoOp),
             reconciler: Arc::new(NobodyKnows),
             clock: Arc::new(SystemClock),

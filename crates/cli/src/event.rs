@@ -6,9 +6,10 @@
 
 use std::sync::Arc;
 
+use agentroom_coordinator::Store;
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{EventId, PrincipalId, RoomId};
-use agentroom_ports::{Clock, EventAppend, RoomStore, SystemClock};
+use agentroom_ports::{Clock, EventAppend, SystemClock};
 use anyhow::{anyhow, bail};
 use clap::Subcommand;
 
@@ -45,11 +46,11 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
         bail!("the message is empty; nothing was posted");
     }
     let rooms = store.open_rooms(Missing::Refuse).await?;
-    crate::with_rooms!(rooms, |s| post(s, room, author, text).await)
+    post(rooms, room, author, text).await
 }
 
-async fn post<S: RoomStore>(
-    store: Arc<S>,
+async fn post(
+    store: Arc<dyn Store>,
     room: RoomId,
     author: PrincipalId,
     text: String,

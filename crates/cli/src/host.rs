@@ -20,32 +20,35 @@ use agentroom_domain::policy::RoomPolicy;
 use agentroom_domain::state::RoomState;
 use agentroom_ports::{Notifier, NotifyError, OperationRecord, ReconcileError, Reconciler};
 use anyhow::Context;
+
+use crate::policies::PolicyFiles;
 use async_trait::async_trait;
 
 /// The capability catalog a Room policy names: its `[capabilities] files` and `bindings`,
-/// relative paths taken from `base` (the folder of the policy files). Every problem names its
-/// file, line and field.
-pub(crate) fn catalog(policies: &[&RoomPolicy], base: &Path) -> Result<Catalog, ResourceErrors> {
-    let mut names: Vec<PathBuf> = Vec::new();
+/// paths relative to the policy folder (`base`, over the built-in shipped files). Every
+/// problem names its file, line and field.
+pub(crate) fn catalog(
+    policies: &[&RoomPolicy],
+    base: &PolicyFiles,
+) -> Result<Catalog, ResourceErrors> {
+    let mut names: Vec<&str> = Vec::new();
     for policy in policies {
         for file in policy
             .capability_files()
             .iter()
             .chain(policy.binding_files())
         {
-            let path = base.join(file);
-            if !names.contains(&path) {
-                names.push(path);
+            if !names.contains(&file.as_str()) {
+                names.push(file);
             }
         }
     }
     let mut texts = Vec::new();
     let mut unreadable = Vec::new();
-    for path in &names {
-        let name = path.display().to_string();
-        match std::fs::read_to_string(path) {
-            Ok(text) => texts.push((name, text)),
-            Err(e) => unreadable.push(ResourceError::unreadable(&name, e.to_string())),
+    for name in names {
+        match base.read(name) {
+            Ok((file, text)) => texts.push((file.display().to_string(), text)),
+            Err(e) => unreadable.push(ResourceError::unreadable(name, e.to_string())),
         }
     }
     match Catalog::parse(texts.iter().map(|(n, t)| (n.as_str(), t.as_str()))) {
@@ -63,7 +66,7 @@ pub(crate) fn catalog(policies: &[&RoomPolicy], base: &Path) -> Result<Catalog, 
 /// files it has not loaded, and swapped under a lock, so every decision resolves against one
 /// consistent catalog.
 pub(crate) struct HostCatalog {
-    base: PathBuf,
+    base: PolicyFiles,
     loaded: RwLock<Loaded>,
 }
 
@@ -75,7 +78,10 @@ struct Loaded {
 
 impl HostCatalog {
     /// The catalog of `policies`' files, relative to `base`.
-    pub(crate) fn load(policies: &[&RoomPolicy], base: &Path) -> Result<Self, ResourceErrors> {
+    pub(crate) fn load(
+        policies: &[&RoomPolicy],
+        base: &PolicyFiles,
+    ) -> Result<Self, ResourceErrors> {
         let catalog = catalog(policies, base)?;
         let mut distinct: Vec<RoomPolicy> = Vec::new();
         for policy in policies {
@@ -84,7 +90,7 @@ impl HostCatalog {
             }
         }
         Ok(Self {
-            base: base.to_owned(),
+            base: base.clone(),
             loaded: RwLock::new(Loaded {
                 policies: distinct,
                 catalog: Arc::new(catalog),

@@ -98,9 +98,11 @@ enum Command {
         #[command(flatten)]
         store: store::StoreArgs,
         /// The folder of `room.toml`, `access.toml` and `prices.toml`, validated at start;
-        /// the capability and binding files a Room policy names are read relative to it.
-        #[arg(long, value_name = "DIR", default_value = "policies")]
-        policies: std::path::PathBuf,
+        /// the capability and binding files a Room policy names are read relative to it. Its
+        /// files override the built-in shipped ones (default: `./policies` if it exists, else
+        /// the built-in policies alone).
+        #[arg(long, value_name = "DIR")]
+        policies: Option<std::path::PathBuf>,
         /// Scripted agents playing this scenario file execute every call.
         #[arg(long, value_name = "SCENARIO", conflicts_with = "openai")]
         agents: Option<std::path::PathBuf>,
@@ -263,6 +265,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             anonymous_planning,
         } => {
             // A bad policy file stops the host before it listens, naming file, line, field.
+            let policies = policies::PolicyFiles::new(policies)?;
             let loaded = policies::load(&policies)?;
             let agents = match (agents, openai) {
                 (Some(scenario), _) => host::AgentsChoice::Scripted {

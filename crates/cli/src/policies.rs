@@ -2,9 +2,12 @@
 //! `room.toml` and `access.toml` (parsed by the domain), `prices.toml` (parsed by
 //! `agentroom_agents::PriceTable`). A bad file is refused naming the file, line, column and
 //! field; `agentroom policies check` and `agentroom serve` both go through [`load`].
+//!
+//! The shipped policies are built into the binary ([`PolicyFiles`]), so an installed
+//! `agentroom` works from any directory; a policy folder overrides them file by file.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use agentroom_agents::prices::{PriceTable, PriceTableError};
 use agentroom_domain::policy::{AccessPolicy, PolicyError, RoomPolicy};
@@ -21,10 +24,96 @@ pub(crate) enum Command {
     /// Check `room.toml`, `access.toml` and `prices.toml`: prints `ok` or the first problem
     /// (file, line, column, field) and exits non-zero.
     Check {
-        /// The folder holding the policy files.
-        #[arg(long, default_value = "policies")]
-        dir: PathBuf,
+        /// The folder holding the policy files (default: `./policies` if it exists, else the
+        /// built-in shipped policies).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
+}
+
+/// The shipped policy files, built in: the defaults every file of a policy folder overrides.
+const SHIPPED: &[(&str, &str)] = &[
+    (ROOM, include_str!("../../../policies/room.toml")),
+    (ACCESS, include_str!("../../../policies/access.toml")),
+    (PRICES, include_str!("../../../policies/prices.toml")),
+    (
+        "bindings.yaml",
+        include_str!("../../../policies/bindings.yaml"),
+    ),
+    (
+        "capabilities/research.yaml",
+        include_str!("../../../policies/capabilities/research.yaml"),
+    ),
+    (
+        "capabilities/writing.yaml",
+        include_str!("../../../policies/capabilities/writing.yaml"),
+    ),
+];
+
+/// The folder used when none is given, if it exists.
+const DEFAULT_DIR: &str = "policies";
+
+/// Where the policy files come from: a folder whose files override the built-in shipped ones
+/// of the same name (a file it lacks is the shipped one), or the shipped ones alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PolicyFiles {
+    dir: Option<PathBuf>,
+}
+
+impl PolicyFiles {
+    /// The files of `dir`, which must be a folder; without one, `./policies` when it is a
+    /// folder, else the shipped policies alone.
+    pub(crate) fn new(dir: Option<PathBuf>) -> Result<Self, LoadError> {
+        match dir {
+            Some(dir) if dir.is_dir() => Ok(Self { dir: Some(dir) }),
+            Some(dir) => Err(LoadError::NoFolder(dir)),
+            None => {
+                let default = PathBuf::from(DEFAULT_DIR);
+                Ok(Self {
+                    dir: default.is_dir().then_some(default),
+                })
+            }
+        }
+    }
+
+    /// What to call these files in messages.
+    pub(crate) fn describe(&self) -> String {
+        match &self.dir {
+            Some(dir) => format!("{} (over the built-in policies)", dir.display()),
+            None => "the built-in policies".to_owned(),
+        }
+    }
+
+    /// The file `name` (a path relative to the folder): its name for messages and its text.
+    pub(crate) fn read(&self, name: &str) -> Result<(PathBuf, String), LoadError> {
+        if let Some(dir) = &self.dir {
+            let file = dir.join(name);
+            match std::fs::read_to_string(&file) {
+                Ok(text) => return Ok((file, text)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(LoadError::Read { file, source }),
+            }
+        }
+        match SHIPPED.iter().find(|(shipped, _)| *shipped == name) {
+            Some((_, text)) => Ok((
+                PathBuf::from(format!("(built-in) {name}")),
+                (*text).to_owned(),
+            )),
+            None => {
+                let file = self
+                    .dir
+                    .as_ref()
+                    .map_or_else(|| PathBuf::from(name), |dir| dir.join(name));
+                Err(LoadError::Read {
+                    file,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no such file, and none of that name is built in",
+                    ),
+                })
+            }
+        }
+    }
 }
 
 /// Every policy, validated.
@@ -52,6 +141,9 @@ pub(crate) enum LoadError {
     /// The file is not a valid policy.
     #[error("{0}")]
     Invalid(FileError),
+    /// The policy folder given does not exist.
+    #[error("{}: no such folder of policy files", .0.display())]
+    NoFolder(PathBuf),
 }
 
 /// Where a policy file is wrong and why.
@@ -82,17 +174,18 @@ impl fmt::Display for FileError {
 pub(crate) fn run(command: Command) -> Result<String, LoadError> {
     match command {
         Command::Check { dir } => {
-            load(&dir)?;
+            let files = PolicyFiles::new(dir)?;
+            load(&files)?;
             Ok(format!(
                 "ok: {} ({ROOM}, {ACCESS}, {PRICES})\n",
-                dir.display()
+                files.describe()
             ))
         }
     }
 }
 
-/// Reads and validates the three files in `dir`; the first bad one is the error.
-pub(crate) fn load(dir: &Path) -> Result<Policies, LoadError> {
+/// Reads and validates the three files of `dir`; the first bad one is the error.
+pub(crate) fn load(dir: &PolicyFiles) -> Result<Policies, LoadError> {
     let room = parse(dir, ROOM, |text| {
         RoomPolicy::from_toml(text).map_err(|e| from_policy(&e))
     })?;
@@ -118,15 +211,11 @@ struct Located {
 }
 
 fn parse<T>(
-    dir: &Path,
+    dir: &PolicyFiles,
     name: &str,
     parse: impl FnOnce(&str) -> Result<T, Located>,
 ) -> Result<T, LoadError> {
-    let file = dir.join(name);
-    let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Read {
-        file: file.clone(),
-        source,
-    })?;
+    let (file, text) = dir.read(name)?;
     parse(&text).map_err(|l| {
         LoadError::Invalid(FileError {
             file,

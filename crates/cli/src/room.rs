@@ -13,7 +13,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentroom_coordinator::{CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Ports};
+use agentroom_coordinator::{
+    CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Ports, Store,
+};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::{MembershipChange, Verdict};
 use agentroom_domain::ids::{PrincipalId, RoomId};
@@ -21,7 +23,7 @@ use agentroom_domain::money::UsdMicros;
 use agentroom_domain::room::Role;
 use agentroom_domain::state::{RoomSetup, RoomState};
 use agentroom_ports::tokens::{NewToken, RANDOM_BYTES, TokenMaterial};
-use agentroom_ports::{Clock, StoreError, SystemClock, TokenStore};
+use agentroom_ports::{Clock, StoreError, SystemClock};
 use agentroom_workflows::RunnerConfig;
 use anyhow::{Context, anyhow, bail};
 use clap::Subcommand;
@@ -53,8 +55,10 @@ pub(crate) enum Command {
         model: String,
         /// The folder of `room.toml`, `access.toml` and `prices.toml`; the capability and
         /// binding files `room.toml` names are read relative to it.
-        #[arg(long, value_name = "DIR", default_value = "policies")]
-        policies: PathBuf,
+        /// Its files override the built-in shipped ones (default: `./policies` if it exists,
+        /// else the built-in policies alone).
+        #[arg(long, value_name = "DIR")]
+        policies: Option<PathBuf>,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -92,6 +96,7 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
         store,
     } = command;
     // Everything is checked before the store is opened.
+    let policies = crate::policies::PolicyFiles::new(policies)?;
     let loaded = crate::policies::load(&policies)?;
     host::catalog(&[&loaded.room], &policies)
         .map_err(|e| anyhow!("the capability files named by room.toml: {e}"))?;
@@ -112,18 +117,15 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
     })
     .with_context(|| format!("room {room}"))?;
     let rooms = store.open_rooms(Missing::Create).await?;
-    crate::with_rooms!(rooms, |s| create(s, &state, &owner, &members).await)
+    create(rooms, &state, &owner, &members).await
 }
 
-async fn create<S>(
-    store: Arc<S>,
+async fn create(
+    store: Arc<dyn Store>,
     state: &RoomState,
     owner: &PrincipalId,
     members: &[Member],
-) -> anyhow::Result<String>
-where
-    S: agentroom_coordinator::Store + TokenStore,
-{
+) -> anyhow::Result<String> {
     let room = state.room().clone();
     let clock = SystemClock;
     match store.create(state, clock.now()).await {

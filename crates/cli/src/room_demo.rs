@@ -99,7 +99,7 @@ pub(crate) async fn run(name: &str, root: Option<PathBuf>) -> anyhow::Result<Str
     let notifier = Arc::new(CollectingNotifier::new());
     let coordinator = Coordinator::new(
         Ports {
-            store: Arc::clone(&store),
+            store: store.clone(),
             provider: Arc::new(scripted.agents()),
             reconciler: Arc::new(reconciler),
             clock: Arc::new(SystemClock),

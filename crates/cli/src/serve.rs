@@ -33,12 +33,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentroom_coordinator::{BackgroundConfig, Coordinated, Coordinator, CoordinatorConfig, Ports};
+use agentroom_coordinator::{
+    BackgroundConfig, Coordinated, Coordinator, CoordinatorConfig, Ports, Store,
+};
 use agentroom_domain::ids::RoomId;
 use agentroom_planning::{PlanningRepository, PlanningService, SystemAmbient};
-use agentroom_ports::{SystemClock, TokenStore};
+use agentroom_ports::SystemClock;
 use agentroom_server::ServerConfig;
-use agentroom_server::api::{self, Api, Feed};
+use agentroom_server::api::{Api, Feed};
 use agentroom_workflows::RunnerConfig;
 use anyhow::{Context, anyhow, bail};
 use tokio::sync::watch;
@@ -56,8 +58,8 @@ pub(crate) struct CoordinatorArgs {
     /// The Rooms to coordinate; empty: every Room on the store, including those created
     /// while it runs.
     pub(crate) rooms: Vec<RoomId>,
-    /// The policy folder (capability files are relative to it).
-    pub(crate) policies_dir: PathBuf,
+    /// The policy files (capability files are relative to their folder).
+    pub(crate) policies_dir: crate::policies::PolicyFiles,
     /// Who executes calls.
     pub(crate) agents: AgentsChoice,
     /// Specialists whose work agent hosts execute over the REST API (`--hosted`).
@@ -96,9 +98,8 @@ pub(crate) async fn run(
         session_room,
         anonymous_planning,
     };
-    let (app, background) = crate::with_rooms!(rooms, |s| {
-        start_coordinator(s, &policies, &coordinator, http, stop_rx.clone()).await?
-    });
+    let (app, background) =
+        start_coordinator(rooms, &policies, &coordinator, http, stop_rx.clone()).await?;
 
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -152,16 +153,13 @@ type Background = tokio::task::JoinHandle<agentroom_coordinator::ShutdownReport>
 /// Builds the coordinator over `store`, recovers, spawns its loops (which, without `--room`,
 /// pick up the Rooms created later: a fresh store serves the planning messages and the API
 /// until one is) and returns the host's routes over it.
-async fn start_coordinator<S>(
-    store: Arc<S>,
+async fn start_coordinator(
+    store: Arc<dyn Store>,
     policies: &Policies,
     args: &CoordinatorArgs,
     http: Host,
     stop: watch::Receiver<bool>,
-) -> anyhow::Result<(axum::Router, Background)>
-where
-    S: agentroom_coordinator::Store + TokenStore,
-{
+) -> anyhow::Result<(axum::Router, Background)> {
     // The agents' configuration is checked even when there is no Room to coordinate yet.
     let (agents, reconciler) = host::agents(&args.agents, &policies.prices)?;
     let (agents, reconciler, hosted) =
@@ -192,7 +190,7 @@ where
             provider: Arc::new(agents),
             reconciler: Arc::new(reconciler),
             clock: Arc::new(SystemClock),
-            catalog: Arc::clone(&catalog),
+            catalog: catalog.clone(),
             notifier: Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)),
         },
         CoordinatorConfig::new(RunnerConfig::new(runner_name(), args.lease)),
@@ -203,9 +201,7 @@ where
             .with_coordinator_plans(Arc::new(coordinator.clone())),
     );
     let api = Api {
-        rooms: api::hosted(coordinator.clone(), Arc::clone(&store)),
-        tokens: Arc::clone(&store) as Arc<dyn TokenStore>,
-        clock: Arc::new(SystemClock),
+        rooms: coordinator.clone(),
         planning,
         feed,
     };

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agentroom_coordinator::Store;
 use agentroom_planning::PlanningRepository;
 use agentroom_ports::WorkflowStore;
 use agentroom_store_sqlite::{Durability, SqlitePlanning, SqliteRooms};
@@ -89,32 +90,14 @@ pub(crate) enum Missing {
     Refuse,
 }
 
-/// The Room store of either database, as its concrete type (the coordinator is generic over
-/// it); [`with_rooms!`](crate::with_rooms) runs one generic body on either.
-pub(crate) enum Rooms {
-    Sqlite(Arc<SqliteRooms>),
-    Postgres(Arc<agentroom_store_postgres::PgRooms>),
-}
-
-/// Runs `$body` with `$store` bound to the `Arc` of whichever store `$rooms` holds.
-#[macro_export]
-macro_rules! with_rooms {
-    ($rooms:expr, |$store:ident| $body:expr) => {
-        match $rooms {
-            $crate::store::Rooms::Sqlite($store) => $body,
-            $crate::store::Rooms::Postgres($store) => $body,
-        }
-    };
-}
-
 impl StoreArgs {
     /// Opens the Room store (rooms, events, operations, outbox, tokens).
-    pub(crate) async fn open_rooms(&self, missing: Missing) -> anyhow::Result<Rooms> {
+    pub(crate) async fn open_rooms(&self, missing: Missing) -> anyhow::Result<Arc<dyn Store>> {
         if let Some(url) = &self.database_url {
             let store = agentroom_store_postgres::PgRooms::connect(url)
                 .await
                 .with_context(|| format!("opening {}", redact(url)))?;
-            return Ok(Rooms::Postgres(Arc::new(store)));
+            return Ok(Arc::new(store));
         }
         let path = self.sqlite_path();
         if !path.exists() {
@@ -128,7 +111,7 @@ impl StoreArgs {
         }
         let store = SqliteRooms::open(&path, self.durability())
             .with_context(|| format!("opening {}", path.display()))?;
-        Ok(Rooms::Sqlite(Arc::new(store)))
+        Ok(Arc::new(store))
     }
 }
 

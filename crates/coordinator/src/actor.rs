@@ -7,20 +7,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentroom_ports::domain::catalog::CapabilityCatalog;
 use agentroom_ports::domain::engine::{Decision, Effect, Env, Input, decide};
 use agentroom_ports::domain::ids::{DerivedIds, OperationId, RoomId};
 use agentroom_ports::domain::state::OperationState;
-use agentroom_ports::{Clock, Commit, CommitError, Receipt, Reconciler, StoredRoom};
+use agentroom_ports::{Commit, CommitError, Receipt, StoredRoom};
 use agentroom_workflows::crash::{self, crash_point};
-use agentroom_workflows::{Leased, Provider, Runner, settled_by};
+use agentroom_workflows::{Leased, Runner, settled_by};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::control::SettleAborted;
 use crate::ids::{IdSeed, kind_of};
 use crate::owner::Owner;
 use crate::sink::Authorized;
-use crate::{Committed, CoordinatorError, Outcome, Shared, Store};
+use crate::{Committed, CoordinatorError, Outcome, Shared};
 
 /// When a call outcome still applies.
 #[derive(Debug, Clone)]
@@ -48,17 +47,7 @@ pub(crate) struct Command {
 }
 
 /// The actor's loop: one command at a time.
-pub(crate) async fn run<S, P, R, K, C>(
-    shared: Arc<Shared<S, P, R, K, C>>,
-    room: RoomId,
-    mut commands: mpsc::Receiver<Command>,
-) where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+pub(crate) async fn run(shared: Arc<Shared>, room: RoomId, mut commands: mpsc::Receiver<Command>) {
     let mut cached: Option<StoredRoom> = None;
     while let Some(command) = commands.recv().await {
         tracing::debug!(room = %room, input = kind_of(&command.input), "deciding");
@@ -84,21 +73,14 @@ fn backoff(base: Duration, attempt: u32, salt: u128) -> Duration {
     wait + wait.mul_f64(f64::from(jitter) / 1_000.0)
 }
 
-async fn decide_and_commit<S, P, R, K, C>(
-    shared: &Arc<Shared<S, P, R, K, C>>,
+async fn decide_and_commit(
+    shared: &Arc<Shared>,
     room: &RoomId,
     cached: &mut Option<StoredRoom>,
     input: Input,
     seed: IdSeed,
     guard: Guard,
-) -> Result<Outcome, CoordinatorError>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+) -> Result<Outcome, CoordinatorError> {
     let kind = kind_of(&input);
     let grant = shared.config.runner.lease_grant();
     let retries = shared.config.conflict_retries;
@@ -230,14 +212,7 @@ fn reserved(room: &RoomId, decision: &Decision) -> Vec<Leased> {
 
 /// Runs one leased call as its own task: the runner calls the provider (behind the T3 sink
 /// check), records the receipt fenced on the generation and hands it back to the actor.
-pub(crate) fn dispatch<S, P, R, K, C>(shared: &Arc<Shared<S, P, R, K, C>>, call: Leased)
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+pub(crate) fn dispatch(shared: &Arc<Shared>, call: Leased) {
     shared.in_flight.send_modify(|n| *n += 1);
     shared.running.started(call.op(), call.generation);
     let provider = Arc::new(Authorized::new(

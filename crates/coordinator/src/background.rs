@@ -19,14 +19,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
 
-use agentroom_ports::Clock;
-use agentroom_ports::Reconciler;
-use agentroom_ports::domain::catalog::CapabilityCatalog;
 use agentroom_ports::domain::ids::RoomId;
 use agentroom_ports::domain::state::RoomState;
-use agentroom_workflows::Provider;
 
-use crate::{Coordinator, CoordinatorError, Store};
+use crate::{Coordinator, CoordinatorError};
 
 /// How often the loops pass.
 #[derive(Debug, Clone)]
@@ -154,14 +150,7 @@ pub struct Pass {
     pub delivered: usize,
 }
 
-impl<S, P, R, K, C> Coordinator<S, P, R, K, C>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+impl Coordinator {
     /// One pass: accept the pending events of each of `rooms`, then deliver the outbox. A
     /// Room that fails is logged and the others still pass; the first error is returned.
     pub async fn pass(&self, rooms: &[RoomId]) -> Result<Pass, CoordinatorError> {

@@ -21,12 +21,12 @@ use agentroom_workflows::{Delivery, Leased, OwnerError, ReceiptOwner};
 use async_trait::async_trait;
 
 /// A [`ReceiptOwner`] that settles calls a control change aborted, through the reconciler.
-pub(crate) struct SettleAborted<O, R> {
+pub(crate) struct SettleAborted<O: ?Sized, R: ?Sized> {
     owner: Arc<O>,
     reconciler: Arc<R>,
 }
 
-impl<O, R> SettleAborted<O, R> {
+impl<O: ?Sized, R: ?Sized> SettleAborted<O, R> {
     pub(crate) fn new(owner: Arc<O>, reconciler: Arc<R>) -> Self {
         Self { owner, reconciler }
     }
@@ -35,8 +35,8 @@ impl<O, R> SettleAborted<O, R> {
 #[async_trait]
 impl<O, R> ReceiptOwner for SettleAborted<O, R>
 where
-    O: ReceiptOwner + 'static,
-    R: Reconciler + 'static,
+    O: ReceiptOwner + ?Sized + 'static,
+    R: Reconciler + ?Sized + 'static,
 {
     async fn record_and_deliver(
         &self,

@@ -22,6 +22,7 @@ mod ids;
 mod notify;
 mod owner;
 mod plans;
+mod queries;
 mod shutdown;
 mod sink;
 
@@ -44,7 +45,7 @@ use agentroom_ports::domain::room::Role;
 use agentroom_ports::domain::state::RoomState;
 use agentroom_ports::{
     Clock, CommitError, Notifier, Outbox, Reconciler, Revision, RoomStore, StoreError, StoredRoom,
-    WorkflowStore,
+    TokenStore, WorkflowStore,
 };
 use agentroom_workflows::{Provider, RecoveryReport, Runner, RunnerConfig};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -53,6 +54,7 @@ pub use background::{Admission, BackgroundConfig, Coordinated, Pass};
 pub use error::CoordinatorError;
 pub use ids::InputId;
 pub use notify::CollectingNotifier;
+pub use queries::{BudgetBreakdown, ResolveOutcome};
 pub use shutdown::ShutdownReport;
 
 use actor::{Command, Guard};
@@ -93,18 +95,19 @@ impl CoordinatorConfig {
     }
 }
 
-/// The adapters the coordinator works through; the composition root picks them.
-pub struct Ports<S, P, R, K, C> {
-    /// Rooms, operations and the outbox.
-    pub store: Arc<S>,
+/// The adapters the coordinator works through, as trait objects; the composition root picks
+/// them.
+pub struct Ports {
+    /// Rooms, operations, the outbox and tokens.
+    pub store: Arc<dyn Store>,
     /// What executes calls (the agents' router).
-    pub provider: Arc<P>,
+    pub provider: Arc<dyn Provider>,
     /// Confirms uncertain calls (D2).
-    pub reconciler: Arc<R>,
+    pub reconciler: Arc<dyn Reconciler>,
     /// The host's clock (leases use the database's).
-    pub clock: Arc<K>,
+    pub clock: Arc<dyn Clock>,
     /// The capability catalog the engine resolves through.
-    pub catalog: Arc<C>,
+    pub catalog: Arc<dyn CapabilityCatalog + Send + Sync>,
     /// Where notifications leave the outbox to (T5).
     pub notifier: Arc<dyn Notifier>,
 }
@@ -160,12 +163,12 @@ pub struct Committed {
     pub effects: Vec<Effect>,
 }
 
-pub(crate) struct Shared<S, P, R, K, C> {
-    pub(crate) store: Arc<S>,
-    pub(crate) provider: Arc<P>,
-    pub(crate) reconciler: Arc<R>,
-    pub(crate) clock: Arc<K>,
-    pub(crate) catalog: Arc<C>,
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) reconciler: Arc<dyn Reconciler>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) catalog: Arc<dyn CapabilityCatalog + Send + Sync>,
     pub(crate) notifier: Arc<dyn Notifier>,
     pub(crate) config: CoordinatorConfig,
     rooms: Mutex<HashMap<RoomId, mpsc::Sender<Command>>>,
@@ -179,11 +182,11 @@ pub(crate) struct Shared<S, P, R, K, C> {
 
 /// The coordinator of one process: one actor per Room, calls run through workflows. Cheap to
 /// clone; clones share the actors.
-pub struct Coordinator<S, P, R, K, C> {
-    shared: Arc<Shared<S, P, R, K, C>>,
+pub struct Coordinator {
+    shared: Arc<Shared>,
 }
 
-impl<S, P, R, K, C> Clone for Coordinator<S, P, R, K, C> {
+impl Clone for Coordinator {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -191,21 +194,15 @@ impl<S, P, R, K, C> Clone for Coordinator<S, P, R, K, C> {
     }
 }
 
-/// What the coordinator's type parameters must be.
-pub trait Store: RoomStore + WorkflowStore + Outbox + 'static {}
-impl<T: RoomStore + WorkflowStore + Outbox + 'static> Store for T {}
+/// Everything the coordinator stores: Rooms and their history, operations, the outbox and
+/// bearer tokens. Both store crates implement it whole.
+pub trait Store: RoomStore + WorkflowStore + Outbox + TokenStore + 'static {}
+impl<T: RoomStore + WorkflowStore + Outbox + TokenStore + 'static> Store for T {}
 
-impl<S, P, R, K, C> Coordinator<S, P, R, K, C>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+impl Coordinator {
     /// A coordinator over `ports`. Call [`Coordinator::recover`] before posting, so calls a
     /// previous process left are classified first (D2, D6).
-    pub fn new(ports: Ports<S, P, R, K, C>, config: CoordinatorConfig) -> Self {
+    pub fn new(ports: Ports, config: CoordinatorConfig) -> Self {
         let (in_flight, _) = watch::channel(0);
         Self {
             shared: Arc::new(Shared {
@@ -620,14 +617,7 @@ impl OperatorInput {
     }
 }
 
-impl<S, P, R, K, C> Shared<S, P, R, K, C>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+impl Shared {
     /// Hands `input` to the Room's actor (started on first use) and waits for its decision.
     pub(crate) async fn submit(
         self: &Arc<Self>,

@@ -12,7 +12,7 @@ use agentroom_ports::domain::state::RoomState;
 use agentroom_ports::{Notifier, NotifyError, OutboxItem};
 use async_trait::async_trait;
 
-use crate::{CoordinatorError, Shared, Store};
+use crate::{CoordinatorError, Shared};
 
 /// Whether `audience` may still receive notifications of the Room (T3): a single principal
 /// must still be a member; role audiences are resolved by the receiver against the current
@@ -24,9 +24,7 @@ fn authorized(state: &RoomState, audience: &Audience) -> bool {
     }
 }
 
-pub(crate) async fn deliver<S: Store, P, R, K, C>(
-    shared: &Arc<Shared<S, P, R, K, C>>,
-) -> Result<usize, CoordinatorError> {
+pub(crate) async fn deliver(shared: &Arc<Shared>) -> Result<usize, CoordinatorError> {
     let items: Vec<OutboxItem> = shared.store.undelivered(shared.config.outbox_batch).await?;
     let mut delivered = 0;
     for item in items {

@@ -4,24 +4,23 @@
 
 use std::sync::Arc;
 
-use agentroom_ports::domain::catalog::CapabilityCatalog;
 use agentroom_ports::domain::engine::{Charge, Input, Reconciliation};
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::OperationState;
-use agentroom_ports::{Clock, CommitError, OperationRecord, Receipt, Reconciler};
-use agentroom_workflows::{Delivery, Leased, OwnerError, Provider, ReceiptOwner};
+use agentroom_ports::{CommitError, OperationRecord, Receipt};
+use agentroom_workflows::{Delivery, Leased, OwnerError, ReceiptOwner};
 use async_trait::async_trait;
 
 use crate::actor::Guard;
 use crate::ids::IdSeed;
-use crate::{CoordinatorError, Outcome, Shared, Store};
+use crate::{CoordinatorError, Outcome, Shared};
 
-pub(crate) struct Owner<S, P, R, K, C> {
-    shared: Arc<Shared<S, P, R, K, C>>,
+pub(crate) struct Owner {
+    shared: Arc<Shared>,
 }
 
-impl<S, P, R, K, C> Owner<S, P, R, K, C> {
-    pub(crate) fn new(shared: Arc<Shared<S, P, R, K, C>>) -> Self {
+impl Owner {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
         Self { shared }
     }
 }
@@ -37,14 +36,7 @@ fn uncertain(state: OperationState) -> bool {
     state == OperationState::Uncertain
 }
 
-impl<S, P, R, K, C> Owner<S, P, R, K, C>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+impl Owner {
     async fn apply(
         &self,
         record: &OperationRecord,
@@ -73,14 +65,7 @@ where
 }
 
 #[async_trait]
-impl<S, P, R, K, C> ReceiptOwner for Owner<S, P, R, K, C>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+impl ReceiptOwner for Owner {
     async fn record_and_deliver(
         &self,
         leased: &Leased,

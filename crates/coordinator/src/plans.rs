@@ -11,17 +11,14 @@ use agentroom_planning::{
     AgentTaskUpdate, Columns, CoordinatorPlan, CoordinatorPlans, Refusal, RefusalCode, RepoError,
     TaskRows,
 };
-use agentroom_ports::domain::catalog::CapabilityCatalog;
 use agentroom_ports::domain::engine::{InputError, Verdict};
 use agentroom_ports::domain::ids::{ObjectiveId, RoomId};
 use agentroom_ports::domain::objective::Objective;
 use agentroom_ports::domain::plan::{Column, DEFAULT_COLUMNS, TaskState};
 use agentroom_ports::domain::state::RoomState;
-use agentroom_ports::{Clock, Reconciler};
-use agentroom_workflows::Provider;
 use async_trait::async_trait;
 
-use crate::{Coordinator, CoordinatorError, InputId, OperatorInput, Outcome, Store};
+use crate::{Coordinator, CoordinatorError, InputId, OperatorInput, Outcome};
 
 fn columns() -> Columns {
     Columns::from_stored(DEFAULT_COLUMNS.iter().map(|c| (*c).to_owned()).collect())
@@ -60,14 +57,7 @@ fn storage(err: impl std::fmt::Display) -> RepoError {
     RepoError::Database(err.to_string())
 }
 
-impl<S, P, R, K, C> Coordinator<S, P, R, K, C>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+impl Coordinator {
     async fn stored_state(&self, room: &RoomId) -> Result<Option<RoomState>, RepoError> {
         Ok(self
             .shared
@@ -80,14 +70,7 @@ where
 }
 
 #[async_trait]
-impl<S, P, R, K, C> CoordinatorPlans for Coordinator<S, P, R, K, C>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+impl CoordinatorPlans for Coordinator {
     async fn plans(&self, room: &RoomId) -> Result<Vec<CoordinatorPlan>, RepoError> {
         let Some(state) = self.stored_state(room).await? else {
             return Ok(Vec::new());

@@ -14,14 +14,11 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use agentroom_ports::domain::catalog::CapabilityCatalog;
 use agentroom_ports::domain::ids::{OperationId, RoomId};
-use agentroom_ports::{Clock, Reconciler};
-use agentroom_workflows::Provider;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use crate::{Coordinator, CoordinatorError, Store};
+use crate::{Coordinator, CoordinatorError};
 
 /// Whether inputs are still decided, and how many are being decided now.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -161,14 +158,7 @@ pub struct ShutdownReport {
     pub failed: Vec<OperationId>,
 }
 
-impl<S, P, R, K, C> Coordinator<S, P, R, K, C>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
+impl Coordinator {
     /// Stops gracefully: from now on no input is decided (every submission is refused with
     /// [`CoordinatorError::ActorStopped`]); decisions in progress finish; the calls running
     /// get up to `grace` to finish and record their receipts; the calls still running then

@@ -15,13 +15,13 @@ use async_trait::async_trait;
 
 /// A provider that sends a call only while its principal still holds the role it is called
 /// in.
-pub(crate) struct Authorized<S, P> {
+pub(crate) struct Authorized<S: ?Sized, P: ?Sized> {
     room: RoomId,
     store: Arc<S>,
     inner: Arc<P>,
 }
 
-impl<S, P> Authorized<S, P> {
+impl<S: ?Sized, P: ?Sized> Authorized<S, P> {
     pub(crate) fn new(room: RoomId, store: Arc<S>, inner: Arc<P>) -> Self {
         Self { room, store, inner }
     }
@@ -39,8 +39,8 @@ fn required_role(role: CallRole) -> Option<Role> {
 #[async_trait]
 impl<S, P> Provider for Authorized<S, P>
 where
-    S: RoomStore + 'static,
-    P: Provider + 'static,
+    S: RoomStore + ?Sized + 'static,
+    P: Provider + ?Sized + 'static,
 {
     async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome {
         if let (Some(principal), Some(role)) = (&request.principal, required_role(request.role)) {

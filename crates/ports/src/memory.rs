@@ -29,6 +29,8 @@ use crate::workflows::{
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    /// Its bearer tokens (`memory_tokens`), so it is every store the coordinator needs.
+    pub(crate) tokens: crate::memory_tokens::MemoryTokens,
 }
 
 #[derive(Debug, Default)]
@@ -576,6 +578,28 @@ impl WorkflowStore for MemoryStore {
                 ),
                 OperationFilter::Status(status) => row.record.status == status,
             })
+            .collect();
+        rows.sort_by_key(|row| row.order);
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                refresh(row, now);
+                row.record.clone()
+            })
+            .collect())
+    }
+
+    async fn room_operations(
+        &self,
+        room: &RoomId,
+        status: Option<OperationStatus>,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let mut rows: Vec<&mut OpRow> = inner
+            .operations
+            .values_mut()
+            .filter(|row| &row.record.room == room && status.is_none_or(|s| row.record.status == s))
             .collect();
         rows.sort_by_key(|row| row.order);
         Ok(rows

@@ -72,3 +72,30 @@ impl TokenStore for MemoryTokens {
         Ok(found.into_iter().map(|(_, _, record)| record).collect())
     }
 }
+
+/// The whole in-memory store keeps its tokens in a [`MemoryTokens`].
+#[async_trait]
+impl TokenStore for crate::memory::MemoryStore {
+    async fn insert_token(
+        &self,
+        record: &TokenRecord,
+        hash: &SecretHash,
+    ) -> Result<(), TokenError> {
+        self.tokens.insert_token(record, hash).await
+    }
+
+    async fn find_token(
+        &self,
+        id: &TokenId,
+    ) -> Result<Option<(TokenRecord, SecretHash)>, TokenError> {
+        self.tokens.find_token(id).await
+    }
+
+    async fn revoke_token(&self, id: &TokenId, at: Timestamp) -> Result<TokenRecord, TokenError> {
+        self.tokens.revoke_token(id, at).await
+    }
+
+    async fn list_tokens(&self, room: &RoomId) -> Result<Vec<TokenRecord>, TokenError> {
+        self.tokens.list_tokens(room).await
+    }
+}

@@ -257,6 +257,15 @@ pub trait WorkflowStore: Send + Sync {
     async fn operations(&self, filter: OperationFilter)
     -> Result<Vec<OperationRecord>, StoreError>;
 
+    /// The operations of `room` only (every status when `status` is `None`), oldest first, in
+    /// one query: the Room-scoped views (budget breakdown, the operator's list) read these,
+    /// never every Room's operations.
+    async fn room_operations(
+        &self,
+        room: &RoomId,
+        status: Option<OperationStatus>,
+    ) -> Result<Vec<OperationRecord>, StoreError>;
+
     /// Gives up the lease of an in-flight operation without a receipt now, only if
     /// `generation` is still current (a graceful shutdown hands its unfinished calls over):
     /// the lease expires at once by the database clock, so the next recovery of any process

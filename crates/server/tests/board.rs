@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentroom_agents::PriceTable;
 use agentroom_agents::scripted::{Journal, Scenario, Scripted};
-use agentroom_agents::{Agents, PriceTable};
 use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId, Ports};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::MembershipChange;
@@ -77,13 +77,7 @@ fn p(id: &str) -> PrincipalId {
 struct App {
     base: String,
     client: Client<HttpConnector, Full<Bytes>>,
-    coordinator: Coordinator<
-        SqliteRooms,
-        Agents,
-        agentroom_agents::scripted::JournalReconciler,
-        SystemClock,
-        MemoryCatalog,
-    >,
+    coordinator: Coordinator,
     tokens: HashMap<String, String>,
     dir: tempfile::TempDir,
 }
@@ -132,7 +126,7 @@ async fn spawn_app() -> App {
     let feed = Arc::new(Feed::new());
     let coordinator = Coordinator::new(
         Ports {
-            store: Arc::clone(&store),
+            store: store.clone(),
             provider: Arc::new(scripted.agents()),
             reconciler: Arc::new(reconciler),
             clock: Arc::new(SystemClock),
@@ -195,9 +189,7 @@ async fn spawn_app() -> App {
     // REST API.
     let app =
         router(Arc::clone(&planning), ServerConfig::new(room.clone())).merge(api::router(Api {
-            rooms: api::hosted(coordinator.clone(), Arc::clone(&store)),
-            tokens: Arc::clone(&store) as Arc<dyn TokenStore>,
-            clock: Arc::new(SystemClock),
+            rooms: coordinator.clone(),
             planning,
             feed: Arc::clone(&feed),
         }));

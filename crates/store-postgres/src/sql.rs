@@ -619,6 +619,14 @@ pub const SELECT_OPEN_OPERATIONS: &str = concat!(
     " FROM operations o WHERE o.status NOT IN ('applied', 'resolved') ORDER BY o.seq"
 );
 
+/// The operations of Room `$1` (of status `$2` unless it is null), oldest first.
+pub const SELECT_ROOM_OPERATIONS: &str = concat!(
+    "SELECT ",
+    operation_columns!(),
+    " FROM operations o WHERE o.room_id = $1 AND ($2::text IS NULL OR o.status = $2) \
+     ORDER BY o.seq"
+);
+
 /// Every operation of status `$1`, oldest first.
 pub const SELECT_OPERATIONS_BY_STATUS: &str = concat!(
     "SELECT ",

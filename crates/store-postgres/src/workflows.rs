@@ -235,6 +235,20 @@ impl WorkflowStore for PgRooms {
         rows.iter().map(operation_record).collect()
     }
 
+    async fn room_operations(
+        &self,
+        room: &RoomId,
+        status: Option<OperationStatus>,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let rows = sqlx::query(sql::SELECT_ROOM_OPERATIONS)
+            .bind(room.as_str())
+            .bind(status.map(|s| s.as_str()))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(failed("listing a room's operations"))?;
+        rows.iter().map(operation_record).collect()
+    }
+
     #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]
     async fn release_lease(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {
         let done = sqlx::query(RELEASE_LEASE)

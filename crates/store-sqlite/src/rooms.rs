@@ -199,6 +199,12 @@ const OPEN_OPERATIONS_SQL: &str = concat!(
     " FROM operations WHERE status NOT IN ('applied', 'resolved') ORDER BY op_key"
 );
 
+const ROOM_OPERATIONS_SQL: &str = concat!(
+    "SELECT ",
+    operation_columns!(),
+    " FROM operations WHERE room_id = ?1 AND (?2 IS NULL OR status = ?2) ORDER BY op_key"
+);
+
 const OPERATIONS_BY_STATUS_SQL: &str = concat!(
     "SELECT ",
     operation_columns!(),
@@ -1218,6 +1224,24 @@ impl WorkflowStore for SqliteRooms {
                 collect_operations(&mut statement, [status.as_str()], context)?
             }
         };
+        Ok(found.into_iter().map(|(_, record)| record).collect())
+    }
+
+    async fn room_operations(
+        &self,
+        room: &RoomId,
+        status: Option<OperationStatus>,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let connection = self.connections.reader();
+        let context = "listing a room's operations";
+        let mut statement = connection
+            .prepare_cached(ROOM_OPERATIONS_SQL)
+            .map_err(db(context))?;
+        let found = collect_operations(
+            &mut statement,
+            params![room.as_str(), status.map(|s| s.as_str())],
+            context,
+        )?;
         Ok(found.into_iter().map(|(_, record)| record).collect())
     }
 

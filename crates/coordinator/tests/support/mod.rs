@@ -115,8 +115,6 @@ impl Provider for Counting {
     }
 }
 
-pub type TestCoordinator<S> = Coordinator<S, Counting, NoReconciler, TickClock, MemoryCatalog>;
-
 /// The Room of `scenario`'s `[room]`: state, catalog.
 pub fn room_of(scenario: &Scenario) -> (RoomState, MemoryCatalog) {
     let spec = scenario.room().expect("the scenario names its room");
@@ -153,7 +151,7 @@ pub fn coordinator<S: Store>(
     provider: Arc<Counting>,
     catalog: MemoryCatalog,
     runner: &str,
-) -> (TestCoordinator<S>, Arc<CollectingNotifier>) {
+) -> (Coordinator, Arc<CollectingNotifier>) {
     let notifier = Arc::new(CollectingNotifier::new());
     let coordinator = Coordinator::new(
         Ports {
@@ -177,7 +175,7 @@ pub fn agents(scenario: &Scenario) -> Arc<Counting> {
 }
 
 /// Creates the Room of `scenario` and grants its members through the coordinator.
-pub async fn set_up<S: Store>(coordinator: &TestCoordinator<S>, scenario: &Scenario) {
+pub async fn set_up(coordinator: &Coordinator, scenario: &Scenario) {
     let spec = scenario.room().unwrap();
     let (state, _) = room_of(scenario);
     coordinator.create_room(&state).await.unwrap();

@@ -20,7 +20,6 @@ use agentroom_coordinator::{
     CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Outcome, Ports, Store,
 };
 use agentroom_ports::OperationFilter;
-use agentroom_ports::domain::catalog::MemoryCatalog;
 use agentroom_ports::domain::engine::{CallRequest, ControlAction, LateDecision, MembershipChange};
 use agentroom_ports::domain::ids::{ObjectiveId, OperationId};
 use agentroom_ports::domain::ledger::{BudgetLedger, LedgerEntry};
@@ -85,13 +84,10 @@ impl Provider for SlowSpecialist {
     }
 }
 
-pub type ControlCoordinator<S> =
-    Coordinator<S, SlowSpecialist, JournalReconciler, TickClock, MemoryCatalog>;
-
 /// One test's world: the coordinator over `store`, the slow specialist, the demo scenario.
 pub struct World<S: Store> {
     pub store: Arc<S>,
-    pub coordinator: ControlCoordinator<S>,
+    pub coordinator: Coordinator,
     pub slow: Arc<SlowSpecialist>,
     pub scenario: Scenario,
     _journal_dir: tempfile::TempDir,
@@ -126,8 +122,8 @@ impl<S: Store> World<S> {
             .with_abort_grace(Duration::from_secs(120));
         let coordinator = Coordinator::new(
             Ports {
-                store: Arc::clone(&store),
-                provider: Arc::clone(&slow),
+                store: store.clone(),
+                provider: slow.clone(),
                 reconciler: Arc::new(reconciler),
                 clock: Arc::new(TickClock::default()),
                 catalog: Arc::new(catalog),

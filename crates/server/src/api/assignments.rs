@@ -40,11 +40,7 @@ pub(crate) async fn list(
     let mut items = Vec::new();
     if let Some(hosted) = &desk.0 {
         for call in hosted.assignments(&caller.principal) {
-            let in_room = api
-                .rooms
-                .operation(call.op)
-                .await?
-                .is_some_and(|record| record.room == caller.room);
+            let in_room = api.rooms.operation(&caller.room, call.op).await?.is_some();
             if in_room {
                 items.push(json!({
                     "operation": call.op,
@@ -173,9 +169,9 @@ pub(crate) async fn submit(
     let op: OperationId = operation.parse().map_err(|_| not_found())?;
     let record = api
         .rooms
-        .operation(op)
+        .operation(&caller.room, op)
         .await?
-        .filter(|record| record.room == caller.room && record.request.role == CallRole::Specialist)
+        .filter(|record| record.request.role == CallRole::Specialist)
         .ok_or_else(not_found)?;
     let Some(hosted) = desk.0.as_ref().filter(|hosted| {
         record

@@ -83,8 +83,7 @@ pub(crate) async fn authorize(
         .and_then(|value| value.strip_prefix("Bearer "))
         .map(str::trim)
         .ok_or(RestError::Unauthenticated)?;
-    let now = api.clock.now();
-    let authenticated = match api.tokens.authenticate(token, now).await {
+    let authenticated = match api.rooms.authenticate(token).await {
         Ok(authenticated) => authenticated,
         Err(AuthError::Store(error)) => return Err(RestError::Internal(error.to_string())),
         Err(reason) => {

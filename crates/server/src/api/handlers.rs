@@ -3,22 +3,19 @@
 //! [`MAX_BODY_BYTES`] and parsed into types that refuse unknown fields; every id in a path is
 //! parsed, and one the Room does not know is a 404.
 
-use std::collections::BTreeMap;
-
-use agentroom_coordinator::{InputId, OperatorInput, Outcome};
+use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
 use agentroom_domain::engine::{self, ControlAction, LateDecision, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{
     ContributionId, CriterionId, EventId, ObjectiveId, OperationId, TaskIdentity,
 };
-use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
 use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
 use agentroom_domain::room::{Permission, Role};
 use agentroom_planning::{Session, Step};
-use agentroom_ports::{OperationFilter, OperationStatus, Resolution, ResolutionOutcome, Revision};
+use agentroom_ports::{OperationStatus, Resolution, ResolutionOutcome, Revision};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
@@ -888,62 +885,16 @@ pub(crate) async fn budget(
     uri: Uri,
 ) -> Result<Json<Value>, RestError> {
     let page = Page::from_uri(&uri)?;
-    let entries = api.rooms.ledger(&caller.room).await?;
-    let mut by_objective: BTreeMap<String, i64> = BTreeMap::new();
-    let mut by_role: BTreeMap<String, i64> = BTreeMap::new();
-    let mut by_principal: BTreeMap<String, i64> = BTreeMap::new();
-    let mut by_model: BTreeMap<String, i64> = BTreeMap::new();
-    for entry in &entries {
-        let LedgerEntry::Settled { op, charged, .. } = entry else {
-            continue;
-        };
-        let record = api.rooms.operation(*op).await?;
-        let model = match &record {
-            Some(record) => record
-                .receipt
-                .as_ref()
-                .and_then(|receipt| receipt.model.clone())
-                .unwrap_or_else(|| "(unnamed)".to_owned()),
-            None => "(unknown)".to_owned(),
-        };
-        let (objective, role, principal) = match &record {
-            Some(record) => (
-                record
-                    .request
-                    .objective
-                    .map_or_else(|| "(none)".to_owned(), |o| o.to_string()),
-                record.request.role.as_str().to_owned(),
-                record
-                    .request
-                    .principal
-                    .as_ref()
-                    .map_or_else(|| "(none)".to_owned(), ToString::to_string),
-            ),
-            None => (
-                "(unknown)".to_owned(),
-                "(unknown)".to_owned(),
-                "(unknown)".to_owned(),
-            ),
-        };
-        for (map, key) in [
-            (&mut by_objective, objective),
-            (&mut by_role, role),
-            (&mut by_principal, principal),
-            (&mut by_model, model),
-        ] {
-            let sum = map.entry(key).or_insert(0);
-            *sum = sum.saturating_add(charged.micros());
-        }
-    }
+    let breakdown = api.rooms.budget(&caller.room).await?;
     let ledger = caller.stored.state.ledger();
-    let Json(page) = page.of(&entries);
+    let Json(page) = page.of(&breakdown.entries);
     Ok(Json(json!({
         "balances": ledger.balances(),
         "overrun": ledger.overrun(),
-        "spent_micros_by_objective": by_objective,
-        "spent_micros_by_role": by_role,
-        "spent_micros_by_principal": by_principal,
-        "spent_micros_by_model": by_model,
+        "spent_micros_by_objective": breakdown.by_objective,
+        "spent_micros_by_role": breakdown.by_role,
+        "spent_micros_by_principal": breakdown.by_principal,
+        "spent_micros_by_model": breakdown.by_model,
         "entries": page["items"],
         "next_cursor": page["next_cursor"],
     })))
@@ -1022,12 +973,9 @@ pub(crate) async fn operations(
     for status in [OperationStatus::Uncertain, OperationStatus::DeadLetter] {
         for record in api
             .rooms
-            .operations(OperationFilter::Status(status))
+            .room_operations(&caller.room, Some(status))
             .await?
         {
-            if record.room != caller.room {
-                continue;
-            }
             items.push(json!({
                 "op": record.op().to_string(),
                 "status": record.status,
@@ -1061,11 +1009,10 @@ pub(crate) async fn resolve_operation(
 ) -> Result<Json<Value>, RestError> {
     let unknown = || RestError::NotFound(format!("no operation {operation} in this room"));
     let op: OperationId = operation.parse().map_err(|_| unknown())?;
-    let record = api
-        .rooms
-        .operation(op)
+    // An operation of another Room is not found, before the body is read.
+    api.rooms
+        .operation(&caller.room, op)
         .await?
-        .filter(|record| record.room == caller.room)
         .ok_or_else(unknown)?;
     let ResolveBody { outcome, reason } = read_json(&headers, body).await?;
     if reason.trim().is_empty() {
@@ -1077,13 +1024,17 @@ pub(crate) async fn resolve_operation(
         outcome,
         operator: caller.principal.to_string(),
         reason,
-        at: api.clock.now(),
+        at: api.rooms.now(),
     };
-    if !api.rooms.resolve(op, &resolution).await? {
-        return Err(RestError::WrongState(format!(
-            "operation {op} is {}, not uncertain or dead-lettered; nothing was changed",
-            record.status.as_str()
-        )));
+    match api.rooms.resolve(&caller.room, op, &resolution).await? {
+        None => return Err(unknown()),
+        Some(ResolveOutcome::Recorded) => {}
+        Some(ResolveOutcome::NotResolvable(status)) => {
+            return Err(RestError::WrongState(format!(
+                "operation {op} is {}, not uncertain or dead-lettered; nothing was changed",
+                status.as_str()
+            )));
+        }
     }
     Ok(Json(json!({
         "op": op.to_string(),

@@ -29,25 +29,12 @@ mod tokens;
 use std::sync::Arc;
 
 use agentroom_agents::hosted::HostedSpecialists;
-use agentroom_coordinator::{
-    Committed, Coordinator, CoordinatorError, InputId, OperatorInput, Outcome, Store,
-};
-use agentroom_domain::catalog::CapabilityCatalog;
-use agentroom_domain::event::Event;
-use agentroom_domain::ids::{NotificationId, OperationId, RoomId};
-use agentroom_domain::ledger::LedgerEntry;
+use agentroom_coordinator::Coordinator;
 use agentroom_domain::room::Permission;
 use agentroom_planning::PlanningService;
-use agentroom_ports::{
-    Clock, Delivered, HistoryEntry, OperationFilter, OperationRecord, OutboxPosition, Reconciler,
-    Resolution, Revision, RoomStore, StoredRoom, TokenStore, WorkflowStore,
-};
-use agentroom_workflows::Provider;
-use async_trait::async_trait;
 use axum::Router;
 use axum::http::Method;
 use axum::routing::{MethodFilter, MethodRouter, on};
-use tokio::sync::mpsc::UnboundedReceiver;
 
 pub(crate) use auth::authorize;
 pub use feed::Feed;
@@ -56,176 +43,12 @@ pub use tokens::{IssueError, issue_token};
 /// The largest JSON body the REST API reads; above it a request is a 413 and nothing changes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-/// What the REST API needs from the host: the coordinator's use cases and the store's
-/// read models. Object-safe, so the router holds one `Arc<dyn RoomApi>` whatever the
-/// coordinator's type parameters; [`hosted`] makes one from a [`Coordinator`].
-#[async_trait]
-pub trait RoomApi: Send + Sync + 'static {
-    /// A Room as stored now.
-    async fn room(&self, room: &RoomId) -> Result<StoredRoom, CoordinatorError>;
-    /// Persists an event (its author is the caller's principal, T1) and accepts it by id.
-    async fn post(&self, event: &Event) -> Result<Outcome, CoordinatorError>;
-    /// Decides an operator input persisted as `id`.
-    async fn submit(
-        &self,
-        room: &RoomId,
-        id: InputId,
-        input: OperatorInput,
-    ) -> Result<Outcome, CoordinatorError>;
-    /// The Room's ledger entries, in order.
-    async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, CoordinatorError>;
-    /// Operations with this status, every Room's (the caller filters by Room).
-    async fn operations(
-        &self,
-        filter: OperationFilter,
-    ) -> Result<Vec<OperationRecord>, CoordinatorError>;
-    /// One operation.
-    async fn operation(&self, op: OperationId)
-    -> Result<Option<OperationRecord>, CoordinatorError>;
-    /// Records an operator's resolution of an uncertain or dead-lettered operation (D2);
-    /// false when it is neither. Its Room applies it at its coordinator's next recovery.
-    async fn resolve(
-        &self,
-        op: OperationId,
-        resolution: &Resolution,
-    ) -> Result<bool, CoordinatorError>;
-    /// Every decision committed in this process from now on.
-    fn watch(&self) -> UnboundedReceiver<Committed>;
-    /// Up to `limit` history rows of the Room after revision `after` (the decision log).
-    async fn history(
-        &self,
-        room: &RoomId,
-        after: Revision,
-        limit: usize,
-    ) -> Result<Vec<HistoryEntry>, CoordinatorError>;
-    /// Up to `limit` notifications of the Room delivered after position `after`.
-    async fn delivered(
-        &self,
-        room: &RoomId,
-        after: i64,
-        limit: usize,
-    ) -> Result<Vec<Delivered>, CoordinatorError>;
-    /// Where a notification of the Room is in the outbox.
-    async fn outbox_position(
-        &self,
-        room: &RoomId,
-        id: NotificationId,
-    ) -> Result<Option<OutboxPosition>, CoordinatorError>;
-}
-
-/// A [`Coordinator`] and the store it runs on, as the REST API uses them.
-struct Hosted<S, P, R, K, C> {
-    coordinator: Coordinator<S, P, R, K, C>,
-    store: Arc<S>,
-}
-
-/// The REST API's view of `coordinator`, which runs on `store`.
-pub fn hosted<S, P, R, K, C>(
-    coordinator: Coordinator<S, P, R, K, C>,
-    store: Arc<S>,
-) -> Arc<dyn RoomApi>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
-    Arc::new(Hosted { coordinator, store })
-}
-
-#[async_trait]
-impl<S, P, R, K, C> RoomApi for Hosted<S, P, R, K, C>
-where
-    S: Store,
-    P: Provider + 'static,
-    R: Reconciler + 'static,
-    K: Clock + 'static,
-    C: CapabilityCatalog + Send + Sync + 'static,
-{
-    async fn room(&self, room: &RoomId) -> Result<StoredRoom, CoordinatorError> {
-        self.coordinator.room(room).await
-    }
-
-    async fn post(&self, event: &Event) -> Result<Outcome, CoordinatorError> {
-        self.coordinator.post(event).await
-    }
-
-    async fn submit(
-        &self,
-        room: &RoomId,
-        id: InputId,
-        input: OperatorInput,
-    ) -> Result<Outcome, CoordinatorError> {
-        self.coordinator.submit(room, id, input).await
-    }
-
-    async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, CoordinatorError> {
-        Ok(RoomStore::ledger(&*self.store, room).await?)
-    }
-
-    async fn operations(
-        &self,
-        filter: OperationFilter,
-    ) -> Result<Vec<OperationRecord>, CoordinatorError> {
-        Ok(WorkflowStore::operations(&*self.store, filter).await?)
-    }
-
-    async fn operation(
-        &self,
-        op: OperationId,
-    ) -> Result<Option<OperationRecord>, CoordinatorError> {
-        Ok(WorkflowStore::operation(&*self.store, op).await?)
-    }
-
-    async fn resolve(
-        &self,
-        op: OperationId,
-        resolution: &Resolution,
-    ) -> Result<bool, CoordinatorError> {
-        Ok(WorkflowStore::resolve(&*self.store, op, resolution).await?)
-    }
-
-    fn watch(&self) -> UnboundedReceiver<Committed> {
-        self.coordinator.watch()
-    }
-
-    async fn history(
-        &self,
-        room: &RoomId,
-        after: Revision,
-        limit: usize,
-    ) -> Result<Vec<HistoryEntry>, CoordinatorError> {
-        Ok(RoomStore::history(&*self.store, room, after, limit).await?)
-    }
-
-    async fn delivered(
-        &self,
-        room: &RoomId,
-        after: i64,
-        limit: usize,
-    ) -> Result<Vec<Delivered>, CoordinatorError> {
-        Ok(RoomStore::delivered(&*self.store, room, after, limit).await?)
-    }
-
-    async fn outbox_position(
-        &self,
-        room: &RoomId,
-        id: NotificationId,
-    ) -> Result<Option<OutboxPosition>, CoordinatorError> {
-        Ok(RoomStore::outbox_position(&*self.store, room, id).await?)
-    }
-}
-
 /// What the REST API runs on.
 #[derive(Clone)]
 pub struct Api {
-    /// The coordinator and its store ([`hosted`]).
-    pub rooms: Arc<dyn RoomApi>,
-    /// Where bearer tokens are kept.
-    pub tokens: Arc<dyn TokenStore>,
-    /// The host's clock (token expiry).
-    pub clock: Arc<dyn Clock>,
+    /// The application service: every use case and Room-scoped query (its clock and
+    /// tokens too).
+    pub rooms: Coordinator,
     /// The planning messages' service (`POST /v1/rooms/{room}/planning`).
     pub planning: Arc<PlanningService>,
     /// The notification stream and decision timeline: also give it to the coordinator as

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentroom_agents::PriceTable;
 use agentroom_agents::hosted::{HostedReconciler, HostedSpecialists};
 use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
-use agentroom_agents::{Agents, PriceTable};
 use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId, Ports};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::MembershipChange;
@@ -39,8 +39,7 @@ use tokio::time::timeout;
 /// How long any one network step may take before the test fails (a hang, not a measure).
 pub const STEP: Duration = Duration::from_secs(30);
 
-pub type RoomCoordinator =
-    Coordinator<SqliteRooms, Agents, TestReconciler, SystemClock, MemoryCatalog>;
+pub type RoomCoordinator = Coordinator;
 
 /// The scripted agents' reconciler, with the hosted specialists' first for their calls: the
 /// composition `agentroom serve --hosted` makes.
@@ -199,7 +198,7 @@ pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
     let feed = Arc::new(Feed::new());
     let coordinator = Coordinator::new(
         Ports {
-            store: Arc::clone(&store),
+            store: store.clone(),
             provider: Arc::new(provider),
             reconciler: Arc::new(reconciler),
             clock: Arc::new(SystemClock),
@@ -251,9 +250,7 @@ pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
     // Mounted the way the host does: the A2E transport (with bearer tokens) merged with the
     // REST API, request ids on both.
     let api = Api {
-        rooms: api::hosted(coordinator.clone(), Arc::clone(&store)),
-        tokens: Arc::clone(&store) as Arc<dyn TokenStore>,
-        clock: Arc::new(SystemClock),
+        rooms: coordinator.clone(),
         planning,
         feed: Arc::clone(&feed),
     };

@@ -560,6 +560,14 @@ impl WorkflowStore for Heartbeats {
         self.store.operations(filter).await
     }
 
+    async fn room_operations(
+        &self,
+        room: &RoomId,
+        status: Option<agentroom_ports::OperationStatus>,
+    ) -> Result<Vec<OperationRecord>, agentroom_ports::StoreError> {
+        self.store.room_operations(room, status).await
+    }
+
     async fn release_lease(
         &self,
         op: OperationId,

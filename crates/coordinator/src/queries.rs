@@ -1,0 +1,188 @@
+//! The Room-scoped queries every edge reads through the service (REST, A2E, the operator CLI,
+//! the web board): the ledger and its breakdown, the decision log, delivered notifications,
+//! the Room's operations and what an operator confirmed about one. Each view is one store
+//! query for the Room it names, never a read of every Room's rows filtered at the edge.
+
+use std::collections::{BTreeMap, HashMap};
+
+use agentroom_ports::domain::ids::{NotificationId, OperationId, RoomId, Timestamp};
+use agentroom_ports::domain::ledger::LedgerEntry;
+use agentroom_ports::tokens::{AuthError, Authenticated};
+use agentroom_ports::{
+    Delivered, HistoryEntry, OperationFilter, OperationRecord, OperationStatus, OutboxPosition,
+    Resolution, Revision, RoomStore, TokenStore, WorkflowStore,
+};
+
+use crate::{Coordinator, CoordinatorError};
+
+/// What the Room has spent, broken down (B2, B3): the settled charges summed by objective,
+/// role, principal and model (the model the receipt names), and the ledger entries in order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BudgetBreakdown {
+    /// Micros charged per objective (`(none)` for calls outside one).
+    pub by_objective: BTreeMap<String, i64>,
+    /// Micros charged per call role.
+    pub by_role: BTreeMap<String, i64>,
+    /// Micros charged per principal called (`(none)` for the reasoner).
+    pub by_principal: BTreeMap<String, i64>,
+    /// Micros charged per model (`(unnamed)` when the receipt names none).
+    pub by_model: BTreeMap<String, i64>,
+    /// The ledger entries, in order.
+    pub entries: Vec<LedgerEntry>,
+}
+
+impl BudgetBreakdown {
+    /// Sums the settled charges of `entries`, reading each one's operation from `operations`
+    /// (`(unknown)` when it is not there).
+    fn of(entries: Vec<LedgerEntry>, operations: &[OperationRecord]) -> Self {
+        let by_op: HashMap<OperationId, &OperationRecord> =
+            operations.iter().map(|r| (r.op(), r)).collect();
+        let mut breakdown = Self::default();
+        for entry in &entries {
+            let LedgerEntry::Settled { op, charged, .. } = entry else {
+                continue;
+            };
+            let keys = match by_op.get(op) {
+                Some(record) => [
+                    record
+                        .request
+                        .objective
+                        .map_or_else(|| "(none)".to_owned(), |o| o.to_string()),
+                    record.request.role.as_str().to_owned(),
+                    record
+                        .request
+                        .principal
+                        .as_ref()
+                        .map_or_else(|| "(none)".to_owned(), ToString::to_string),
+                    record
+                        .receipt
+                        .as_ref()
+                        .and_then(|receipt| receipt.model.clone())
+                        .unwrap_or_else(|| "(unnamed)".to_owned()),
+                ],
+                None => ["(unknown)", "(unknown)", "(unknown)", "(unknown)"].map(str::to_owned),
+            };
+            let [objective, role, principal, model] = keys;
+            for (map, key) in [
+                (&mut breakdown.by_objective, objective),
+                (&mut breakdown.by_role, role),
+                (&mut breakdown.by_principal, principal),
+                (&mut breakdown.by_model, model),
+            ] {
+                let sum = map.entry(key).or_insert(0);
+                *sum = sum.saturating_add(charged.micros());
+            }
+        }
+        breakdown.entries = entries;
+        breakdown
+    }
+}
+
+/// What became of an operator's resolution of an operation (D2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolveOutcome {
+    /// Recorded; the Room applies it at its coordinator's next recovery.
+    Recorded,
+    /// The operation is neither uncertain nor dead-lettered: nothing was changed.
+    NotResolvable(OperationStatus),
+}
+
+impl Coordinator {
+    /// Who the bearer token `text` authenticates now (its Room and principal).
+    pub async fn authenticate(&self, text: &str) -> Result<Authenticated, AuthError> {
+        TokenStore::authenticate(&*self.shared.store, text, self.shared.clock.now()).await
+    }
+
+    /// Now, by the host's clock.
+    pub fn now(&self) -> Timestamp {
+        self.shared.clock.now()
+    }
+
+    /// The Room's ledger entries, in order.
+    pub async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, CoordinatorError> {
+        Ok(RoomStore::ledger(&*self.shared.store, room).await?)
+    }
+
+    /// The Room's ledger with its charges broken down by objective, role, principal and model:
+    /// two queries (the ledger, the Room's operations), whatever the number of entries.
+    pub async fn budget(&self, room: &RoomId) -> Result<BudgetBreakdown, CoordinatorError> {
+        let entries = self.ledger(room).await?;
+        let operations = self.room_operations(room, None).await?;
+        Ok(BudgetBreakdown::of(entries, &operations))
+    }
+
+    /// The operations of `room` (of `status` only, when given), oldest first.
+    pub async fn room_operations(
+        &self,
+        room: &RoomId,
+        status: Option<OperationStatus>,
+    ) -> Result<Vec<OperationRecord>, CoordinatorError> {
+        Ok(WorkflowStore::room_operations(&*self.shared.store, room, status).await?)
+    }
+
+    /// Every Room's operations of `status` on this store (the host's metrics).
+    pub async fn operations_by_status(
+        &self,
+        status: OperationStatus,
+    ) -> Result<Vec<OperationRecord>, CoordinatorError> {
+        Ok(WorkflowStore::operations(&*self.shared.store, OperationFilter::Status(status)).await?)
+    }
+
+    /// Operation `op` if it belongs to `room` (another Room's operation is not found).
+    pub async fn operation(
+        &self,
+        room: &RoomId,
+        op: OperationId,
+    ) -> Result<Option<OperationRecord>, CoordinatorError> {
+        Ok(WorkflowStore::operation(&*self.shared.store, op)
+            .await?
+            .filter(|record| &record.room == room))
+    }
+
+    /// Records an operator's resolution of `room`'s uncertain or dead-lettered operation
+    /// `op` (D2); `None` when the Room has no such operation.
+    pub async fn resolve(
+        &self,
+        room: &RoomId,
+        op: OperationId,
+        resolution: &Resolution,
+    ) -> Result<Option<ResolveOutcome>, CoordinatorError> {
+        let Some(record) = self.operation(room, op).await? else {
+            return Ok(None);
+        };
+        if WorkflowStore::resolve(&*self.shared.store, op, resolution).await? {
+            Ok(Some(ResolveOutcome::Recorded))
+        } else {
+            Ok(Some(ResolveOutcome::NotResolvable(record.status)))
+        }
+    }
+
+    /// Up to `limit` history rows of the Room after revision `after` (the decision log).
+    pub async fn history(
+        &self,
+        room: &RoomId,
+        after: Revision,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, CoordinatorError> {
+        Ok(RoomStore::history(&*self.shared.store, room, after, limit).await?)
+    }
+
+    /// Up to `limit` notifications of the Room delivered after position `after`.
+    pub async fn delivered(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<Delivered>, CoordinatorError> {
+        Ok(RoomStore::delivered(&*self.shared.store, room, after, limit).await?)
+    }
+
+    /// Where a notification of the Room is in the outbox.
+    pub async fn outbox_position(
+        &self,
+        room: &RoomId,
+        id: NotificationId,
+    ) -> Result<Option<OutboxPosition>, CoordinatorError> {
+        Ok(RoomStore::outbox_position(&*self.shared.store, room, id).await?)
+    }
+}
