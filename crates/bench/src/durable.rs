@@ -12,7 +12,7 @@ use sqlx::Connection;
 use sqlx::postgres::PgPoolOptions;
 use std::time::{Duration, Instant};
 
-use agentroom_coordinator::{CollectingNotifier, Coordinator, CoordinatorConfig, Outcome, Ports};
+use agentroom_coordinator::{CollectingNotifier, Coordinator, CoordinatorConfig, Outcome};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::Reconciliation;
 use agentroom_domain::engine::{
@@ -238,20 +238,19 @@ impl Reconciler for NobodyKnows {
 /// (transaction 2). Per-message latencies (µs, sorted) and the Room revisions each took.
 async fn through_coordinator(store: PgRooms, messages: usize) -> anyhow::Result<(Vec<f64>, f64)> {
     let store = Arc::new(store);
-    let coordinator = Coordinator::new(
-        Ports {
-            store: store.clone(),
-            provider: Arc::new(NoOp),
-            reconciler: Arc::new(NobodyKnows),
-            clock: Arc::new(SystemClock),
-            catalog: Arc::new(MemoryCatalog::new()),
-            notifier: Arc::new(CollectingNotifier::new()),
-        },
+    let coordinator = Coordinator::builder(
+        store.clone(),
         CoordinatorConfig::new(RunnerConfig::new(
             "bench-coordinator",
             Duration::from_secs(30),
         )),
-    );
+    )
+    .provider(Arc::new(NoOp))
+    .reconciler(Arc::new(NobodyKnows))
+    .clock(Arc::new(SystemClock))
+    .catalog(Arc::new(MemoryCatalog::new()))
+    .notifier(Arc::new(CollectingNotifier::new()))
+    .build();
     let decider = BenchDecider::new(0xc00d_1a7e);
     let room = create_room(&store, "bench-coordinator", &decider).await?;
     let id = room.state.room().clone();

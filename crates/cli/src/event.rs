@@ -6,11 +6,9 @@
 
 use std::sync::Arc;
 
-use agentroom_coordinator::Store;
-use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{EventId, PrincipalId, RoomId};
-use agentroom_ports::{Clock, EventAppend, SystemClock};
-use anyhow::{anyhow, bail};
+use agentroom_coordinator::{Coordinator, CoordinatorConfig, CoordinatorError, Store};
+use agentroom_domain::ids::{PrincipalId, RoomId};
+use anyhow::bail;
 use clap::Subcommand;
 
 use crate::store::{Missing, StoreArgs};
@@ -55,23 +53,16 @@ async fn post(
     author: PrincipalId,
     text: String,
 ) -> anyhow::Result<String> {
-    let Some(stored) = store.load(&room).await? else {
-        bail!("no room {room}: create it with `agentroom room create`; nothing was posted");
-    };
-    if stored.state.members().roles_of(&author).next().is_none() {
-        bail!("{author} is not a member of room {room}; nothing was posted");
-    }
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow!("no randomness for an event id: {e}"))?;
-    let event = Event {
-        id: EventId::from_uuid(uuid::Builder::from_random_bytes(bytes).into_uuid()),
-        room,
-        author,
-        body: EventBody::OwnerMessage { text },
-    };
-    match store.append_event(&event, SystemClock.now()).await? {
-        EventAppend::Inserted => Ok(format!("{}\n", event.id)),
-        // A fresh random id never collides but by a bug.
-        EventAppend::Existed => bail!("event {} exists already", event.id),
+    let coordinator =
+        Coordinator::builder(store, CoordinatorConfig::for_command("agentroom-event")).build();
+    match coordinator.record_message(&room, &author, text).await {
+        Ok(id) => Ok(format!("{id}\n")),
+        Err(CoordinatorError::UnknownRoom(room)) => {
+            bail!("no room {room}: create it with `agentroom room create`; nothing was posted")
+        }
+        Err(CoordinatorError::NotMember { principal, room }) => {
+            bail!("{principal} is not a member of room {room}; nothing was posted")
+        }
+        Err(err) => Err(err.into()),
     }
 }

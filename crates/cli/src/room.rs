@@ -13,22 +13,16 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentroom_coordinator::{
-    CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Ports, Store,
-};
-use agentroom_domain::catalog::MemoryCatalog;
-use agentroom_domain::engine::{MembershipChange, Verdict};
+use agentroom_coordinator::{Coordinator, CoordinatorConfig, NewMember, Store};
 use agentroom_domain::ids::{PrincipalId, RoomId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::room::Role;
 use agentroom_domain::state::{RoomSetup, RoomState};
-use agentroom_ports::tokens::{NewToken, RANDOM_BYTES, TokenMaterial};
-use agentroom_ports::{Clock, StoreError, SystemClock};
 use agentroom_workflows::RunnerConfig;
 use anyhow::{Context, anyhow, bail};
 use clap::Subcommand;
 
-use crate::host::{self, HostReconciler};
+use crate::host;
 use crate::store::{Missing, StoreArgs};
 
 /// `agentroom room …`
@@ -127,26 +121,22 @@ async fn create(
     members: &[Member],
 ) -> anyhow::Result<String> {
     let room = state.room().clone();
-    let clock = SystemClock;
-    match store.create(state, clock.now()).await {
-        Ok(_) => {}
-        Err(StoreError::RoomExists(_)) => bail!("room {room} exists already; nothing changed"),
-        Err(err) => return Err(err.into()),
-    }
-    let coordinator = Coordinator::new(
-        Ports {
-            store: Arc::clone(&store),
-            provider: Arc::new(agentroom_agents::Agents::new()),
-            reconciler: Arc::new(HostReconciler::Unknown),
-            clock: Arc::new(SystemClock),
-            catalog: Arc::new(MemoryCatalog::new()),
-            notifier: Arc::new(CollectingNotifier::new()),
-        },
+    let coordinator = Coordinator::builder(
+        store,
         CoordinatorConfig::new(RunnerConfig::new(
             "agentroom-room-create",
             std::time::Duration::from_secs(30),
         )),
-    );
+    )
+    .build();
+    let members: Vec<NewMember> = members
+        .iter()
+        .map(|m| NewMember {
+            principal: m.principal.clone(),
+            roles: m.roles.clone(),
+        })
+        .collect();
+    let tokens = coordinator.open_room(state, owner, &members).await?;
     let mut out = String::new();
     writeln!(
         out,
@@ -154,70 +144,22 @@ async fn create(
         state.ledger().balances().limit,
         state.ledger().balances().limit.micros()
     )?;
-    for member in members {
-        for role in &member.roles {
-            let outcome = coordinator
-                .change_membership(
-                    &room,
-                    InputId::named(&format!(
-                        "room create {room}: grant {} {}",
-                        member.principal,
-                        role.as_str()
-                    )),
-                    owner.clone(),
-                    member.principal.clone(),
-                    *role,
-                    MembershipChange::Grant,
-                )
-                .await?;
-            if let Some(refused) = outcome
-                .log()
-                .iter()
-                .find(|e| e.verdict == Verdict::Rejected)
-            {
-                bail!(
-                    "granting {} the role {} was refused: {}",
-                    member.principal,
-                    role.as_str(),
-                    refused.message
-                );
-            }
-        }
+    for member in &members {
         let roles: Vec<&str> = member.roles.iter().map(|r| r.as_str()).collect();
         writeln!(out, "member {}: {}", member.principal, roles.join(", "))?;
     }
-    let operator = members
-        .iter()
-        .find(|m| m.roles.contains(&Role::Operator))
-        .map(|m| &m.principal);
-    for (label, principal) in [("owner", Some(owner)), ("operator", operator)] {
-        let Some(principal) = principal else {
-            continue;
-        };
-        let issued = store
-            .issue_token(
-                NewToken {
-                    room: room.clone(),
-                    principal: principal.clone(),
-                    created_at: clock.now(),
-                    expires_at: None,
-                    label: Some(format!("room create ({label})")),
-                },
-                material()?,
-            )
-            .await?;
-        writeln!(out, "{label} token ({principal}): {}", issued.text())?;
+    for token in tokens {
+        writeln!(
+            out,
+            "{} token ({}): {}",
+            token.label,
+            token.principal,
+            token.issued.text()
+        )?;
     }
     writeln!(
         out,
         "(each token is shown only now; the store keeps its hash)"
     )?;
     Ok(out)
-}
-
-/// Fresh token material from the operating system's randomness.
-pub(crate) fn material() -> anyhow::Result<TokenMaterial> {
-    let mut bytes = [0u8; RANDOM_BYTES];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow!("no randomness for a token: {e}"))?;
-    Ok(TokenMaterial::from_random(bytes))
 }

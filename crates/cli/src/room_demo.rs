@@ -14,7 +14,7 @@ use std::sync::Arc;
 use agentroom_agents::PriceTable;
 use agentroom_agents::scripted::{Journal, Scenario, Scripted};
 use agentroom_coordinator::{
-    CollectingNotifier, Committed, Coordinator, CoordinatorConfig, InputId, Ports,
+    CollectingNotifier, Committed, Coordinator, CoordinatorConfig, InputId,
 };
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::{Effect, MembershipChange, Verdict as LogVerdict};
@@ -97,20 +97,19 @@ pub(crate) async fn run(name: &str, root: Option<PathBuf>) -> anyhow::Result<Str
             c.bind(capability, provider)
         });
     let notifier = Arc::new(CollectingNotifier::new());
-    let coordinator = Coordinator::new(
-        Ports {
-            store: store.clone(),
-            provider: Arc::new(scripted.agents()),
-            reconciler: Arc::new(reconciler),
-            clock: Arc::new(SystemClock),
-            catalog: Arc::new(catalog),
-            notifier: Arc::clone(&notifier) as _,
-        },
+    let coordinator = Coordinator::builder(
+        store.clone(),
         CoordinatorConfig::new(RunnerConfig::new(
             "agentroom-demo",
             std::time::Duration::from_secs(30),
         )),
-    );
+    )
+    .provider(Arc::new(scripted.agents()))
+    .reconciler(Arc::new(reconciler))
+    .clock(Arc::new(SystemClock))
+    .catalog(Arc::new(catalog))
+    .notifier(Arc::clone(&notifier) as _)
+    .build();
     let mut watch = coordinator.watch();
     let room = RoomId::parse("local")?;
     let policy = match &spec.policy {

@@ -33,9 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentroom_coordinator::{
-    BackgroundConfig, Coordinated, Coordinator, CoordinatorConfig, Ports, Store,
-};
+use agentroom_coordinator::{BackgroundConfig, Coordinated, Coordinator, CoordinatorConfig, Store};
 use agentroom_domain::ids::RoomId;
 use agentroom_planning::{PlanningRepository, PlanningService, SystemAmbient};
 use agentroom_ports::SystemClock;
@@ -184,17 +182,16 @@ async fn start_coordinator(
         tracing::warn!("no agents configured (--agents or --openai): every call is refused");
     }
     let feed = Arc::new(Feed::new());
-    let coordinator = Coordinator::new(
-        Ports {
-            store: Arc::clone(&store),
-            provider: Arc::new(agents),
-            reconciler: Arc::new(reconciler),
-            clock: Arc::new(SystemClock),
-            catalog: catalog.clone(),
-            notifier: Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)),
-        },
+    let coordinator = Coordinator::builder(
+        store,
         CoordinatorConfig::new(RunnerConfig::new(runner_name(), args.lease)),
-    );
+    )
+    .provider(Arc::new(agents))
+    .reconciler(Arc::new(reconciler))
+    .clock(Arc::new(SystemClock))
+    .catalog(catalog.clone())
+    .notifier(Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)))
+    .build();
     // Coordinator plans are planning plans (one per objective, `plan_id` = its id).
     let planning = Arc::new(
         PlanningService::new(Arc::clone(&http.planning), Arc::new(SystemAmbient))

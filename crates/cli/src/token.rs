@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentroom_coordinator::{Coordinator, CoordinatorConfig, Store};
 use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
-use agentroom_ports::{Clock, NewToken, SystemClock, TokenId, TokenRecord, TokenStore};
+use agentroom_ports::{NewToken, TokenId, TokenRecord};
 use agentroom_store_sqlite::{Durability, SqliteRooms};
 use anyhow::{Context, bail};
 use clap::Subcommand;
@@ -86,7 +87,13 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("`{text}` is longer than 100 years"))
 }
 
-async fn open(store: &StoreArgs) -> anyhow::Result<Arc<dyn TokenStore>> {
+/// The service over the store of `store`, which must exist already.
+async fn open(store: &StoreArgs) -> anyhow::Result<Coordinator> {
+    let store = open_store(store).await?;
+    Ok(Coordinator::builder(store, CoordinatorConfig::for_command("agentroom-token")).build())
+}
+
+async fn open_store(store: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
     if let Some(url) = &store.database_url {
         let pg = agentroom_store_postgres::PgRooms::connect(url)
             .await
@@ -123,22 +130,20 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
             store,
         } => {
             let tokens = open(&store).await?;
-            let now = SystemClock.now();
+            let now = tokens.now();
             let expires_at = expires_in.map(|d| {
                 let millis = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
                 Timestamp::from_millis(now.as_millis().saturating_add(millis))
             });
-            let issued = agentroom_server::api::issue_token(
-                &*tokens,
-                NewToken {
+            let issued = tokens
+                .issue_token(NewToken {
                     room,
                     principal,
                     created_at: now,
                     expires_at,
                     label,
-                },
-            )
-            .await?;
+                })
+                .await?;
             let record = &issued.record;
             if json {
                 let mut value = json!(record);
@@ -166,7 +171,7 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
         }
         Command::Revoke { token_id, store } => {
             let tokens = open(&store).await?;
-            let record = tokens.revoke_token(&token_id, SystemClock.now()).await?;
+            let record = tokens.revoke_token(&token_id).await?;
             writeln!(
                 out,
                 "revoked token {} ({} in room {}) at {}",
@@ -178,7 +183,7 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
         }
         Command::List { room, json, store } => {
             let tokens = open(&store).await?;
-            let records = tokens.list_tokens(&room).await?;
+            let records = tokens.tokens(&room).await?;
             if json {
                 writeln!(out, "{}", serde_json::to_string(&records)?)?;
             } else {

@@ -1,8 +1,9 @@
 //! The coordinator's typed errors.
 
 use agentroom_ports::domain::engine::InputError;
-use agentroom_ports::domain::ids::{EventId, RoomId};
-use agentroom_ports::{CommitError, StoreError};
+use agentroom_ports::domain::ids::{EventId, PrincipalId, RoomId};
+use agentroom_ports::domain::room::Role;
+use agentroom_ports::{CommitError, NoRandomness, StoreError, TokenError};
 use agentroom_workflows::WorkflowError;
 
 /// Why an input was not decided and committed. Nothing was written unless said otherwise.
@@ -47,6 +48,33 @@ pub enum CoordinatorError {
         /// The Room it was posted to.
         room: RoomId,
     },
+    /// A Room with that id exists already; nothing changed.
+    #[error("room {0} exists already; nothing changed")]
+    RoomExists(RoomId),
+    /// Granting a new Room's member a role was refused by a rule.
+    #[error("granting {principal} the role {} was refused: {message}", role.as_str())]
+    GrantRefused {
+        /// The member.
+        principal: PrincipalId,
+        /// The role.
+        role: Role,
+        /// The rule's message.
+        message: String,
+    },
+    /// The principal holds no role in the Room; nothing was recorded.
+    #[error("{principal} is not a member of room {room}; nothing was recorded")]
+    NotMember {
+        /// The principal.
+        principal: PrincipalId,
+        /// The Room.
+        room: RoomId,
+    },
+    /// No randomness for an id or a token secret: nothing was made.
+    #[error(transparent)]
+    NoRandomness(#[from] NoRandomness),
+    /// The token store failed.
+    #[error("tokens: {0}")]
+    Tokens(#[from] TokenError),
     /// A workflow step (recovery) failed.
     #[error("workflow: {0}")]
     Workflow(#[from] WorkflowError),

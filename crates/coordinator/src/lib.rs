@@ -17,12 +17,14 @@
 mod actor;
 mod background;
 mod control;
+mod defaults;
 mod error;
 mod ids;
 mod notify;
 mod owner;
 mod plans;
 mod queries;
+mod setup;
 mod shutdown;
 mod sink;
 
@@ -30,7 +32,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use agentroom_ports::domain::catalog::CapabilityCatalog;
+use agentroom_ports::domain::catalog::{CapabilityCatalog, MemoryCatalog};
 use agentroom_ports::domain::engine::{
     ControlAction, Effect, Input, LateDecision, LogEntry, MembershipChange,
 };
@@ -44,8 +46,8 @@ use agentroom_ports::domain::review::ReviewSubmission;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::domain::state::RoomState;
 use agentroom_ports::{
-    Clock, CommitError, Notifier, Outbox, Reconciler, Revision, RoomStore, StoreError, StoredRoom,
-    TokenStore, WorkflowStore,
+    Clock, CommitError, Notifier, Outbox, Random, Reconciler, Revision, RoomStore, StoreError,
+    StoredRoom, SystemClock, SystemRandom, TokenStore, WorkflowStore,
 };
 use agentroom_workflows::{Provider, RecoveryReport, Runner, RunnerConfig};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -55,6 +57,7 @@ pub use error::CoordinatorError;
 pub use ids::InputId;
 pub use notify::CollectingNotifier;
 pub use queries::{BudgetBreakdown, ResolveOutcome};
+pub use setup::{FirstToken, NewMember};
 pub use shutdown::ShutdownReport;
 
 use actor::{Command, Guard};
@@ -89,27 +92,92 @@ impl CoordinatorConfig {
         self
     }
 
+    /// For a command that runs no call of its own (create a Room, issue a token, record an
+    /// event): a runner named `name` with a 30 s lease.
+    pub fn for_command(name: &str) -> Self {
+        Self::new(RunnerConfig::new(name, Duration::from_secs(30)))
+    }
+
     /// The runner's settings.
     pub fn runner(&self) -> &RunnerConfig {
         &self.runner
     }
 }
 
-/// The adapters the coordinator works through, as trait objects; the composition root picks
-/// them.
-pub struct Ports {
-    /// Rooms, operations, the outbox and tokens.
-    pub store: Arc<dyn Store>,
+/// Builds the one [`Coordinator`] of a process from its store and configuration; every other
+/// port has a default a command that only reads or records needs: no agents (every call is
+/// refused, nothing is sent), nobody to confirm uncertain calls, the system clock and
+/// randomness, an empty capability catalog, notifications only traced.
+pub struct CoordinatorBuilder {
+    store: Arc<dyn Store>,
+    config: CoordinatorConfig,
+    provider: Arc<dyn Provider>,
+    reconciler: Arc<dyn Reconciler>,
+    clock: Arc<dyn Clock>,
+    random: Arc<dyn Random>,
+    catalog: Arc<dyn CapabilityCatalog + Send + Sync>,
+    notifier: Arc<dyn Notifier>,
+}
+
+impl CoordinatorBuilder {
     /// What executes calls (the agents' router).
-    pub provider: Arc<dyn Provider>,
-    /// Confirms uncertain calls (D2).
-    pub reconciler: Arc<dyn Reconciler>,
+    pub fn provider(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.provider = provider;
+        self
+    }
+
+    /// What confirms uncertain calls (D2).
+    pub fn reconciler(mut self, reconciler: Arc<dyn Reconciler>) -> Self {
+        self.reconciler = reconciler;
+        self
+    }
+
     /// The host's clock (leases use the database's).
-    pub clock: Arc<dyn Clock>,
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Where fresh ids and token secrets come from.
+    pub fn random(mut self, random: Arc<dyn Random>) -> Self {
+        self.random = random;
+        self
+    }
+
     /// The capability catalog the engine resolves through.
-    pub catalog: Arc<dyn CapabilityCatalog + Send + Sync>,
+    pub fn catalog(mut self, catalog: Arc<dyn CapabilityCatalog + Send + Sync>) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
     /// Where notifications leave the outbox to (T5).
-    pub notifier: Arc<dyn Notifier>,
+    pub fn notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
+        self.notifier = notifier;
+        self
+    }
+
+    /// The coordinator. Call [`Coordinator::recover`] before posting, so calls a previous
+    /// process left are classified first (D2, D6).
+    pub fn build(self) -> Coordinator {
+        let (in_flight, _) = watch::channel(0);
+        Coordinator {
+            shared: Arc::new(Shared {
+                store: self.store,
+                provider: self.provider,
+                reconciler: self.reconciler,
+                clock: self.clock,
+                random: self.random,
+                catalog: self.catalog,
+                notifier: self.notifier,
+                config: self.config,
+                rooms: Mutex::new(HashMap::new()),
+                in_flight,
+                watchers: Mutex::new(Vec::new()),
+                gate: shutdown::Gate::default(),
+                running: shutdown::RunningCalls::default(),
+            }),
+        }
+    }
 }
 
 /// What an input's decision did.
@@ -168,6 +236,7 @@ pub(crate) struct Shared {
     pub(crate) provider: Arc<dyn Provider>,
     pub(crate) reconciler: Arc<dyn Reconciler>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) random: Arc<dyn Random>,
     pub(crate) catalog: Arc<dyn CapabilityCatalog + Send + Sync>,
     pub(crate) notifier: Arc<dyn Notifier>,
     pub(crate) config: CoordinatorConfig,
@@ -200,25 +269,18 @@ pub trait Store: RoomStore + WorkflowStore + Outbox + TokenStore + 'static {}
 impl<T: RoomStore + WorkflowStore + Outbox + TokenStore + 'static> Store for T {}
 
 impl Coordinator {
-    /// A coordinator over `ports`. Call [`Coordinator::recover`] before posting, so calls a
-    /// previous process left are classified first (D2, D6).
-    pub fn new(ports: Ports, config: CoordinatorConfig) -> Self {
-        let (in_flight, _) = watch::channel(0);
-        Self {
-            shared: Arc::new(Shared {
-                store: ports.store,
-                provider: ports.provider,
-                reconciler: ports.reconciler,
-                clock: ports.clock,
-                catalog: ports.catalog,
-                notifier: ports.notifier,
-                config,
-                rooms: Mutex::new(HashMap::new()),
-                in_flight,
-                watchers: Mutex::new(Vec::new()),
-                gate: shutdown::Gate::default(),
-                running: shutdown::RunningCalls::default(),
-            }),
+    /// A builder over `store`, run by `config`; the other ports have defaults
+    /// ([`CoordinatorBuilder`]).
+    pub fn builder(store: Arc<dyn Store>, config: CoordinatorConfig) -> CoordinatorBuilder {
+        CoordinatorBuilder {
+            store,
+            config,
+            provider: Arc::new(defaults::NoAgents),
+            reconciler: Arc::new(defaults::NobodyKnows),
+            clock: Arc::new(SystemClock),
+            random: Arc::new(SystemRandom),
+            catalog: Arc::new(MemoryCatalog::new()),
+            notifier: Arc::new(defaults::TracedNotifier),
         }
     }
 

@@ -18,6 +18,7 @@ pub mod agents;
 pub mod clock;
 pub mod delta;
 pub mod notify;
+pub mod random;
 pub mod reconcile;
 pub mod rooms;
 pub mod tokens;
@@ -40,6 +41,7 @@ pub use agents::{
 pub use clock::{Clock, SystemClock};
 pub use delta::{Delta, DeltaError, Sections};
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
+pub use random::{NoRandomness, Random, SystemRandom};
 pub use reconcile::{ReconcileError, Reconciler};
 pub use rooms::{
     Commit, CommitError, Delivered, EventAppend, HistoryEntry, OutboxPosition, Revision, RoomStore,

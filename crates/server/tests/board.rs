@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use agentroom_agents::PriceTable;
 use agentroom_agents::scripted::{Journal, Scenario, Scripted};
-use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId, Ports};
+use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::MembershipChange;
 use agentroom_domain::ids::{PrincipalId, RoomId};
@@ -124,17 +124,16 @@ async fn spawn_app() -> App {
             c.bind(capability, provider)
         });
     let feed = Arc::new(Feed::new());
-    let coordinator = Coordinator::new(
-        Ports {
-            store: store.clone(),
-            provider: Arc::new(scripted.agents()),
-            reconciler: Arc::new(reconciler),
-            clock: Arc::new(SystemClock),
-            catalog: Arc::new(catalog),
-            notifier: Arc::clone(&feed) as _,
-        },
+    let coordinator = Coordinator::builder(
+        store.clone(),
         CoordinatorConfig::new(RunnerConfig::new("board-test", Duration::from_secs(30))),
-    );
+    )
+    .provider(Arc::new(scripted.agents()))
+    .reconciler(Arc::new(reconciler))
+    .clock(Arc::new(SystemClock))
+    .catalog(Arc::new(catalog))
+    .notifier(Arc::clone(&feed) as _)
+    .build();
     let room = RoomId::parse("local").unwrap();
     let state = RoomState::new(RoomSetup {
         room: room.clone(),

@@ -19,7 +19,7 @@ use std::time::Duration;
 use agentroom_agents::scripted::{Scenario, Scripted};
 use agentroom_agents::{Agents, PriceTable};
 use agentroom_coordinator::{
-    CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Outcome, Ports, Store,
+    CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Outcome, Store,
 };
 use agentroom_ports::OperationRecord;
 use agentroom_ports::domain::catalog::MemoryCatalog;
@@ -153,17 +153,13 @@ pub fn coordinator<S: Store>(
     runner: &str,
 ) -> (Coordinator, Arc<CollectingNotifier>) {
     let notifier = Arc::new(CollectingNotifier::new());
-    let coordinator = Coordinator::new(
-        Ports {
-            store,
-            provider,
-            reconciler: Arc::new(NoReconciler),
-            clock: Arc::new(TickClock::default()),
-            catalog: Arc::new(catalog),
-            notifier: Arc::clone(&notifier) as _,
-        },
-        config(runner),
-    );
+    let coordinator = Coordinator::builder(store, config(runner))
+        .provider(provider)
+        .reconciler(Arc::new(NoReconciler))
+        .clock(Arc::new(TickClock::default()))
+        .catalog(Arc::new(catalog))
+        .notifier(Arc::clone(&notifier) as _)
+        .build();
     (coordinator, notifier)
 }
 

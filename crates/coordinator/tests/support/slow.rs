@@ -17,7 +17,7 @@ use std::time::Duration;
 use agentroom_agents::Agents;
 use agentroom_agents::scripted::{Journal, JournalReconciler, SCRIPTED_ROLES, Scenario, Scripted};
 use agentroom_coordinator::{
-    CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Outcome, Ports, Store,
+    CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Outcome, Store,
 };
 use agentroom_ports::OperationFilter;
 use agentroom_ports::domain::engine::{CallRequest, ControlAction, LateDecision, MembershipChange};
@@ -120,17 +120,13 @@ impl<S: Store> World<S> {
         let runner = RunnerConfig::new("control", Duration::from_secs(30))
             .with_heartbeat(Duration::from_millis(20))
             .with_abort_grace(Duration::from_secs(120));
-        let coordinator = Coordinator::new(
-            Ports {
-                store: store.clone(),
-                provider: slow.clone(),
-                reconciler: Arc::new(reconciler),
-                clock: Arc::new(TickClock::default()),
-                catalog: Arc::new(catalog),
-                notifier: Arc::new(CollectingNotifier::new()),
-            },
-            CoordinatorConfig::new(runner),
-        );
+        let coordinator = Coordinator::builder(store.clone(), CoordinatorConfig::new(runner))
+            .provider(slow.clone())
+            .reconciler(Arc::new(reconciler))
+            .clock(Arc::new(TickClock::default()))
+            .catalog(Arc::new(catalog))
+            .notifier(Arc::new(CollectingNotifier::new()))
+            .build();
         coordinator.recover().await.unwrap();
         coordinator.create_room(&state).await.unwrap();
         let spec = scenario.room().unwrap();

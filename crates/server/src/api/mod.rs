@@ -24,7 +24,6 @@ mod feed;
 mod handlers;
 mod metrics;
 mod openapi;
-mod tokens;
 
 use std::sync::Arc;
 
@@ -38,7 +37,6 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 
 pub(crate) use auth::authorize;
 pub use feed::Feed;
-pub use tokens::{IssueError, issue_token};
 
 /// The largest JSON body the REST API reads; above it a request is a 413 and nothing changes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use agentroom_agents::PriceTable;
 use agentroom_agents::hosted::{HostedReconciler, HostedSpecialists};
 use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
-use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId, Ports};
+use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::MembershipChange;
 use agentroom_domain::engine::Reconciliation;
@@ -196,17 +196,16 @@ pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
             c.bind(capability, provider)
         });
     let feed = Arc::new(Feed::new());
-    let coordinator = Coordinator::new(
-        Ports {
-            store: store.clone(),
-            provider: Arc::new(provider),
-            reconciler: Arc::new(reconciler),
-            clock: Arc::new(SystemClock),
-            catalog: Arc::new(catalog),
-            notifier: Arc::clone(&feed) as _,
-        },
+    let coordinator = Coordinator::builder(
+        store.clone(),
         CoordinatorConfig::new(RunnerConfig::new("rest-test", Duration::from_secs(30))),
-    );
+    )
+    .provider(Arc::new(provider))
+    .reconciler(Arc::new(reconciler))
+    .clock(Arc::new(SystemClock))
+    .catalog(Arc::new(catalog))
+    .notifier(Arc::clone(&feed) as _)
+    .build();
     let room = local();
     let state = RoomState::new(RoomSetup {
         room: room.clone(),
