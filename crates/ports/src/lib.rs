@@ -17,6 +17,7 @@ pub use agentroom_domain as domain;
 pub mod agents;
 pub mod clock;
 pub mod delta;
+pub mod error;
 pub mod notify;
 pub mod reconcile;
 pub mod rooms;
@@ -39,6 +40,7 @@ pub use agents::{
 };
 pub use clock::{Clock, SystemClock};
 pub use delta::{Delta, DeltaError, Sections};
+pub use error::BoxError;
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
 pub use reconcile::{ReconcileError, Reconciler};
 pub use rooms::{

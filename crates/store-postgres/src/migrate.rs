@@ -125,15 +125,20 @@ async fn applied_versions(pool: &PgPool) -> Result<BTreeSet<i64>, MigrateError> 
 #[derive(Debug)]
 pub(crate) enum SchemaCheck {
     /// The migration table could not be read (the database failed).
-    Unreadable(String),
+    Unreadable(sqlx::Error),
     /// The schema is not exactly this binary's; the text says what differs.
     NotMigrated(String),
 }
 
+/// What the construction check was doing when the database failed.
+const READING_MIGRATIONS: &str = "reading the migration table _sqlx_migrations";
+
 impl From<SchemaCheck> for RepoError {
     fn from(check: SchemaCheck) -> Self {
         match check {
-            SchemaCheck::Unreadable(detail) => RepoError::Database(detail),
+            SchemaCheck::Unreadable(error) => {
+                RepoError::Database(format!("{READING_MIGRATIONS}: {error}"))
+            }
             SchemaCheck::NotMigrated(detail) => RepoError::NotMigrated { detail },
         }
     }
@@ -142,8 +147,8 @@ impl From<SchemaCheck> for RepoError {
 impl From<SchemaCheck> for StoreError {
     fn from(check: SchemaCheck) -> Self {
         match check {
-            SchemaCheck::Unreadable(detail) => StoreError::Database(detail),
-            SchemaCheck::NotMigrated(detail) => StoreError::NotMigrated(detail),
+            SchemaCheck::Unreadable(error) => StoreError::database(READING_MIGRATIONS, error),
+            SchemaCheck::NotMigrated(detail) => StoreError::not_migrated(detail),
         }
     }
 }
@@ -151,9 +156,7 @@ impl From<SchemaCheck> for StoreError {
 /// The construction check (D5): `Ok` only when every migration this binary knows is applied
 /// successfully with its checksum and none is applied that it does not know.
 pub(crate) async fn check_migrated(pool: &PgPool) -> Result<(), SchemaCheck> {
-    let applied = applied(pool).await.map_err(|e| {
-        SchemaCheck::Unreadable(format!("reading the migration table _sqlx_migrations: {e}"))
-    })?;
+    let applied = applied(pool).await.map_err(SchemaCheck::Unreadable)?;
     let problems: Vec<String> = compare(&applied)
         .into_iter()
         .filter_map(|m| {

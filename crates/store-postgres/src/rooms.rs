@@ -76,7 +76,7 @@ impl PgRooms {
         let pool = PgPoolOptions::new()
             .connect(url)
             .await
-            .map_err(|e| StoreError::Database(format!("connecting to PostgreSQL: {e}")))?;
+            .map_err(|e| StoreError::database("connecting to PostgreSQL", e))?;
         Self::from_pool(pool).await
     }
 
@@ -142,27 +142,29 @@ pub(crate) fn failed(context: &'static str) -> impl FnOnce(sqlx::Error) -> Store
         let code = error.as_database_error().and_then(|e| e.code());
         match code.as_deref() {
             // undefined_table, undefined_function
-            Some("42P01" | "42883") => StoreError::NotMigrated(format!("{context}: {error}")),
-            _ => StoreError::Database(format!("{context}: {error}")),
+            Some("42P01" | "42883") => StoreError::NotMigrated {
+                context: context.to_owned(),
+                source: Some(error.into()),
+            },
+            _ => StoreError::database(context, error),
         }
     }
 }
 
 /// Reads stored JSON text back, or says what could not be read.
 pub(crate) fn parse_json<T: DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+    serde_json::from_str(text).map_err(|e| StoreError::corrupt(what, e))
 }
 
 /// Writes JSON text; the domain's types are plain data, so this fails only on a bug.
 pub(crate) fn to_json<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value)
-        .map_err(|e| StoreError::Database(format!("serializing {what}: {e}")))
+    serde_json::to_string(value).map_err(|e| StoreError::database(format!("serializing {what}"), e))
 }
 
 /// JSON text of one value of a commit.
 fn json_text<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, CommitError> {
     serde_json::to_string(value)
-        .map_err(|e| CommitError::Store(StoreError::Database(format!("serializing {what}: {e}"))))
+        .map_err(|e| CommitError::Store(StoreError::database(format!("serializing {what}"), e)))
 }
 
 /// JSON texts of a commit's values, bound as one array.
@@ -185,8 +187,8 @@ fn as_i64(n: u64) -> i64 {
 /// Rebuilds a state from a stored document and the deltas after it.
 fn rebuild(state: &str, deltas: &[String]) -> Result<Sections, StoreError> {
     let value: Value = parse_json("a Room snapshot", state)?;
-    let mut document = Sections::from_value(value)
-        .map_err(|e| StoreError::Corrupt(format!("a Room snapshot: {e}")))?;
+    let mut document =
+        Sections::from_value(value).map_err(|e| StoreError::corrupt("a Room snapshot", e))?;
     apply(&mut document, deltas)?;
     Ok(document)
 }
@@ -197,15 +199,14 @@ fn apply(document: &mut Sections, deltas: &[String]) -> Result<(), StoreError> {
         let delta: Delta = parse_json("a Room history delta", text)?;
         document
             .apply(&delta)
-            .map_err(|e| StoreError::Corrupt(format!("history delta {i} of a rebuild: {e}")))?;
+            .map_err(|e| StoreError::corrupt(format!("history delta {i} of a rebuild"), e))?;
     }
     Ok(())
 }
 
 fn room_state(document: &Sections) -> Result<RoomState, StoreError> {
     let members = serde::de::value::MapDeserializer::<_, serde_json::Error>::new(document.iter());
-    RoomState::deserialize(members)
-        .map_err(|e| StoreError::Corrupt(format!("a rebuilt Room state: {e}")))
+    RoomState::deserialize(members).map_err(|e| StoreError::corrupt("a rebuilt Room state", e))
 }
 
 /// The first receipt of `receipts` that a refused commit did not write, from the refusal's
@@ -287,10 +288,10 @@ impl RoomStore for PgRooms {
     async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError> {
         let room = state.room();
         let document = serde_json::to_value(state)
-            .map_err(|e| StoreError::Database(format!("serializing a Room state: {e}")))?;
+            .map_err(|e| StoreError::database("serializing a Room state", e))?;
         let text = to_json("a Room state", &document)?;
         let document = Sections::from_value(document)
-            .map_err(|e| StoreError::Database(format!("serializing a Room state: {e}")))?;
+            .map_err(|e| StoreError::database("serializing a Room state", e))?;
         let opening = state
             .ledger()
             .opening()
@@ -341,7 +342,7 @@ impl RoomStore for PgRooms {
             return Ok(None);
         };
         if i64::try_from(deltas.len()).ok() != revision.checked_sub(snapshot) {
-            return Err(StoreError::Corrupt(format!(
+            return Err(StoreError::inconsistent(format!(
                 "room {room} is at revision {revision} but history holds {} deltas after its \
                  snapshot at {snapshot}",
                 deltas.len()
@@ -374,9 +375,7 @@ impl RoomStore for PgRooms {
         commit: Commit<'_>,
     ) -> Result<Revision, CommitError> {
         let serialize = |e: serde_json::Error| {
-            CommitError::Store(StoreError::Database(format!(
-                "serializing a Room state: {e}"
-            )))
+            CommitError::Store(StoreError::database("serializing a Room state", e))
         };
         // The state at `expected` is what the caller passes as `previous`; when this process
         // knows that revision, its document is the stored one and needs no serializing. The
@@ -388,7 +387,7 @@ impl RoomStore for PgRooms {
             Some(known) if known.revision == expected => known.document,
             _ => Arc::new(
                 Sections::from_value(serde_json::to_value(commit.previous).map_err(serialize)?)
-                    .map_err(|e| CommitError::Store(StoreError::Database(e.to_string())))?,
+                    .map_err(|e| CommitError::Store(StoreError::database("a Room state", e)))?,
             ),
         };
         let changed = commit
@@ -588,13 +587,13 @@ impl RoomStore for PgRooms {
             .fetch_all(&self.pool)
             .await
             .map_err(failed("reading unaccepted events"))?;
-        let corrupt = |e: agentroom_domain::ids::IdError| StoreError::Corrupt(e.to_string());
+        let corrupt = |e: agentroom_domain::ids::IdError| StoreError::corrupt("an id", e);
         rows.into_iter()
             .map(|(id, author, body)| {
                 Ok(Event {
                     id: id
                         .parse()
-                        .map_err(|_| StoreError::Corrupt(format!("event id {id}")))?,
+                        .map_err(|e| StoreError::corrupt(format!("event id {id}"), e))?,
                     room: room.clone(),
                     author: PrincipalId::parse(&author).map_err(corrupt)?,
                     body: parse_json::<EventBody>("an event body", &body)?,
@@ -651,7 +650,7 @@ impl RoomStore for PgRooms {
         .await
         .map_err(failed("listing rooms"))?;
         ids.iter()
-            .map(|id| RoomId::parse(id).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .map(|id| RoomId::parse(id).map_err(|e| StoreError::corrupt("a room id", e)))
             .collect()
     }
 }
@@ -742,7 +741,7 @@ impl PgRooms {
         let Some((room, author, body)) = row else {
             return Ok(None);
         };
-        let corrupt = |e: agentroom_domain::ids::IdError| StoreError::Corrupt(e.to_string());
+        let corrupt = |e: agentroom_domain::ids::IdError| StoreError::corrupt("an id", e);
         Ok(Some(Event {
             id,
             room: RoomId::parse(&room).map_err(corrupt)?,
@@ -764,7 +763,7 @@ impl Outbox for PgRooms {
         rows.into_iter()
             .map(|(room, body, attempts)| {
                 Ok(OutboxItem {
-                    room: RoomId::parse(&room).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    room: RoomId::parse(&room).map_err(|e| StoreError::corrupt("a room id", e))?,
                     notification: parse_json("an outbox notification", &body)?,
                     attempts: u32::try_from(attempts).unwrap_or(0),
                 })

@@ -220,15 +220,15 @@ impl std::fmt::Debug for SqliteRooms {
 }
 
 fn db(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
-    move |e| StoreError::Database(format!("{context}: {e}"))
+    move |e| StoreError::database(context, e)
 }
 
 fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+    serde_json::to_string(value).map_err(|e| StoreError::corrupt(what, e))
 }
 
 fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+    serde_json::from_str(text).map_err(|e| StoreError::corrupt(what, e))
 }
 
 fn millis(duration: Duration) -> i64 {
@@ -279,12 +279,12 @@ fn operation_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OperationRow>
 impl OperationRow {
     fn parse(self) -> Result<OperationRecord, StoreError> {
         let room = RoomId::parse(&self.room)
-            .map_err(|e| StoreError::Corrupt(format!("room of an operation: {e}")))?;
+            .map_err(|e| StoreError::corrupt("the room of an operation", e))?;
         let request: agentroom_domain::engine::CallRequest =
             from_json(&self.request, "an operation's request")?;
         let op = request.op;
         let status = OperationStatus::parse(&self.status).ok_or_else(|| {
-            StoreError::Corrupt(format!("operation {op} has status `{}`", self.status))
+            StoreError::inconsistent(format!("operation {op} has status `{}`", self.status))
         })?;
         let receipt = self
             .receipt
@@ -344,7 +344,7 @@ fn rebuild(
         })
         .map_err(&err)?;
     let Some((base, state)) = snapshot else {
-        return Err(StoreError::Corrupt(format!(
+        return Err(StoreError::inconsistent(format!(
             "room {room} has no snapshot at or before revision {target}"
         )));
     };
@@ -364,7 +364,7 @@ fn rebuild(
             let revision: i64 = row.get(0).map_err(&err)?;
             expected += 1;
             if revision != expected {
-                return Err(StoreError::Corrupt(format!(
+                return Err(StoreError::inconsistent(format!(
                     "room {room} has no history row for revision {expected}"
                 )));
             }
@@ -373,20 +373,20 @@ fn rebuild(
                 .map_err(&err)?
                 .as_str_or_null()
                 .map_err(|e| {
-                    StoreError::Corrupt(format!("history of room {room} at {revision}: {e}"))
+                    StoreError::corrupt(format!("history of room {room} at {revision}"), e)
                 })?;
             let Some(text) = text else {
-                return Err(StoreError::Corrupt(format!(
+                return Err(StoreError::inconsistent(format!(
                     "room {room} has no change stored for revision {revision}"
                 )));
             };
             let delta: Delta = from_json(text, "a history row")?;
             delta
                 .apply(&mut value)
-                .map_err(|e| StoreError::Corrupt(format!("room {room} at {revision}: {e}")))?;
+                .map_err(|e| StoreError::corrupt(format!("room {room} at {revision}"), e))?;
         }
         if expected != target {
-            return Err(StoreError::Corrupt(format!(
+            return Err(StoreError::inconsistent(format!(
                 "room {room} has no history row for revision {}",
                 expected + 1
             )));
@@ -398,7 +398,7 @@ fn rebuild(
 /// Reads a state out of its JSON without copying the JSON.
 fn state_from(room: &RoomId, revision: Revision, value: &Value) -> Result<RoomState, StoreError> {
     RoomState::deserialize(value)
-        .map_err(|e| StoreError::Corrupt(format!("room {room} at {revision}: {e}")))
+        .map_err(|e| StoreError::corrupt(format!("room {room} at {revision}"), e))
 }
 
 /// Rooms whose latest state this store keeps as JSON.
@@ -448,8 +448,8 @@ impl SqliteRooms {
     /// file or a schema behind this binary is [`StoreError::NotMigrated`].
     pub fn open(path: &Path, durability: Durability) -> Result<Self, StoreError> {
         let connections = Connections::open(path, durability).map_err(|e| match e {
-            OpenError::NotMigrated(detail) => StoreError::NotMigrated(detail),
-            OpenError::Database(context, e) => StoreError::Database(format!("{context}: {e}")),
+            OpenError::NotMigrated(detail) => StoreError::not_migrated(detail),
+            OpenError::Database(context, e) => StoreError::database(context, e),
         })?;
         Ok(Self {
             connections,
@@ -550,11 +550,11 @@ fn prepare(
         Some(value) => value,
         None => Arc::new(
             serde_json::to_value(commit.previous)
-                .map_err(|e| StoreError::Corrupt(format!("the previous state: {e}")))?,
+                .map_err(|e| StoreError::corrupt("the previous state", e))?,
         ),
     };
-    let state = serde_json::to_value(commit.state)
-        .map_err(|e| StoreError::Corrupt(format!("the new state: {e}")))?;
+    let state =
+        serde_json::to_value(commit.state).map_err(|e| StoreError::corrupt("the new state", e))?;
     let delta = to_json(&Delta::between(&previous, &state), "a history delta")?;
     let snapshot = if (new_revision - 1) % SNAPSHOT_EVERY == 0 {
         Some(to_json(&state, "a snapshot")?)
@@ -978,7 +978,7 @@ impl RoomStore for SqliteRooms {
         for row in rows {
             let (revision, input, event, input_id, log, at) = row.map_err(&err)?;
             let corrupt = |what: &str, text: &str| {
-                StoreError::Corrupt(format!("{what} {text} of history row {revision}"))
+                StoreError::inconsistent(format!("{what} {text} of history row {revision}"))
             };
             entries.push(HistoryEntry {
                 revision: Revision(revision),
@@ -1067,7 +1067,7 @@ impl RoomStore for SqliteRooms {
         let mut rooms = Vec::new();
         for row in rows {
             let id = row.map_err(&err)?;
-            rooms.push(RoomId::parse(&id).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+            rooms.push(RoomId::parse(&id).map_err(|e| StoreError::corrupt("a room id", e))?);
         }
         Ok(rooms)
     }
@@ -1264,7 +1264,7 @@ impl Outbox for SqliteRooms {
         for row in rows {
             let (room, body, attempts) = row.map_err(&err)?;
             let room = RoomId::parse(&room)
-                .map_err(|e| StoreError::Corrupt(format!("room of a notification: {e}")))?;
+                .map_err(|e| StoreError::corrupt("the room of a notification", e))?;
             let notification: Notification = from_json(&body, "a notification")?;
             items.push(OutboxItem {
                 room,

@@ -499,7 +499,10 @@ fn d5_the_room_store_refuses_an_unmigrated_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agentroom.db");
     let missing = SqliteRooms::open(&path, Durability::ProcessCrash).unwrap_err();
-    assert!(matches!(missing, StoreError::NotMigrated(_)), "{missing}");
+    assert!(
+        matches!(missing, StoreError::NotMigrated { .. }),
+        "{missing}"
+    );
     assert!(!path.exists());
     rusqlite::Connection::open(&path).unwrap();
     let empty = SqliteRooms::open(&path, Durability::ProcessCrash).unwrap_err();
@@ -507,6 +510,28 @@ fn d5_the_room_store_refuses_an_unmigrated_file() {
         empty.to_string().contains("agentroom migrate up"),
         "{empty}"
     );
+}
+
+#[tokio::test]
+async fn a_database_failure_keeps_the_drivers_error_as_its_source() {
+    let (_dir, path) = migrated();
+    let store = open(&path);
+    // The schema is pulled from under a running store: its next read fails in SQLite.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE outbox")
+        .unwrap();
+    let failed = store.undelivered(10).await.unwrap_err();
+    assert!(matches!(failed, StoreError::Database { .. }), "{failed}");
+    let mut chain = std::error::Error::source(&failed);
+    let mut driver = None;
+    while let Some(cause) = chain {
+        driver = driver.or(cause.downcast_ref::<rusqlite::Error>());
+        chain = cause.source();
+    }
+    let driver = driver.expect("the chain reaches rusqlite's error");
+    assert!(driver.to_string().contains("no such table"), "{driver}");
+    assert!(failed.to_string().contains("no such table"), "{failed}");
 }
 
 #[test]
