@@ -18,6 +18,7 @@ pub mod agents;
 pub mod clock;
 pub mod delta;
 pub mod error;
+pub mod migrations;
 pub mod notify;
 pub mod reconcile;
 pub mod rooms;
