@@ -18,6 +18,7 @@ pub mod agents;
 pub mod clock;
 pub mod delta;
 pub mod error;
+pub mod history;
 pub mod migrations;
 pub mod notify;
 pub mod reconcile;

@@ -421,12 +421,30 @@ async fn d1_every_revision_rebuilds_from_history_to_what_was_committed() {
     let (_dir, path) = migrated();
     let store = open(&path);
     let mut room = Driver::create(&store).await;
-    // Past two snapshots (revisions 65 and 129), with calls, settlements and raises.
+    // Past more than one snapshot (one is due once the deltas since the last outweigh it),
+    // with calls, settlements and raises.
     while room.revision.0 < 150 {
         let call = room.ask(&store, "what now?").await;
         room.answer(&store, &call, 1).await.unwrap();
         room.step(&store, raise(7), None).await.unwrap();
     }
+    let snapshots: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM room_snapshots", [], |row| row.get(0))
+        .unwrap();
+    assert!(snapshots > 1, "{snapshots} snapshots");
+    // A store that loaded the Room catches up with another one's commits by their deltas.
+    let reader = open(&path);
+    let before = reader.load(&room_id()).await.unwrap().unwrap();
+    assert_eq!(before.revision, room.revision);
+    for _ in 0..3 {
+        room.step(&store, raise(7), None).await.unwrap();
+    }
+    let after = reader.load(&room_id()).await.unwrap().unwrap();
+    assert_eq!(
+        (after.revision, &after.state),
+        (room.revision, room.committed.last().unwrap())
+    );
     // A store that committed nothing has nothing cached: it rebuilds every revision.
     let store = open(&path);
     for (index, committed) in room.committed.iter().enumerate() {
