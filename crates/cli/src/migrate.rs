@@ -101,7 +101,7 @@ fn sqlite(command: Command) -> anyhow::Result<String> {
             let states = agentroom_store_sqlite::migrate::status(&path)?;
             let mut out = format!("{}\n", path.display());
             for state in states {
-                let mark = if state.applied { "applied" } else { "pending" };
+                let mark = state.state.as_str();
                 out.push_str(&format!(
                     "{:04} {:<8} {}\n",
                     state.version, mark, state.description

@@ -17,6 +17,9 @@ pub use agentroom_domain as domain;
 pub mod agents;
 pub mod clock;
 pub mod delta;
+pub mod error;
+pub mod history;
+pub mod migrations;
 pub mod notify;
 pub mod random;
 pub mod reconcile;
@@ -40,6 +43,7 @@ pub use agents::{
 };
 pub use clock::{Clock, SystemClock};
 pub use delta::{Delta, DeltaError, Sections};
+pub use error::BoxError;
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
 pub use random::{NoRandomness, Random, SystemRandom};
 pub use reconcile::{ReconcileError, Reconciler};

@@ -82,7 +82,7 @@ impl MemoryStore {
 }
 
 fn to_json(state: &RoomState) -> Result<Value, StoreError> {
-    serde_json::to_value(state).map_err(|e| StoreError::Corrupt(e.to_string()))
+    serde_json::to_value(state).map_err(|e| StoreError::corrupt("a Room state", e))
 }
 
 fn refresh(row: &mut OpRow, now: Instant) {
@@ -275,11 +275,11 @@ impl RoomStore for MemoryStore {
         for delta in row.history.iter().take(steps) {
             delta
                 .apply(&mut value)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                .map_err(|e| StoreError::corrupt(format!("room {room} at {revision}"), e))?;
         }
         serde_json::from_value(value)
             .map(Some)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))
+            .map_err(|e| StoreError::corrupt(format!("room {room} at {revision}"), e))
     }
 
     async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, StoreError> {

@@ -10,6 +10,7 @@ use agentroom_domain::state::RoomState;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::error::{BoxError, Cause};
 use crate::workflows::{LeaseGrant, NewOperation, Receipt};
 
 /// A Room's revision: 1 when created, +1 per commit.
@@ -41,18 +42,38 @@ pub struct StoredRoom {
     pub revision: Revision,
 }
 
-/// A storage failure.
+/// A storage failure. The variants that stand for a failure below the store keep the error
+/// they came from as their `source()` (and show it after their context).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database is not migrated to what this binary expects (D5).
-    #[error("the database is not migrated ({0}); run `agentroom migrate up` first")]
-    NotMigrated(String),
+    #[error("the database is not migrated ({context}{}); run `agentroom migrate up` first", Cause(.source))]
+    NotMigrated {
+        /// What is missing or differs.
+        context: String,
+        /// The database's error that showed it, if one did (a missing table under a running
+        /// store).
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The database failed (connection lost, timeout, …); the caller may retry.
-    #[error("database: {0}")]
-    Database(String),
+    #[error("database: {context}: {source}")]
+    Database {
+        /// What was being done.
+        context: String,
+        /// The driver's error.
+        #[source]
+        source: BoxError,
+    },
     /// Something stored cannot be read back.
-    #[error("stored data cannot be read: {0}")]
-    Corrupt(String),
+    #[error("stored data cannot be read: {context}{}", Cause(.source))]
+    Corrupt {
+        /// What could not be read.
+        context: String,
+        /// The parser's error, if one failed (none when the data breaks an invariant).
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A Room with that id exists already.
     #[error("room {0} exists already")]
     RoomExists(RoomId),
@@ -63,6 +84,40 @@ pub enum StoreError {
     /// An event with that id was stored with other content.
     #[error("event {0} was stored with other content")]
     EventMismatch(EventId),
+}
+
+impl StoreError {
+    /// The database failed while doing `context`.
+    pub fn database(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Database {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// `context` cannot be read back: `source` failed to parse it.
+    pub fn corrupt(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Corrupt {
+            context: context.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// Stored data breaks an invariant (`context` says which); no parser failed.
+    pub fn inconsistent(context: impl Into<String>) -> Self {
+        Self::Corrupt {
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// The schema is not this binary's: `context` says what differs.
+    pub fn not_migrated(context: impl Into<String>) -> Self {
+        Self::NotMigrated {
+            context: context.into(),
+            source: None,
+        }
+    }
 }
 
 /// Why a commit changed nothing.

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::error::{BoxError, Cause};
+
 /// The prefix every token text starts with.
 pub const TOKEN_PREFIX: &str = "ar_";
 
@@ -241,24 +243,69 @@ pub struct Authenticated {
     pub token_id: TokenId,
 }
 
-/// Why a token store failed.
+/// Why a token store failed. The variants that stand for a failure below the store keep the
+/// error they came from as their `source()`, as [`StoreError`](crate::StoreError) does.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     /// The database is not migrated to what this binary expects (D5).
-    #[error("the database is not migrated ({0}); run `agentroom migrate up` first")]
-    NotMigrated(String),
+    #[error("the database is not migrated ({context}{}); run `agentroom migrate up` first", Cause(.source))]
+    NotMigrated {
+        /// What is missing or differs.
+        context: String,
+        /// The database's error that showed it, if one did.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The database failed.
-    #[error("database: {0}")]
-    Database(String),
+    #[error("database: {context}: {source}")]
+    Database {
+        /// What was being done.
+        context: String,
+        /// The driver's error.
+        #[source]
+        source: BoxError,
+    },
     /// Something stored cannot be read back.
-    #[error("stored token data cannot be read: {0}")]
-    Corrupt(String),
+    #[error("stored token data cannot be read: {context}{}", Cause(.source))]
+    Corrupt {
+        /// What could not be read.
+        context: String,
+        /// The parser's error, if one failed.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A token with this id exists already (random ids collide only by a bug).
     #[error("token {0} exists already")]
     Exists(TokenId),
     /// No token has this id.
     #[error("no token has the id {0}")]
     Unknown(TokenId),
+}
+
+impl TokenError {
+    /// The database failed while doing `context`.
+    pub fn database(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Database {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// `context` cannot be read back: `source` failed to parse it.
+    pub fn corrupt(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Corrupt {
+            context: context.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// Stored token data breaks an invariant (`context` says which); no parser failed.
+    pub fn inconsistent(context: impl Into<String>) -> Self {
+        Self::Corrupt {
+            context: context.into(),
+            source: None,
+        }
+    }
 }
 
 /// Why a token does not authenticate. The reasons are told apart for logs only: the HTTP

@@ -45,7 +45,7 @@ impl PgRooms {
         rows.into_iter()
             .map(|(revision, input, event, input_id, log, at)| {
                 let corrupt = |what: &str, text: &str| {
-                    StoreError::Corrupt(format!("{what} {text} of history row {revision}"))
+                    StoreError::inconsistent(format!("{what} {text} of history row {revision}"))
                 };
                 Ok(HistoryEntry {
                     revision: Revision(revision),

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use agentroom_planning::RepoError;
 use agentroom_ports::StoreError;
+use agentroom_ports::migrations::{self, Carried, Recorded};
+pub use agentroom_ports::migrations::{MigrationState, MigrationStatus};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
@@ -29,39 +31,6 @@ pub enum MigrateError {
     /// The migration table could not be read.
     #[error("reading the PostgreSQL migration table _sqlx_migrations failed: {0}")]
     Read(#[source] sqlx::Error),
-}
-
-/// Where one migration stands in a database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MigrationState {
-    /// Applied successfully, with the checksum this binary expects.
-    Applied,
-    /// Known to this binary, not applied yet.
-    Pending,
-    /// Recorded as failed: the database is dirty and needs an operator.
-    Failed,
-    /// Applied, but its SQL differs from this binary's (an applied migration was edited).
-    Changed,
-    /// Applied by a binary that knows a migration this one does not (a newer schema).
-    Unknown,
-}
-
-/// One migration and where it stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigrationStatus {
-    /// Its version (the `NNNN` of the file name).
-    pub version: i64,
-    /// Its description (the rest of the file name).
-    pub description: String,
-    /// Where it stands.
-    pub state: MigrationState,
-}
-
-impl MigrationStatus {
-    /// Whether it is applied as this binary expects.
-    pub fn applied(&self) -> bool {
-        self.state == MigrationState::Applied
-    }
 }
 
 /// A pool for the migration commands (default pool options), without any schema check.
@@ -107,7 +76,7 @@ pub async fn down_to(pool: &PgPool, target: i64) -> Result<Vec<i64>, MigrateErro
 #[tracing::instrument(level = "info", skip_all)]
 pub async fn status(pool: &PgPool) -> Result<Vec<MigrationStatus>, MigrateError> {
     let applied = applied(pool).await.map_err(MigrateError::Read)?;
-    Ok(compare(&applied))
+    Ok(migrations::compare(carried(), applied.as_ref()))
 }
 
 /// The versions recorded as applied successfully.
@@ -125,15 +94,20 @@ async fn applied_versions(pool: &PgPool) -> Result<BTreeSet<i64>, MigrateError> 
 #[derive(Debug)]
 pub(crate) enum SchemaCheck {
     /// The migration table could not be read (the database failed).
-    Unreadable(String),
+    Unreadable(sqlx::Error),
     /// The schema is not exactly this binary's; the text says what differs.
     NotMigrated(String),
 }
 
+/// What the construction check was doing when the database failed.
+const READING_MIGRATIONS: &str = "reading the migration table _sqlx_migrations";
+
 impl From<SchemaCheck> for RepoError {
     fn from(check: SchemaCheck) -> Self {
         match check {
-            SchemaCheck::Unreadable(detail) => RepoError::Database(detail),
+            SchemaCheck::Unreadable(error) => {
+                RepoError::Database(format!("{READING_MIGRATIONS}: {error}"))
+            }
             SchemaCheck::NotMigrated(detail) => RepoError::NotMigrated { detail },
         }
     }
@@ -142,8 +116,8 @@ impl From<SchemaCheck> for RepoError {
 impl From<SchemaCheck> for StoreError {
     fn from(check: SchemaCheck) -> Self {
         match check {
-            SchemaCheck::Unreadable(detail) => StoreError::Database(detail),
-            SchemaCheck::NotMigrated(detail) => StoreError::NotMigrated(detail),
+            SchemaCheck::Unreadable(error) => StoreError::database(READING_MIGRATIONS, error),
+            SchemaCheck::NotMigrated(detail) => StoreError::not_migrated(detail),
         }
     }
 }
@@ -151,47 +125,15 @@ impl From<SchemaCheck> for StoreError {
 /// The construction check (D5): `Ok` only when every migration this binary knows is applied
 /// successfully with its checksum and none is applied that it does not know.
 pub(crate) async fn check_migrated(pool: &PgPool) -> Result<(), SchemaCheck> {
-    let applied = applied(pool).await.map_err(|e| {
-        SchemaCheck::Unreadable(format!("reading the migration table _sqlx_migrations: {e}"))
-    })?;
-    let problems: Vec<String> = compare(&applied)
-        .into_iter()
-        .filter_map(|m| {
-            let what = match m.state {
-                MigrationState::Applied => return None,
-                MigrationState::Pending => "is pending",
-                MigrationState::Failed => "failed and left the database dirty",
-                MigrationState::Changed => "was applied from different SQL than this binary's",
-                MigrationState::Unknown => {
-                    "is applied but unknown to this binary (a newer schema?)"
-                }
-            };
-            Some(format!(
-                "migration {} ({}) {what}",
-                m.version, m.description
-            ))
-        })
-        .collect();
-    if problems.is_empty() {
-        return Ok(());
+    let applied = applied(pool).await.map_err(SchemaCheck::Unreadable)?;
+    match migrations::refusal(carried(), applied.as_ref()) {
+        None => Ok(()),
+        Some(detail) => Err(SchemaCheck::NotMigrated(detail)),
     }
-    let detail = if applied.is_none() {
-        "PostgreSQL has no migration table _sqlx_migrations in this schema".to_owned()
-    } else {
-        problems.join("; ")
-    };
-    Err(SchemaCheck::NotMigrated(detail))
-}
-
-/// A row of `_sqlx_migrations`.
-struct Applied {
-    description: String,
-    success: bool,
-    checksum: Vec<u8>,
 }
 
 /// The recorded migrations by version, or `None` when there is no migration table.
-async fn applied(pool: &PgPool) -> Result<Option<BTreeMap<i64, Applied>>, sqlx::Error> {
+async fn applied(pool: &PgPool) -> Result<Option<BTreeMap<i64, Recorded>>, sqlx::Error> {
     let exists: bool = sqlx::query_scalar(sql::MIGRATION_TABLE_EXISTS)
         .fetch_one(pool)
         .await?;
@@ -206,7 +148,7 @@ async fn applied(pool: &PgPool) -> Result<Option<BTreeMap<i64, Applied>>, sqlx::
             .map(|(version, description, success, checksum)| {
                 (
                     version,
-                    Applied {
+                    Recorded {
                         description,
                         success,
                         checksum,
@@ -217,40 +159,14 @@ async fn applied(pool: &PgPool) -> Result<Option<BTreeMap<i64, Applied>>, sqlx::
     ))
 }
 
-/// This binary's migrations against the recorded ones.
-fn compare(applied: &Option<BTreeMap<i64, Applied>>) -> Vec<MigrationStatus> {
-    let empty = BTreeMap::new();
-    let applied = applied.as_ref().unwrap_or(&empty);
-    let mut status: BTreeMap<i64, MigrationStatus> = MIGRATOR
+/// The up migrations this binary carries.
+fn carried() -> impl Iterator<Item = Carried<'static>> {
+    MIGRATOR
         .iter()
         .filter(|m| !m.migration_type.is_down_migration())
-        .map(|m| {
-            let state = match applied.get(&m.version) {
-                None => MigrationState::Pending,
-                Some(a) if !a.success => MigrationState::Failed,
-                Some(a) if a.checksum.as_slice() != &*m.checksum => MigrationState::Changed,
-                Some(_) => MigrationState::Applied,
-            };
-            (
-                m.version,
-                MigrationStatus {
-                    version: m.version,
-                    description: m.description.to_string(),
-                    state,
-                },
-            )
+        .map(|m| Carried {
+            version: m.version,
+            description: &m.description,
+            checksum: &m.checksum,
         })
-        .collect();
-    for (version, a) in applied {
-        status.entry(*version).or_insert_with(|| MigrationStatus {
-            version: *version,
-            description: a.description.clone(),
-            state: if a.success {
-                MigrationState::Unknown
-            } else {
-                MigrationState::Failed
-            },
-        });
-    }
-    status.into_values().collect()
 }

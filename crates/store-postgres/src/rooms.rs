@@ -3,8 +3,7 @@
 //! ([`sql::commit_room`], migration 0005): one round trip, one transaction that writes
 //! everything a decision writes or nothing (D1, B1, B7, T5).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{
@@ -12,61 +11,29 @@ use agentroom_domain::ids::{
 };
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
+use agentroom_ports::history::{self, CATCH_UP_REVISIONS, Known, RoomHistory, SnapshotWeight};
 use agentroom_ports::{
-    Commit, CommitError, Delivered, Delta, EventAppend, HistoryEntry, Outbox, OutboxItem,
-    OutboxPosition, Receipt, Revision, RoomStore, Sections, StoreError, StoredRoom,
+    Commit, CommitError, Delivered, EventAppend, HistoryEntry, Outbox, OutboxItem, OutboxPosition,
+    Receipt, Revision, RoomStore, StoreError, StoredRoom,
 };
 use async_trait::async_trait;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
 use crate::held::Held;
 use crate::migrate::check_migrated;
 use crate::sql;
 
-/// A new snapshot is written once the deltas since the last one outweigh it, but never for
-/// less than this many delta bytes (tiny states gain nothing from frequent snapshots).
-const MIN_SNAPSHOT_INTERVAL_BYTES: i64 = 16 * 1024;
-
-/// Rooms whose last known state a store keeps; past this many it forgets them all.
-const KNOWN_ROOMS: usize = 1024;
-
-/// A load of a Room this process knows at most this many revisions behind reads only the
-/// deltas since; further behind, the latest snapshot and the deltas after it.
-const CATCH_UP_REVISIONS: i64 = 64;
-
-/// What this process last learned about a Room's snapshot, to decide whether a commit also
-/// writes one. Only a hint: a stale one costs an early or a late snapshot, never correctness.
-#[derive(Debug, Clone, Copy)]
-struct SnapshotHint {
-    /// Delta bytes committed since the latest snapshot.
-    since: i64,
-    /// The latest snapshot's size.
-    snapshot_bytes: i64,
-}
-
-/// The state of a Room at a revision this process loaded or committed, as the JSON document
-/// history deltas apply to. A revision's state never changes, so it is never stale: a commit
-/// at `expected == revision` diffs against it (instead of serializing the caller's previous
-/// state again), and a load applies only the deltas committed since.
-#[derive(Debug, Clone)]
-struct Known {
-    revision: Revision,
-    document: Arc<Sections>,
-    hint: SnapshotHint,
-}
-
 /// Room state, history, events, operations and the outbox on PostgreSQL: implements
 /// [`RoomStore`], [`WorkflowStore`](agentroom_ports::WorkflowStore) and [`Outbox`]. Cheap to
-/// clone (a pool and a shared table of the Rooms' last known states).
+/// clone (a pool and the shared history engine that keeps the Rooms' latest documents).
 #[derive(Debug, Clone)]
 pub struct PgRooms {
     pub(crate) pool: PgPool,
     /// Connections for the hot path (commit, load, heartbeat, receipt): no pool pings.
     pub(crate) held: Held,
-    known: Arc<Mutex<HashMap<RoomId, Known>>>,
+    history: Arc<RoomHistory>,
 }
 
 impl PgRooms {
@@ -76,7 +43,7 @@ impl PgRooms {
         let pool = PgPoolOptions::new()
             .connect(url)
             .await
-            .map_err(|e| StoreError::Database(format!("connecting to PostgreSQL: {e}")))?;
+            .map_err(|e| StoreError::database("connecting to PostgreSQL", e))?;
         Self::from_pool(pool).await
     }
 
@@ -87,7 +54,7 @@ impl PgRooms {
         Ok(Self {
             held: Held::like(&pool),
             pool,
-            known: Arc::new(Mutex::new(HashMap::new())),
+            history: Arc::new(RoomHistory::new()),
         })
     }
 
@@ -115,24 +82,6 @@ impl PgRooms {
         self.held.close().await;
         self.pool.close().await;
     }
-
-    fn known(&self, room: &RoomId) -> Option<Known> {
-        self.known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(room)
-            .cloned()
-    }
-
-    /// Remembers `known`, the latest revision this process saw (any revision's state is
-    /// correct for that revision; the latest one saves the most work).
-    fn learn(&self, room: &RoomId, known: Known) {
-        let mut table = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        if table.len() >= KNOWN_ROOMS && !table.contains_key(room) {
-            table.clear();
-        }
-        table.insert(room.clone(), known);
-    }
 }
 
 /// Maps a sqlx error to the store's, with what was being done. A missing table or function
@@ -142,27 +91,29 @@ pub(crate) fn failed(context: &'static str) -> impl FnOnce(sqlx::Error) -> Store
         let code = error.as_database_error().and_then(|e| e.code());
         match code.as_deref() {
             // undefined_table, undefined_function
-            Some("42P01" | "42883") => StoreError::NotMigrated(format!("{context}: {error}")),
-            _ => StoreError::Database(format!("{context}: {error}")),
+            Some("42P01" | "42883") => StoreError::NotMigrated {
+                context: context.to_owned(),
+                source: Some(error.into()),
+            },
+            _ => StoreError::database(context, error),
         }
     }
 }
 
 /// Reads stored JSON text back, or says what could not be read.
 pub(crate) fn parse_json<T: DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+    serde_json::from_str(text).map_err(|e| StoreError::corrupt(what, e))
 }
 
 /// Writes JSON text; the domain's types are plain data, so this fails only on a bug.
 pub(crate) fn to_json<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value)
-        .map_err(|e| StoreError::Database(format!("serializing {what}: {e}")))
+    serde_json::to_string(value).map_err(|e| StoreError::database(format!("serializing {what}"), e))
 }
 
 /// JSON text of one value of a commit.
 fn json_text<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, CommitError> {
     serde_json::to_string(value)
-        .map_err(|e| CommitError::Store(StoreError::Database(format!("serializing {what}: {e}"))))
+        .map_err(|e| CommitError::Store(StoreError::database(format!("serializing {what}"), e)))
 }
 
 /// JSON texts of a commit's values, bound as one array.
@@ -176,36 +127,6 @@ fn json_texts<'a, T: Serialize + 'a>(
 /// Operation ids, bound as one array (cast to `uuid[]` by the statement).
 fn ids(ops: impl Iterator<Item = OperationId>) -> Vec<String> {
     ops.map(|op| op.to_string()).collect()
-}
-
-fn as_i64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// Rebuilds a state from a stored document and the deltas after it.
-fn rebuild(state: &str, deltas: &[String]) -> Result<Sections, StoreError> {
-    let value: Value = parse_json("a Room snapshot", state)?;
-    let mut document = Sections::from_value(value)
-        .map_err(|e| StoreError::Corrupt(format!("a Room snapshot: {e}")))?;
-    apply(&mut document, deltas)?;
-    Ok(document)
-}
-
-/// Applies stored deltas, in order, to a document.
-fn apply(document: &mut Sections, deltas: &[String]) -> Result<(), StoreError> {
-    for (i, text) in deltas.iter().enumerate() {
-        let delta: Delta = parse_json("a Room history delta", text)?;
-        document
-            .apply(&delta)
-            .map_err(|e| StoreError::Corrupt(format!("history delta {i} of a rebuild: {e}")))?;
-    }
-    Ok(())
-}
-
-fn room_state(document: &Sections) -> Result<RoomState, StoreError> {
-    let members = serde::de::value::MapDeserializer::<_, serde_json::Error>::new(document.iter());
-    RoomState::deserialize(members)
-        .map_err(|e| StoreError::Corrupt(format!("a rebuilt Room state: {e}")))
 }
 
 /// The first receipt of `receipts` that a refused commit did not write, from the refusal's
@@ -286,21 +207,16 @@ impl RoomStore for PgRooms {
     #[tracing::instrument(level = "debug", skip_all, fields(room = %state.room()))]
     async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError> {
         let room = state.room();
-        let document = serde_json::to_value(state)
-            .map_err(|e| StoreError::Database(format!("serializing a Room state: {e}")))?;
-        let text = to_json("a Room state", &document)?;
-        let document = Sections::from_value(document)
-            .map_err(|e| StoreError::Database(format!("serializing a Room state: {e}")))?;
+        let creation = RoomHistory::create(state)?;
         let opening = state
             .ledger()
             .opening()
             .ok_or_else(|| StoreError::NotFresh(room.clone()))?;
         let ledger = to_json("the ledger", &[opening])?;
-        let bytes = as_i64(text.len() as u64);
         let created: i64 = sqlx::query_scalar(sql::CREATE_ROOM)
             .bind(room.as_str())
-            .bind(&text)
-            .bind(bytes)
+            .bind(creation.snapshot())
+            .bind(creation.snapshot_bytes())
             .bind(at.as_millis())
             .bind(&ledger)
             .fetch_one(&self.pool)
@@ -309,23 +225,13 @@ impl RoomStore for PgRooms {
         if created != 1 {
             return Err(StoreError::RoomExists(room.clone()));
         }
-        self.learn(
-            room,
-            Known {
-                revision: Revision::FIRST,
-                document: Arc::new(document),
-                hint: SnapshotHint {
-                    since: 0,
-                    snapshot_bytes: bytes,
-                },
-            },
-        );
+        self.history.created(room, creation);
         Ok(Revision::FIRST)
     }
 
     #[tracing::instrument(level = "debug", skip(self), fields(room = %room))]
     async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError> {
-        if let Some(known) = self.known(room)
+        if let Some(known) = self.history.known(room)
             && let Some(stored) = self.catch_up(room, known).await?
         {
             return Ok(Some(stored));
@@ -340,26 +246,20 @@ impl RoomStore for PgRooms {
         let Some((revision, snapshot, state, snapshot_bytes, since, deltas)) = row else {
             return Ok(None);
         };
-        if i64::try_from(deltas.len()).ok() != revision.checked_sub(snapshot) {
-            return Err(StoreError::Corrupt(format!(
-                "room {room} is at revision {revision} but history holds {} deltas after its \
-                 snapshot at {snapshot}",
-                deltas.len()
-            )));
-        }
-        let document = rebuild(&state, &deltas)?;
-        let state = room_state(&document)?;
-        self.learn(
+        let rebuilt = history::rebuild(
             room,
-            Known {
-                revision: Revision(revision),
-                document: Arc::new(document),
-                hint: SnapshotHint {
-                    since,
-                    snapshot_bytes,
-                },
-            },
-        );
+            Revision(snapshot),
+            &state,
+            Revision(revision),
+            &deltas,
+        )?;
+        let weight = SnapshotWeight {
+            since,
+            snapshot_bytes,
+        };
+        let state = self
+            .history
+            .loaded(room, Revision(revision), rebuilt, Some(weight))?;
         Ok(Some(StoredRoom {
             state,
             revision: Revision(revision),
@@ -373,47 +273,16 @@ impl RoomStore for PgRooms {
         expected: Revision,
         commit: Commit<'_>,
     ) -> Result<Revision, CommitError> {
-        let serialize = |e: serde_json::Error| {
-            CommitError::Store(StoreError::Database(format!(
-                "serializing a Room state: {e}"
-            )))
-        };
-        // The state at `expected` is what the caller passes as `previous`; when this process
-        // knows that revision, its document is the stored one and needs no serializing. The
-        // next document shares the sections the decision left alone and serializes only the
-        // ones it changed (compared as values), and the delta is theirs.
-        let known = self.known(room);
-        let hint = known.as_ref().map(|k| k.hint);
-        let previous = match known {
-            Some(known) if known.revision == expected => known.document,
-            _ => Arc::new(
-                Sections::from_value(serde_json::to_value(commit.previous).map_err(serialize)?)
-                    .map_err(|e| CommitError::Store(StoreError::Database(e.to_string())))?,
-            ),
-        };
-        let changed = commit
-            .state
-            .changed_sections(commit.previous)
-            .map_err(serialize)?;
-        let (next, delta) = previous.with(changed);
-        drop(previous);
-        let delta_text = json_text("a Room delta", &delta)?;
-        let delta_bytes = as_i64(delta_text.len() as u64);
-        let snapshot_due = hint.is_some_and(|h| {
-            h.since.saturating_add(delta_bytes) >= h.snapshot_bytes.max(MIN_SNAPSHOT_INTERVAL_BYTES)
-        });
-        let snapshot = snapshot_due
-            .then(|| serde_json::to_string(commit.state))
-            .transpose()
-            .map_err(serialize)?;
-        let snapshot_bytes = snapshot.as_ref().map(|text| as_i64(text.len() as u64));
+        // The delta of the sections the decision changed, from this process's document of
+        // `expected` when it has one, and the state when a snapshot is due (ports::history).
+        let staged = self.history.stage(room, expected, &commit)?;
         let operations = &commit.operations;
         let touched = Touched::of(&commit)?;
         let mut parts = sql::CommitParts::default()
             .touching(touched.ops.len())
             .creating(operations.len())
             .appending(commit.ledger.len());
-        parts.snapshot = snapshot.is_some();
+        parts.snapshot = staged.snapshot().is_some();
         parts.notifications = !commit.notifications.is_empty();
         let mut lent = self
             .held
@@ -425,14 +294,14 @@ impl RoomStore for PgRooms {
             sqlx::query_as(sqlx::AssertSqlSafe(sql::commit_room(parts)))
                 .bind(room.as_str())
                 .bind(expected.0)
-                .bind(delta_text)
-                .bind(delta_bytes)
+                .bind(staged.delta())
+                .bind(staged.delta_bytes())
                 .bind(commit.input)
                 .bind(commit.event.map(|e| e.to_string()))
                 .bind(json_text("a decision log", commit.log)?)
                 .bind(commit.at.as_millis())
-                .bind(snapshot)
-                .bind(snapshot_bytes)
+                .bind(staged.snapshot())
+                .bind(staged.snapshot_bytes())
                 .bind(ids(operations.iter().map(|o| o.request.op)))
                 .bind(json_texts(
                     "an operation request",
@@ -482,17 +351,12 @@ impl RoomStore for PgRooms {
             Err(error) => return Err(self.refusal(room, &commit, error)),
         };
         if let Some((revision, since, snapshot_bytes, _)) = row {
-            self.learn(
-                room,
-                Known {
-                    revision: Revision(revision),
-                    document: Arc::new(next),
-                    hint: SnapshotHint {
-                        since,
-                        snapshot_bytes,
-                    },
-                },
-            );
+            let weight = SnapshotWeight {
+                since,
+                snapshot_bytes,
+            };
+            self.history
+                .committed(room, Revision(revision), staged, Some(weight));
             return Ok(Revision(revision));
         }
         // The compare-and-swap did not match: the Room moved, or there is none.
@@ -519,6 +383,9 @@ impl RoomStore for PgRooms {
         room: &RoomId,
         revision: Revision,
     ) -> Result<Option<RoomState>, StoreError> {
+        if let Some(state) = self.history.state_at(room, revision) {
+            return state.map(Some);
+        }
         let row: Option<(i64, String, Vec<String>)> = sqlx::query_as(sql::ROOM_STATE_AT)
             .bind(room.as_str())
             .bind(revision.0)
@@ -532,7 +399,9 @@ impl RoomStore for PgRooms {
         if i64::try_from(deltas.len()).ok() != revision.0.checked_sub(snapshot) {
             return Ok(None);
         }
-        Ok(Some(room_state(&rebuild(&state, &deltas)?)?))
+        history::rebuild(room, Revision(snapshot), &state, revision, &deltas)?
+            .state()
+            .map(Some)
     }
 
     #[tracing::instrument(level = "debug", skip(self), fields(room = %room))]
@@ -588,13 +457,13 @@ impl RoomStore for PgRooms {
             .fetch_all(&self.pool)
             .await
             .map_err(failed("reading unaccepted events"))?;
-        let corrupt = |e: agentroom_domain::ids::IdError| StoreError::Corrupt(e.to_string());
+        let corrupt = |e: agentroom_domain::ids::IdError| StoreError::corrupt("an id", e);
         rows.into_iter()
             .map(|(id, author, body)| {
                 Ok(Event {
                     id: id
                         .parse()
-                        .map_err(|_| StoreError::Corrupt(format!("event id {id}")))?,
+                        .map_err(|e| StoreError::corrupt(format!("event id {id}"), e))?,
                     room: room.clone(),
                     author: PrincipalId::parse(&author).map_err(corrupt)?,
                     body: parse_json::<EventBody>("an event body", &body)?,
@@ -651,7 +520,7 @@ impl RoomStore for PgRooms {
         .await
         .map_err(failed("listing rooms"))?;
         ids.iter()
-            .map(|id| RoomId::parse(id).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .map(|id| RoomId::parse(id).map_err(|e| StoreError::corrupt("a room id", e)))
             .collect()
     }
 }
@@ -697,7 +566,7 @@ impl PgRooms {
         type Since = (i64, i64, i64, Option<Vec<String>>);
         let row: Result<Option<Since>, sqlx::Error> = sqlx::query_as(sql::LOAD_ROOM_SINCE)
             .bind(room.as_str())
-            .bind(known.revision.0)
+            .bind(known.revision().0)
             .bind(CATCH_UP_REVISIONS)
             .fetch_optional(lent.conn())
             .await;
@@ -705,29 +574,14 @@ impl PgRooms {
         let Some((revision, snapshot_bytes, since, Some(deltas))) = row else {
             return Ok(None);
         };
-        if i64::try_from(deltas.len()).ok() != revision.checked_sub(known.revision.0) {
-            return Ok(None);
-        }
-        let document = if deltas.is_empty() {
-            known.document
-        } else {
-            let mut document = Sections::clone(&known.document);
-            apply(&mut document, &deltas)?;
-            Arc::new(document)
+        let weight = SnapshotWeight {
+            since,
+            snapshot_bytes,
         };
-        let state = room_state(&document)?;
-        self.learn(
-            room,
-            Known {
-                revision: Revision(revision),
-                document,
-                hint: SnapshotHint {
-                    since,
-                    snapshot_bytes,
-                },
-            },
-        );
-        Ok(Some(StoredRoom {
+        let state =
+            self.history
+                .catch_up(room, known, Revision(revision), &deltas, Some(weight))?;
+        Ok(state.map(|state| StoredRoom {
             state,
             revision: Revision(revision),
         }))
@@ -742,7 +596,7 @@ impl PgRooms {
         let Some((room, author, body)) = row else {
             return Ok(None);
         };
-        let corrupt = |e: agentroom_domain::ids::IdError| StoreError::Corrupt(e.to_string());
+        let corrupt = |e: agentroom_domain::ids::IdError| StoreError::corrupt("an id", e);
         Ok(Some(Event {
             id,
             room: RoomId::parse(&room).map_err(corrupt)?,
@@ -764,7 +618,7 @@ impl Outbox for PgRooms {
         rows.into_iter()
             .map(|(room, body, attempts)| {
                 Ok(OutboxItem {
-                    room: RoomId::parse(&room).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    room: RoomId::parse(&room).map_err(|e| StoreError::corrupt("a room id", e))?,
                     notification: parse_json("an outbox notification", &body)?,
                     attempts: u32::try_from(attempts).unwrap_or(0),
                 })

@@ -2,6 +2,7 @@
 //! one statement per method. Only the SHA-256 of a secret is stored.
 
 use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
+use agentroom_ports::BoxError;
 use agentroom_ports::tokens::{SecretHash, TokenError, TokenId, TokenRecord, TokenStore};
 use async_trait::async_trait;
 use sqlx::Row;
@@ -37,22 +38,30 @@ revoked_at_ms, label FROM access_tokens WHERE room_id = $1 ORDER BY created_at_m
 /// A database error as a token error; a missing table means the schema was reverted.
 fn db(context: &'static str) -> impl Fn(sqlx::Error) -> TokenError {
     move |error| match error.as_database_error().and_then(|e| e.code()).as_deref() {
-        Some("42P01") => TokenError::NotMigrated(format!("{context}: {error}")),
-        _ => TokenError::Database(format!("{context}: {error}")),
+        Some("42P01") => TokenError::NotMigrated {
+            context: context.to_owned(),
+            source: Some(error.into()),
+        },
+        _ => TokenError::database(context, error),
     }
 }
 
+/// A column of token `id` that does not parse, with the parser's error.
+fn unreadable<E: Into<BoxError>>(id: &str, what: &str) -> impl FnOnce(E) -> TokenError {
+    let context = format!("token {id}: {what}");
+    move |e| TokenError::corrupt(context, e)
+}
+
 fn from_row(row: &PgRow) -> Result<(TokenRecord, SecretHash), TokenError> {
-    let read = |e: sqlx::Error| TokenError::Corrupt(format!("a token row: {e}"));
+    let read = |e: sqlx::Error| TokenError::corrupt("a token row", e);
     let id: String = row.try_get("token_id").map_err(read)?;
-    let corrupt = |what: &str| TokenError::Corrupt(format!("token {id}: {what}"));
     let room: String = row.try_get("room_id").map_err(read)?;
     let principal: String = row.try_get("principal_id").map_err(read)?;
     let hash: String = row.try_get("secret_sha256").map_err(read)?;
     let record = TokenRecord {
-        id: TokenId::parse(&id).map_err(|_| corrupt("id"))?,
-        room: RoomId::parse(&room).map_err(|_| corrupt("room"))?,
-        principal: PrincipalId::parse(&principal).map_err(|_| corrupt("principal"))?,
+        id: TokenId::parse(&id).map_err(unreadable(&id, "id"))?,
+        room: RoomId::parse(&room).map_err(unreadable(&id, "room"))?,
+        principal: PrincipalId::parse(&principal).map_err(unreadable(&id, "principal"))?,
         created_at: Timestamp::from_millis(row.try_get("created_at_ms").map_err(read)?),
         expires_at: row
             .try_get::<Option<i64>, _>("expires_at_ms")
@@ -64,7 +73,8 @@ fn from_row(row: &PgRow) -> Result<(TokenRecord, SecretHash), TokenError> {
             .map(Timestamp::from_millis),
         label: row.try_get("label").map_err(read)?,
     };
-    let hash = SecretHash::from_hex(&hash).ok_or_else(|| corrupt("secret hash"))?;
+    let hash = SecretHash::from_hex(&hash)
+        .ok_or_else(|| TokenError::inconsistent(format!("token {id}: secret hash")))?;
     Ok((record, hash))
 }
 

@@ -35,7 +35,7 @@ fn millis(duration: Duration) -> i64 {
 
 /// Reads a row of `operation_columns!` (see `sql`).
 fn operation_record(row: &PgRow) -> Result<OperationRecord, StoreError> {
-    let read = |e: sqlx::Error| StoreError::Corrupt(format!("an operations row: {e}"));
+    let read = |e: sqlx::Error| StoreError::corrupt("an operations row", e);
     let op: String = row.try_get(0).map_err(read)?;
     let room: String = row.try_get(1).map_err(read)?;
     let request: String = row.try_get(2).map_err(read)?;
@@ -44,10 +44,11 @@ fn operation_record(row: &PgRow) -> Result<OperationRecord, StoreError> {
     let attempts: i32 = row.try_get(9).map_err(read)?;
     let resolution: Option<String> = row.try_get(11).map_err(read)?;
     let record = OperationRecord {
-        room: RoomId::parse(&room).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        room: RoomId::parse(&room)
+            .map_err(|e| StoreError::corrupt("the room of an operation", e))?,
         request: parse_json("an operation request", &request)?,
         status: OperationStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("operation status `{status}`")))?,
+            .ok_or_else(|| StoreError::inconsistent(format!("operation status `{status}`")))?,
         generation: row.try_get(4).map_err(read)?,
         lease_owner: row.try_get(5).map_err(read)?,
         lease_expired: row.try_get(6).map_err(read)?,
@@ -56,15 +57,15 @@ fn operation_record(row: &PgRow) -> Result<OperationRecord, StoreError> {
             .map(|text| parse_json::<Receipt>("an operation receipt", &text))
             .transpose()?,
         recovery_attempts: u32::try_from(attempts)
-            .map_err(|_| StoreError::Corrupt(format!("recovery attempts {attempts}")))?,
+            .map_err(|e| StoreError::corrupt(format!("recovery attempts {attempts}"), e))?,
         dead_letter_reason: row.try_get(10).map_err(read)?,
         resolution: resolution
             .map(|text| parse_json::<Resolution>("an operation resolution", &text))
             .transpose()?,
     };
-    let id = OperationId::from_str(&op).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let id = OperationId::from_str(&op).map_err(|e| StoreError::corrupt("an operation id", e))?;
     if record.op() != id {
-        return Err(StoreError::Corrupt(format!(
+        return Err(StoreError::inconsistent(format!(
             "operation row {id} holds the request of {}",
             record.op()
         )));
@@ -176,7 +177,8 @@ impl WorkflowStore for PgRooms {
             .map_err(failed("counting a recovery attempt"))?;
         count
             .map(|n| {
-                u32::try_from(n).map_err(|_| StoreError::Corrupt(format!("recovery attempts {n}")))
+                u32::try_from(n)
+                    .map_err(|e| StoreError::corrupt(format!("recovery attempts {n}"), e))
             })
             .transpose()
     }

@@ -72,7 +72,7 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
     );
     assert!(matches!(
         PgRooms::from_pool(pool.clone()).await,
-        Err(StoreError::NotMigrated(_))
+        Err(StoreError::NotMigrated { .. })
     ));
     pool.close().await;
     common::drop_schema(&schema).await;
@@ -142,7 +142,12 @@ async fn d5_migrate_up_then_status_then_down() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
     match agentroom_ports::RoomStore::load(&rooms, &room).await {
-        Err(StoreError::NotMigrated(detail)) => assert!(detail.contains("rooms"), "{detail}"),
+        Err(error @ StoreError::NotMigrated { .. }) => {
+            assert!(error.to_string().contains("rooms"), "{error}");
+            // The schema was reverted under a running store: the driver's error is kept.
+            let source = std::error::Error::source(&error).expect("a source");
+            assert!(source.downcast_ref::<sqlx::Error>().is_some(), "{source:?}");
+        }
         other => panic!("expected NotMigrated, got {other:?}"),
     }
     // Up again works on the reverted schema.

@@ -725,7 +725,11 @@ async fn d1_b1_a_backend_killed_in_the_commit_window_leaves_all_or_nothing() {
         .unwrap();
     assert!(terminated);
     match attempt.await.unwrap() {
-        Err(CommitError::Store(StoreError::Database(_))) => {}
+        Err(CommitError::Store(error @ StoreError::Database { .. })) => {
+            // The driver's error is the source, not only text.
+            let source = std::error::Error::source(&error).expect("a source");
+            assert!(source.downcast_ref::<sqlx::Error>().is_some(), "{source:?}");
+        }
         other => panic!("expected a database failure, got {other:?}"),
     }
     // None of it is there.

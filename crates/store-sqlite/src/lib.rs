@@ -13,7 +13,7 @@ pub mod planning;
 pub mod rooms;
 mod tokens;
 
-pub use migrate::{MIGRATOR, MigrateError, MigrationState};
+pub use migrate::{MIGRATOR, MigrateError, MigrationState, MigrationStatus};
 pub use planning::SqlitePlanning;
 pub use rooms::SqliteRooms;
 

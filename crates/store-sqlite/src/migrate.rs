@@ -4,6 +4,10 @@
 
 use std::path::Path;
 
+use std::collections::BTreeMap;
+
+use agentroom_ports::migrations::{self, Carried, Recorded};
+pub use agentroom_ports::migrations::{MigrationState, MigrationStatus};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 use crate::{Durability, connect};
@@ -52,17 +56,6 @@ pub enum MigrateError {
     },
 }
 
-/// Where one migration stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigrationState {
-    /// Version.
-    pub version: i64,
-    /// Description.
-    pub description: String,
-    /// Whether it is applied.
-    pub applied: bool,
-}
-
 fn ups() -> impl Iterator<Item = &'static Migration> {
     MIGRATOR
         .iter()
@@ -84,13 +77,11 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS _sqlx_migrations (
     execution_time BIGINT NOT NULL
 )";
 
-/// A migration recorded as applied: version and checksum.
-type Applied = (i64, Vec<u8>);
-
-/// The migrations applied to an open database, or `None` without a migrations table.
-pub(crate) fn applied(
+/// The rows of the migrations table of an open database by version, or `None` without a
+/// migrations table.
+pub(crate) fn recorded(
     connection: &rusqlite::Connection,
-) -> Result<Option<Vec<Applied>>, rusqlite::Error> {
+) -> Result<Option<BTreeMap<i64, Recorded>>, rusqlite::Error> {
     let exists: bool = connection.query_row(
         "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' \
          AND name = '_sqlx_migrations')",
@@ -100,39 +91,49 @@ pub(crate) fn applied(
     if !exists {
         return Ok(None);
     }
-    let mut statement = connection
-        .prepare("SELECT version, checksum FROM _sqlx_migrations WHERE success ORDER BY version")?;
-    let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
-    rows.collect::<Result<Vec<_>, _>>().map(Some)
+    let mut statement = connection.prepare(
+        "SELECT version, description, success, checksum FROM _sqlx_migrations ORDER BY version",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok((
+            row.get(0)?,
+            Recorded {
+                description: row.get(1)?,
+                success: row.get(2)?,
+                checksum: row.get(3)?,
+            },
+        ))
+    })?;
+    rows.collect::<Result<BTreeMap<_, _>, _>>().map(Some)
 }
 
-/// What is wrong with a database's migration state for this binary, if anything.
+/// The migrations applied successfully to an open database: version and checksum.
+fn applied(connection: &rusqlite::Connection) -> Result<Vec<(i64, Vec<u8>)>, rusqlite::Error> {
+    Ok(recorded(connection)?
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, r)| r.success)
+        .map(|(version, r)| (version, r.checksum))
+        .collect())
+}
+
+/// The up migrations this binary carries.
+fn carried() -> impl Iterator<Item = Carried<'static>> {
+    ups().map(|m| Carried {
+        version: m.version,
+        description: &m.description,
+        checksum: &m.checksum,
+    })
+}
+
+/// What is wrong with a database's migration state for this binary, if anything (D5).
 pub(crate) fn pending(
     connection: &rusqlite::Connection,
 ) -> Result<Option<String>, rusqlite::Error> {
-    let Some(applied) = applied(connection)? else {
-        return Ok(Some("it has no migrations table".to_owned()));
-    };
-    for (version, checksum) in &applied {
-        match ups().find(|m| m.version == *version) {
-            None => {
-                return Ok(Some(format!(
-                    "migration {version} is applied but unknown to this binary"
-                )));
-            }
-            Some(m) if m.checksum.as_ref() != checksum.as_slice() => {
-                return Ok(Some(format!(
-                    "migration {version} was applied with another checksum"
-                )));
-            }
-            Some(_) => {}
-        }
-    }
-    let missing: Vec<String> = ups()
-        .filter(|m| !applied.iter().any(|(v, _)| *v == m.version))
-        .map(|m| format!("{} {}", m.version, m.description))
-        .collect();
-    Ok((!missing.is_empty()).then(|| format!("pending: {}", missing.join(", "))))
+    Ok(migrations::refusal(
+        carried(),
+        recorded(connection)?.as_ref(),
+    ))
 }
 
 fn database(path: &Path) -> impl Fn(rusqlite::Error) -> MigrateError + '_ {
@@ -148,7 +149,7 @@ pub fn up(path: &Path) -> Result<Vec<i64>, MigrateError> {
     let err = database(path);
     let mut connection = connect(path, Durability::PowerLoss, true).map_err(&err)?;
     connection.execute(CREATE_TABLE, []).map_err(&err)?;
-    let applied = applied(&connection).map_err(&err)?.unwrap_or_default();
+    let applied = applied(&connection).map_err(&err)?;
     for (version, checksum) in &applied {
         match ups().find(|m| m.version == *version) {
             None => {
@@ -195,8 +196,9 @@ pub fn up(path: &Path) -> Result<Vec<i64>, MigrateError> {
     Ok(done)
 }
 
-/// Every migration this binary carries and whether it is applied.
-pub fn status(path: &Path) -> Result<Vec<MigrationState>, MigrateError> {
+/// Every migration this binary carries, and any the database has that it does not, in
+/// version order, with where each stands.
+pub fn status(path: &Path) -> Result<Vec<MigrationStatus>, MigrateError> {
     if !path.exists() {
         return Err(MigrateError::Missing {
             path: path.display().to_string(),
@@ -204,14 +206,8 @@ pub fn status(path: &Path) -> Result<Vec<MigrationState>, MigrateError> {
     }
     let err = database(path);
     let connection = connect(path, Durability::ProcessCrash, false).map_err(&err)?;
-    let applied = applied(&connection).map_err(&err)?.unwrap_or_default();
-    Ok(ups()
-        .map(|m| MigrationState {
-            version: m.version,
-            description: m.description.to_string(),
-            applied: applied.iter().any(|(v, _)| *v == m.version),
-        })
-        .collect())
+    let recorded = recorded(&connection).map_err(&err)?;
+    Ok(migrations::compare(carried(), recorded.as_ref()))
 }
 
 /// Reverts every applied migration, newest first, destroying what they hold; returns the
@@ -224,7 +220,7 @@ pub fn down(path: &Path) -> Result<Vec<i64>, MigrateError> {
     }
     let err = database(path);
     let mut connection = connect(path, Durability::PowerLoss, false).map_err(&err)?;
-    let applied = applied(&connection).map_err(&err)?.unwrap_or_default();
+    let applied = applied(&connection).map_err(&err)?;
     let mut done = Vec::new();
     for (version, _) in applied.iter().rev() {
         let Some(migration) = down_of(*version) else {

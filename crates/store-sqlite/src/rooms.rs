@@ -3,9 +3,7 @@
 //! leases are timed by the database's clock and every write of a running operation is fenced
 //! on its lease generation (D2, D3).
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use agentroom_domain::engine::Notification;
@@ -13,25 +11,20 @@ use agentroom_domain::event::Event;
 use agentroom_domain::ids::{EventId, InputId, NotificationId, OperationId, RoomId, Timestamp};
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
+use agentroom_ports::history::{self, Rebuilt, RoomHistory};
 use agentroom_ports::{
-    ClaimedOperation, Commit, CommitError, Delivered, Delta, EventAppend, Heartbeat, HistoryEntry,
+    ClaimedOperation, Commit, CommitError, Delivered, EventAppend, Heartbeat, HistoryEntry,
     LeaseGrant, OperationFilter, OperationRecord, OperationStatus, Outbox, OutboxItem,
     OutboxPosition, Receipt, ReceiptWrite, Resolution, Revision, RoomStore, StoreError, StoredRoom,
     WorkflowStore,
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::Durability;
 use crate::connections::{Connections, OpenError};
-
-/// A snapshot of the whole state is written at the first revision and every this many
-/// revisions after it, so a load applies at most this many deltas minus one, and a commit
-/// otherwise writes only what changed.
-pub const SNAPSHOT_EVERY: i64 = 64;
 
 /// Now, in milliseconds since the Unix epoch, by the database's clock (leases, D3).
 macro_rules! now_ms {
@@ -214,7 +207,7 @@ const OPERATIONS_BY_STATUS_SQL: &str = concat!(
 /// Room state, history, events, operations, the ledger and the outbox on one SQLite file.
 pub struct SqliteRooms {
     pub(crate) connections: Connections,
-    latest: Latest,
+    history: RoomHistory,
 }
 
 impl std::fmt::Debug for SqliteRooms {
@@ -226,15 +219,15 @@ impl std::fmt::Debug for SqliteRooms {
 }
 
 fn db(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
-    move |e| StoreError::Database(format!("{context}: {e}"))
+    move |e| StoreError::database(context, e)
 }
 
 fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+    serde_json::to_string(value).map_err(|e| StoreError::corrupt(what, e))
 }
 
 fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+    serde_json::from_str(text).map_err(|e| StoreError::corrupt(what, e))
 }
 
 fn millis(duration: Duration) -> i64 {
@@ -285,12 +278,12 @@ fn operation_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OperationRow>
 impl OperationRow {
     fn parse(self) -> Result<OperationRecord, StoreError> {
         let room = RoomId::parse(&self.room)
-            .map_err(|e| StoreError::Corrupt(format!("room of an operation: {e}")))?;
+            .map_err(|e| StoreError::corrupt("the room of an operation", e))?;
         let request: agentroom_domain::engine::CallRequest =
             from_json(&self.request, "an operation's request")?;
         let op = request.op;
         let status = OperationStatus::parse(&self.status).ok_or_else(|| {
-            StoreError::Corrupt(format!("operation {op} has status `{}`", self.status))
+            StoreError::inconsistent(format!("operation {op} has status `{}`", self.status))
         })?;
         let receipt = self
             .receipt
@@ -316,137 +309,77 @@ impl OperationRow {
     }
 }
 
-/// The state of `room` at `revision` (the current one when `None`) as JSON, rebuilt from the
-/// nearest snapshot at or before it and the deltas after that snapshot. Reads inside one
-/// transaction, so it sees one committed version of the file.
-fn rebuild(
-    connection: &mut Connection,
+/// A Room's current revision.
+fn current_revision(
+    connection: &Connection,
     room: &RoomId,
-    revision: Option<Revision>,
-) -> Result<Option<(Revision, Value)>, StoreError> {
-    let err = db("reading a room");
-    let tx = connection.transaction().map_err(&err)?;
-    let current: Option<i64> = tx
+) -> Result<Option<Revision>, StoreError> {
+    let current: Option<i64> = connection
         .prepare_cached("SELECT revision FROM rooms WHERE room_id = ?1")
         .and_then(|mut s| s.query_row([room.as_str()], |row| row.get(0)).optional())
+        .map_err(db("reading a room"))?;
+    Ok(current.map(Revision))
+}
+
+/// The deltas of `room`'s revisions after `after` up to `upto`, in order.
+fn deltas(
+    connection: &Connection,
+    room: &RoomId,
+    after: Revision,
+    upto: Revision,
+) -> Result<Vec<String>, StoreError> {
+    let err = db("reading a room's history");
+    let mut statement = connection
+        .prepare_cached(
+            "SELECT revision, delta FROM room_history \
+             WHERE room_id = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision",
+        )
         .map_err(&err)?;
-    let Some(current) = current else {
-        return Ok(None);
-    };
-    let target = revision.map_or(current, |r| r.0);
-    if target < 1 || target > current {
-        return Ok(None);
+    let rows = statement
+        .query_map(params![room.as_str(), after.0, upto.0], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, Option<String>>(1)?))
+        })
+        .map_err(&err)?;
+    let mut deltas = Vec::new();
+    for row in rows {
+        let (revision, delta) = row.map_err(&err)?;
+        deltas.push(delta.ok_or_else(|| {
+            StoreError::inconsistent(format!(
+                "room {room} has no change stored for revision {revision}"
+            ))
+        })?);
     }
-    let snapshot: Option<(i64, String)> = tx
+    Ok(deltas)
+}
+
+/// The state of `room` at `target`, rebuilt from the nearest snapshot at or before it and the
+/// deltas after that snapshot (D1). Reads inside one transaction, so it sees one committed
+/// version of the file.
+fn rebuild(
+    connection: &Connection,
+    room: &RoomId,
+    target: Revision,
+) -> Result<Rebuilt, StoreError> {
+    let snapshot: Option<(i64, String)> = connection
         .prepare_cached(
             "SELECT revision, state FROM room_snapshots \
              WHERE room_id = ?1 AND revision <= ?2 ORDER BY revision DESC LIMIT 1",
         )
         .and_then(|mut s| {
-            s.query_row(params![room.as_str(), target], |row| {
+            s.query_row(params![room.as_str(), target.0], |row| {
                 Ok((row.get(0)?, row.get(1)?))
             })
             .optional()
         })
-        .map_err(&err)?;
+        .map_err(db("reading a room's snapshot"))?;
     let Some((base, state)) = snapshot else {
-        return Err(StoreError::Corrupt(format!(
+        return Err(StoreError::inconsistent(format!(
             "room {room} has no snapshot at or before revision {target}"
         )));
     };
-    let mut value: Value = from_json(&state, "a snapshot")?;
-    {
-        let mut statement = tx
-            .prepare_cached(
-                "SELECT revision, delta FROM room_history \
-                 WHERE room_id = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision",
-            )
-            .map_err(&err)?;
-        let mut rows = statement
-            .query(params![room.as_str(), base, target])
-            .map_err(&err)?;
-        let mut expected = base;
-        while let Some(row) = rows.next().map_err(&err)? {
-            let revision: i64 = row.get(0).map_err(&err)?;
-            expected += 1;
-            if revision != expected {
-                return Err(StoreError::Corrupt(format!(
-                    "room {room} has no history row for revision {expected}"
-                )));
-            }
-            let text = row
-                .get_ref(1)
-                .map_err(&err)?
-                .as_str_or_null()
-                .map_err(|e| {
-                    StoreError::Corrupt(format!("history of room {room} at {revision}: {e}"))
-                })?;
-            let Some(text) = text else {
-                return Err(StoreError::Corrupt(format!(
-                    "room {room} has no change stored for revision {revision}"
-                )));
-            };
-            let delta: Delta = from_json(text, "a history row")?;
-            delta
-                .apply(&mut value)
-                .map_err(|e| StoreError::Corrupt(format!("room {room} at {revision}: {e}")))?;
-        }
-        if expected != target {
-            return Err(StoreError::Corrupt(format!(
-                "room {room} has no history row for revision {}",
-                expected + 1
-            )));
-        }
-    }
-    Ok(Some((Revision(target), value)))
-}
-
-/// Reads a state out of its JSON without copying the JSON.
-fn state_from(room: &RoomId, revision: Revision, value: &Value) -> Result<RoomState, StoreError> {
-    RoomState::deserialize(value)
-        .map_err(|e| StoreError::Corrupt(format!("room {room} at {revision}: {e}")))
-}
-
-/// Rooms whose latest state this store keeps as JSON.
-const CACHED_ROOMS: usize = 64;
-
-/// The latest state this store committed or rebuilt, per Room, as JSON: a commit diffs
-/// against it instead of serializing the previous state again, and a load at the same
-/// revision reads it instead of rebuilding from history. A (Room, revision) names one state
-/// forever (compare-and-swap admits one commit per revision), so an entry is valid exactly
-/// while the stored revision equals its own; another store's commit only makes it unused.
-#[derive(Default)]
-struct Latest {
-    rooms: Mutex<HashMap<RoomId, (Revision, Arc<Value>)>>,
-}
-
-impl Latest {
-    fn lock(&self) -> MutexGuard<'_, HashMap<RoomId, (Revision, Arc<Value>)>> {
-        self.rooms.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn get(&self, room: &RoomId, revision: Revision) -> Option<Arc<Value>> {
-        match self.lock().get(room) {
-            Some((cached, value)) if *cached == revision => Some(Arc::clone(value)),
-            _ => None,
-        }
-    }
-
-    fn put(&self, room: &RoomId, revision: Revision, value: Arc<Value>) {
-        let mut rooms = self.lock();
-        if let Some((cached, _)) = rooms.get(room)
-            && *cached > revision
-        {
-            return;
-        }
-        if rooms.len() >= CACHED_ROOMS
-            && !rooms.contains_key(room)
-            && let Some(evicted) = rooms.keys().next().cloned()
-        {
-            rooms.remove(&evicted);
-        }
-        rooms.insert(room.clone(), (revision, value));
-    }
+    let base = Revision(base);
+    let deltas = deltas(connection, room, base, target)?;
+    history::rebuild(room, base, &state, target, &deltas)
 }
 
 impl SqliteRooms {
@@ -454,12 +387,12 @@ impl SqliteRooms {
     /// file or a schema behind this binary is [`StoreError::NotMigrated`].
     pub fn open(path: &Path, durability: Durability) -> Result<Self, StoreError> {
         let connections = Connections::open(path, durability).map_err(|e| match e {
-            OpenError::NotMigrated(detail) => StoreError::NotMigrated(detail),
-            OpenError::Database(context, e) => StoreError::Database(format!("{context}: {e}")),
+            OpenError::NotMigrated(detail) => StoreError::not_migrated(detail),
+            OpenError::Database(context, e) => StoreError::database(context, e),
         })?;
         Ok(Self {
             connections,
-            latest: Latest::default(),
+            history: RoomHistory::new(),
         })
     }
 
@@ -533,11 +466,8 @@ struct PreparedOperation {
     lease_ms: Option<i64>,
 }
 
-/// What a commit writes, serialized before the writer is taken.
+/// What a commit writes besides its history, serialized before the writer is taken.
 struct Prepared {
-    state: Value,
-    delta: String,
-    snapshot: Option<String>,
     log: String,
     operations: Vec<PreparedOperation>,
     receipts: Vec<(OperationId, i64, String)>,
@@ -545,28 +475,8 @@ struct Prepared {
     notifications: Vec<(String, String)>,
 }
 
-/// Serializes what `commit` writes; `previous` is the stored state's JSON when this store
-/// knows it.
-fn prepare(
-    commit: &Commit<'_>,
-    new_revision: i64,
-    previous: Option<Arc<Value>>,
-) -> Result<Prepared, StoreError> {
-    let previous = match previous {
-        Some(value) => value,
-        None => Arc::new(
-            serde_json::to_value(commit.previous)
-                .map_err(|e| StoreError::Corrupt(format!("the previous state: {e}")))?,
-        ),
-    };
-    let state = serde_json::to_value(commit.state)
-        .map_err(|e| StoreError::Corrupt(format!("the new state: {e}")))?;
-    let delta = to_json(&Delta::between(&previous, &state), "a history delta")?;
-    let snapshot = if (new_revision - 1) % SNAPSHOT_EVERY == 0 {
-        Some(to_json(&state, "a snapshot")?)
-    } else {
-        None
-    };
+/// Serializes what `commit` writes besides its history.
+fn prepare(commit: &Commit<'_>) -> Result<Prepared, StoreError> {
     let operations = commit
         .operations
         .iter()
@@ -600,9 +510,6 @@ fn prepare(
         .map(|n| Ok((n.id.to_string(), to_json(n, "a notification")?)))
         .collect::<Result<Vec<_>, StoreError>>()?;
     Ok(Prepared {
-        state,
-        delta,
-        snapshot,
         log: to_json(commit.log, "a decision log")?,
         operations,
         receipts,
@@ -620,7 +527,7 @@ impl RoomStore for SqliteRooms {
             .ledger()
             .opening()
             .ok_or_else(|| StoreError::NotFresh(room.clone()))?;
-        let snapshot = to_json(state, "a snapshot")?;
+        let creation = RoomHistory::create(state)?;
         let mut connection = self.connections.writer();
         let tx = immediate(&mut connection)?;
         let err = db("creating a room");
@@ -650,37 +557,55 @@ impl RoomStore for SqliteRooms {
             })
             .map_err(&err)?;
         tx.prepare_cached(SNAPSHOT_SQL)
-            .and_then(|mut s| s.execute(params![room.as_str(), first, snapshot]))
+            .and_then(|mut s| s.execute(params![room.as_str(), first, creation.snapshot()]))
             .map_err(&err)?;
         Self::write_ledger(&tx, room, &[opening], first)?;
         tx.commit().map_err(db("committing a new room"))?;
+        drop(connection);
+        self.history.created(room, creation);
         Ok(Revision::FIRST)
     }
 
     async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError> {
+        let known = self.history.known(room);
         let mut connection = self.connections.reader();
-        let current: Option<i64> = connection
-            .prepare_cached("SELECT revision FROM rooms WHERE room_id = ?1")
-            .and_then(|mut s| s.query_row([room.as_str()], |row| row.get(0)).optional())
-            .map_err(db("reading a room"))?;
-        let Some(current) = current.map(Revision) else {
+        let Some(current) = current_revision(&connection, room)? else {
             return Ok(None);
         };
-        if let Some(value) = self.latest.get(room, current) {
+        // The latest document this store knows is the current one: nothing more to read.
+        if let Some(state) = self.history.state_at(room, current) {
             drop(connection);
-            let state = state_from(room, current, &value)?;
-            return Ok(Some(StoredRoom {
-                state,
-                revision: current,
-            }));
+            return state.map(|state| {
+                Some(StoredRoom {
+                    state,
+                    revision: current,
+                })
+            });
         }
-        let Some((revision, value)) = rebuild(&mut connection, room, None)? else {
+        let err = db("reading a room");
+        let tx = connection.transaction().map_err(&err)?;
+        let Some(current) = current_revision(&tx, room)? else {
             return Ok(None);
         };
+        // Only the deltas since the document this store knows, when it is not far behind;
+        // else the latest snapshot and the deltas after it.
+        if let Some(known) = known.filter(|k| k.catches_up_to(current)) {
+            let deltas = deltas(&tx, room, known.revision(), current)?;
+            if let Some(state) = self.history.catch_up(room, known, current, &deltas, None)? {
+                return Ok(Some(StoredRoom {
+                    state,
+                    revision: current,
+                }));
+            }
+        }
+        let rebuilt = rebuild(&tx, room, current)?;
+        drop(tx);
         drop(connection);
-        let state = state_from(room, revision, &value)?;
-        self.latest.put(room, revision, Arc::new(value));
-        Ok(Some(StoredRoom { state, revision }))
+        let state = self.history.loaded(room, current, rebuilt, None)?;
+        Ok(Some(StoredRoom {
+            state,
+            revision: current,
+        }))
     }
 
     #[tracing::instrument(skip_all, fields(room = %room, expected = %expected))]
@@ -691,7 +616,8 @@ impl RoomStore for SqliteRooms {
         commit: Commit<'_>,
     ) -> Result<Revision, CommitError> {
         let next = expected.next();
-        let prepared = prepare(&commit, next.0, self.latest.get(room, expected))?;
+        let staged = self.history.stage(room, expected, &commit)?;
+        let prepared = prepare(&commit)?;
         let mut connection = self.connections.writer();
         let tx = immediate(&mut connection)?;
         let err = db("committing");
@@ -755,14 +681,14 @@ impl RoomStore for SqliteRooms {
                     next.0,
                     commit.input,
                     commit.event.map(|e| e.to_string()),
-                    prepared.delta,
+                    staged.delta(),
                     prepared.log,
                     commit.at.as_millis(),
                     commit.input_id.map(|i| i.to_string())
                 ])
             })
             .map_err(&err)?;
-        if let Some(snapshot) = &prepared.snapshot {
+        if let Some(snapshot) = staged.snapshot() {
             tx.prepare_cached(SNAPSHOT_SQL)
                 .and_then(|mut s| s.execute(params![room.as_str(), next.0, snapshot]))
                 .map_err(&err)?;
@@ -829,7 +755,7 @@ impl RoomStore for SqliteRooms {
         }
         tx.commit().map_err(db("committing"))?;
         drop(connection);
-        self.latest.put(room, next, Arc::new(prepared.state));
+        self.history.committed(room, next, staged, None);
         Ok(next)
     }
 
@@ -838,15 +764,21 @@ impl RoomStore for SqliteRooms {
         room: &RoomId,
         revision: Revision,
     ) -> Result<Option<RoomState>, StoreError> {
-        if let Some(value) = self.latest.get(room, revision) {
-            return state_from(room, revision, &value).map(Some);
+        if let Some(state) = self.history.state_at(room, revision) {
+            return state.map(Some);
         }
         let mut connection = self.connections.reader();
-        let rebuilt = rebuild(&mut connection, room, Some(revision))?;
+        let tx = connection.transaction().map_err(db("reading a room"))?;
+        let Some(current) = current_revision(&tx, room)? else {
+            return Ok(None);
+        };
+        if revision < Revision::FIRST || revision > current {
+            return Ok(None);
+        }
+        let rebuilt = rebuild(&tx, room, revision)?;
+        drop(tx);
         drop(connection);
-        rebuilt
-            .map(|(revision, value)| state_from(room, revision, &value))
-            .transpose()
+        rebuilt.state().map(Some)
     }
 
     async fn ledger(&self, room: &RoomId) -> Result<Vec<LedgerEntry>, StoreError> {
@@ -984,7 +916,7 @@ impl RoomStore for SqliteRooms {
         for row in rows {
             let (revision, input, event, input_id, log, at) = row.map_err(&err)?;
             let corrupt = |what: &str, text: &str| {
-                StoreError::Corrupt(format!("{what} {text} of history row {revision}"))
+                StoreError::inconsistent(format!("{what} {text} of history row {revision}"))
             };
             entries.push(HistoryEntry {
                 revision: Revision(revision),
@@ -1073,7 +1005,7 @@ impl RoomStore for SqliteRooms {
         let mut rooms = Vec::new();
         for row in rows {
             let id = row.map_err(&err)?;
-            rooms.push(RoomId::parse(&id).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+            rooms.push(RoomId::parse(&id).map_err(|e| StoreError::corrupt("a room id", e))?);
         }
         Ok(rooms)
     }
@@ -1288,7 +1220,7 @@ impl Outbox for SqliteRooms {
         for row in rows {
             let (room, body, attempts) = row.map_err(&err)?;
             let room = RoomId::parse(&room)
-                .map_err(|e| StoreError::Corrupt(format!("room of a notification: {e}")))?;
+                .map_err(|e| StoreError::corrupt("the room of a notification", e))?;
             let notification: Notification = from_json(&body, "a notification")?;
             items.push(OutboxItem {
                 room,

@@ -2,6 +2,7 @@
 //! one statement per method. Only the SHA-256 of a secret is stored.
 
 use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
+use agentroom_ports::BoxError;
 use agentroom_ports::tokens::{SecretHash, TokenError, TokenId, TokenRecord, TokenStore};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
@@ -12,7 +13,13 @@ const COLUMNS: &str = "token_id, room_id, principal_id, created_at_ms, expires_a
                        revoked_at_ms, label, secret_sha256";
 
 fn db(context: &'static str) -> impl Fn(rusqlite::Error) -> TokenError {
-    move |e| TokenError::Database(format!("{context}: {e}"))
+    move |e| TokenError::database(context, e)
+}
+
+/// A column of token `id` that does not parse, with the parser's error.
+fn unreadable<E: Into<BoxError>>(id: &str, what: &str) -> impl FnOnce(E) -> TokenError {
+    let context = format!("token {id}: {what}");
+    move |e| TokenError::corrupt(context, e)
 }
 
 /// A row as read: the record and its hash, or what could not be read back.
@@ -41,17 +48,17 @@ fn decode(
     label: Option<String>,
     hash: &str,
 ) -> Result<(TokenRecord, SecretHash), TokenError> {
-    let corrupt = |what: &str| TokenError::Corrupt(format!("token {id}: {what}"));
     let record = TokenRecord {
-        id: TokenId::parse(&id).map_err(|_| corrupt("id"))?,
-        room: RoomId::parse(&room).map_err(|_| corrupt("room"))?,
-        principal: PrincipalId::parse(&principal).map_err(|_| corrupt("principal"))?,
+        id: TokenId::parse(&id).map_err(unreadable(&id, "id"))?,
+        room: RoomId::parse(&room).map_err(unreadable(&id, "room"))?,
+        principal: PrincipalId::parse(&principal).map_err(unreadable(&id, "principal"))?,
         created_at: Timestamp::from_millis(created),
         expires_at: expires.map(Timestamp::from_millis),
         revoked_at: revoked.map(Timestamp::from_millis),
         label,
     };
-    let hash = SecretHash::from_hex(hash).ok_or_else(|| corrupt("secret hash"))?;
+    let hash = SecretHash::from_hex(hash)
+        .ok_or_else(|| TokenError::inconsistent(format!("token {id}: secret hash")))?;
     Ok((record, hash))
 }
 

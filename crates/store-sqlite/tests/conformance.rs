@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use agentroom_planning::{PlanningRepository, RepoError};
-use agentroom_store_sqlite::{Durability, SqlitePlanning, migrate};
+use agentroom_store_sqlite::{
+    Durability, MigrationState, MigrationStatus, SqlitePlanning, migrate,
+};
 
 async fn fresh() -> Arc<dyn PlanningRepository> {
     // The directory lives as long as the test process; each test gets its own.
@@ -75,7 +77,7 @@ fn d5_opening_never_creates_or_migrates() {
     // An empty database (created by something else) is not migrated either.
     rusqlite::Connection::open(&path).unwrap();
     let empty = SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap_err();
-    assert!(empty.to_string().contains("no migrations table"), "{empty}");
+    assert!(empty.to_string().contains("no migration table"), "{empty}");
     assert!(
         empty.to_string().contains("agentroom migrate up"),
         "{empty}"
@@ -90,7 +92,7 @@ fn d5_opening_never_creates_or_migrates() {
     SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap();
     let status = migrate::status(&path).unwrap();
     assert_eq!(status.len(), 5);
-    assert!(status.iter().all(|s| s.applied));
+    assert!(status.iter().all(MigrationStatus::applied));
     assert_eq!(status[0].description, "create planning");
     assert_eq!(status[1].description, "create rooms");
     assert_eq!(status[2].description, "lean room state");
@@ -109,7 +111,7 @@ fn d5_down_reverts_everything_and_the_store_refuses_to_open() {
     let path = dir.path().join("planning.db");
     assert_eq!(migrate::down(&path).unwrap(), vec![6, 4, 3, 2, 1]);
     let status = migrate::status(&path).unwrap();
-    assert!(status.iter().all(|s| !s.applied));
+    assert!(status.iter().all(|s| s.state == MigrationState::Pending));
     let connection = rusqlite::Connection::open(&path).unwrap();
     let tables: i64 = connection
         .query_row(
@@ -121,9 +123,9 @@ fn d5_down_reverts_everything_and_the_store_refuses_to_open() {
     assert_eq!(tables, 0);
     let refused = SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap_err();
     assert!(
-        refused
-            .to_string()
-            .contains("pending: 1 create planning, 2 create rooms"),
+        refused.to_string().contains(
+            "migration 1 (create planning) is pending; migration 2 (create rooms) is pending"
+        ),
         "{refused}"
     );
 }

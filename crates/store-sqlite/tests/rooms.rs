@@ -421,12 +421,30 @@ async fn d1_every_revision_rebuilds_from_history_to_what_was_committed() {
     let (_dir, path) = migrated();
     let store = open(&path);
     let mut room = Driver::create(&store).await;
-    // Past two snapshots (revisions 65 and 129), with calls, settlements and raises.
+    // Past more than one snapshot (one is due once the deltas since the last outweigh it),
+    // with calls, settlements and raises.
     while room.revision.0 < 150 {
         let call = room.ask(&store, "what now?").await;
         room.answer(&store, &call, 1).await.unwrap();
         room.step(&store, raise(7), None).await.unwrap();
     }
+    let snapshots: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM room_snapshots", [], |row| row.get(0))
+        .unwrap();
+    assert!(snapshots > 1, "{snapshots} snapshots");
+    // A store that loaded the Room catches up with another one's commits by their deltas.
+    let reader = open(&path);
+    let before = reader.load(&room_id()).await.unwrap().unwrap();
+    assert_eq!(before.revision, room.revision);
+    for _ in 0..3 {
+        room.step(&store, raise(7), None).await.unwrap();
+    }
+    let after = reader.load(&room_id()).await.unwrap().unwrap();
+    assert_eq!(
+        (after.revision, &after.state),
+        (room.revision, room.committed.last().unwrap())
+    );
     // A store that committed nothing has nothing cached: it rebuilds every revision.
     let store = open(&path);
     for (index, committed) in room.committed.iter().enumerate() {
@@ -499,7 +517,10 @@ fn d5_the_room_store_refuses_an_unmigrated_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agentroom.db");
     let missing = SqliteRooms::open(&path, Durability::ProcessCrash).unwrap_err();
-    assert!(matches!(missing, StoreError::NotMigrated(_)), "{missing}");
+    assert!(
+        matches!(missing, StoreError::NotMigrated { .. }),
+        "{missing}"
+    );
     assert!(!path.exists());
     rusqlite::Connection::open(&path).unwrap();
     let empty = SqliteRooms::open(&path, Durability::ProcessCrash).unwrap_err();
@@ -507,6 +528,28 @@ fn d5_the_room_store_refuses_an_unmigrated_file() {
         empty.to_string().contains("agentroom migrate up"),
         "{empty}"
     );
+}
+
+#[tokio::test]
+async fn a_database_failure_keeps_the_drivers_error_as_its_source() {
+    let (_dir, path) = migrated();
+    let store = open(&path);
+    // The schema is pulled from under a running store: its next read fails in SQLite.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE outbox")
+        .unwrap();
+    let failed = store.undelivered(10).await.unwrap_err();
+    assert!(matches!(failed, StoreError::Database { .. }), "{failed}");
+    let mut chain = std::error::Error::source(&failed);
+    let mut driver = None;
+    while let Some(cause) = chain {
+        driver = driver.or(cause.downcast_ref::<rusqlite::Error>());
+        chain = cause.source();
+    }
+    let driver = driver.expect("the chain reaches rusqlite's error");
+    assert!(driver.to_string().contains("no such table"), "{driver}");
+    assert!(failed.to_string().contains("no such table"), "{failed}");
 }
 
 #[test]

@@ -499,8 +499,9 @@ impl WorkflowStore for Heartbeats {
                 tokio::time::sleep(delay).await;
                 self.store.heartbeat(op, generation, duration).await
             }
-            HeartbeatFault::Failing => Err(agentroom_ports::StoreError::Database(
-                "connection refused".to_owned(),
+            HeartbeatFault::Failing => Err(agentroom_ports::StoreError::database(
+                "heartbeat",
+                "connection refused",
             )),
             HeartbeatFault::Hanging => std::future::pending().await,
         }
