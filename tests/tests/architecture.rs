@@ -67,21 +67,17 @@ const ALLOWED_EDGES: &[(&str, Allowed)] = &[
         "agentroom-agents",
         Allowed::Only(&["agentroom-ports", "agentroom-workflows"]),
     ),
-    // DESIGN.md's table lists the crates the server composes; it also names the domain,
-    // ports and workflows types those crates' APIs are made of (tokens, stored rooms,
-    // operation records), edges that still point inward.
+    // The server reaches stores, agents and workflows only through the service (issue 14);
+    // it names the domain and ports types the service's API is made of (stored rooms,
+    // operation records, submissions), edges that still point inward.
     (
         "agentroom-server",
         Allowed::Only(&[
             "agentroom-domain",
             "agentroom-ports",
-            "agentroom-workflows",
             "agentroom-planning",
             "agentroom-coordinator",
             "agentroom-capabilities",
-            "agentroom-store-postgres",
-            "agentroom-store-sqlite",
-            "agentroom-agents",
         ]),
     ),
     ("agentroom-cli", Allowed::Everything),
@@ -227,6 +223,49 @@ fn workspace_dependencies() -> Table {
         .and_then(Value::as_table)
         .cloned()
         .unwrap_or_default()
+}
+
+/// Which members may name the crates that speak to the outside world (normal dependencies;
+/// tests are free), written out literally (CONVENTIONS.md "Trait crate, adapter crates").
+const IO_CRATES: &[(&str, &[&str])] = &[
+    // The stores; the bench measures its floors with raw statements.
+    (
+        "sqlx",
+        &[
+            "agentroom-store-postgres",
+            "agentroom-store-sqlite",
+            "agentroom-bench",
+        ],
+    ),
+    ("rusqlite", &["agentroom-store-sqlite"]),
+    // The agents' HTTP adapter; the operator CLI is an HTTP client of a running host (its
+    // `budget`, `objective`, `review` … commands), allowed by name until its client moves
+    // behind the wire-model crate.
+    ("reqwest", &["agentroom-agents", "agentroom-cli"]),
+    ("axum", &["agentroom-server"]),
+    ("hyper", &[]),
+];
+
+#[test]
+fn io_crates_are_named_only_where_they_belong() {
+    let workspace_deps = workspace_dependencies();
+    let mut members = crate_members();
+    members.push(tests_member());
+    let mut wrong = Vec::new();
+    for member in &members {
+        let name = member.package_name();
+        for (section, package) in normal_and_build_dependencies(&member.manifest, &workspace_deps) {
+            if let Some((_, allowed)) = IO_CRATES.iter().find(|(io, _)| *io == package)
+                && !allowed.contains(&name)
+            {
+                wrong.push(format!("{name} names {package} in {section}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "IO crates named where they do not belong: {wrong:#?}"
+    );
 }
 
 #[test]

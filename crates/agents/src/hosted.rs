@@ -19,54 +19,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentroom_ports::domain::engine::{CallResult, Charge, Reconciliation, SpecialistResult};
+use agentroom_ports::domain::engine::{CallResult, Reconciliation, SpecialistResult};
 use agentroom_ports::domain::ids::{OperationId, PrincipalId};
 use agentroom_ports::domain::state::CallRole;
 use agentroom_ports::{
-    AgentOutcome, OperationRecord, ReconcileError, Reconciler, Specialist, SpecialistCall,
+    AgentOutcome, HostedDesk, OperationRecord, ReconcileError, Reconciler, Specialist,
+    SpecialistCall,
 };
+pub use agentroom_ports::{Submission, SubmitError};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
 use crate::Agents;
-use crate::scripted::{Execution, Journal, JournalError};
-
-/// A result an agent host submitted for one assignment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Submission {
-    /// What it cost: the actual usage, or [`Charge::NoUsage`] (the whole reservation, B3).
-    pub charge: Charge,
-    /// The contribution or the failure.
-    pub result: SpecialistResult,
-}
-
-/// Why a submission was refused; nothing was recorded.
-#[derive(Debug, thiserror::Error)]
-pub enum SubmitError {
-    /// The call is for another specialist (T2).
-    #[error("operation {op} is assigned to another specialist, not to `{principal}`")]
-    NotYours {
-        /// The operation.
-        op: OperationId,
-        /// Who submitted.
-        principal: PrincipalId,
-    },
-    /// A result for it is recorded already.
-    #[error("operation {op} already has a submitted result; an operation takes one")]
-    AlreadySubmitted {
-        /// The operation.
-        op: OperationId,
-    },
-    /// No call of this host is waiting for it (it ended, was aborted, or runs elsewhere).
-    #[error("operation {op} is not waiting for a result on this host")]
-    NotWaiting {
-        /// The operation.
-        op: OperationId,
-    },
-    /// The submission could not be made durable.
-    #[error("the submission could not be recorded: {0}")]
-    Journal(#[from] JournalError),
-}
+use crate::scripted::{Execution, Journal};
 
 /// The crash point (`AGENTROOM_CRASH_AT`) right after a submission is synced to the journal
 /// and before it is handed to the waiting call: the process dies with the result durable and
@@ -169,16 +134,18 @@ impl HostedSpecialists {
         }
         // Durable before it is used (D2): the lock is held, so the call cannot stop waiting
         // between the record and the hand-over without the journal knowing.
-        self.journal.record(Execution {
-            op,
-            role: CallRole::Specialist,
-            principal: Some(principal.clone()),
-            task: Some(call.task.identity.clone()),
-            // Hosted results answer no scenario reply; the field is the scripted agents'.
-            reply: 0,
-            charge: submission.charge,
-            result: CallResult::Specialist(submission.result.clone()),
-        })?;
+        self.journal
+            .record(Execution {
+                op,
+                role: CallRole::Specialist,
+                principal: Some(principal.clone()),
+                task: Some(call.task.identity.clone()),
+                // Hosted results answer no scenario reply; the field is the scripted agents'.
+                reply: 0,
+                charge: submission.charge,
+                result: CallResult::Specialist(submission.result.clone()),
+            })
+            .map_err(|e| SubmitError::Unrecorded(Box::new(e)))?;
         agentroom_workflows::crash::crash_point(AFTER_SUBMISSION_RECORDED);
         if let Some(waiting) = waiting.remove(&op)
             && waiting.reply.send(submission).is_err()
@@ -316,5 +283,24 @@ impl Reconciler for HostedReconciler {
             },
             None => Reconciliation::NotExecuted,
         }))
+    }
+}
+
+impl HostedDesk for HostedSpecialists {
+    fn serves(&self, principal: &PrincipalId) -> bool {
+        HostedSpecialists::serves(self, principal)
+    }
+
+    fn assignments(&self, principal: &PrincipalId) -> Vec<SpecialistCall> {
+        HostedSpecialists::assignments(self, principal)
+    }
+
+    fn submit(
+        &self,
+        principal: &PrincipalId,
+        op: OperationId,
+        submission: Submission,
+    ) -> Result<(), SubmitError> {
+        HostedSpecialists::submit(self, principal, op, submission)
     }
 }

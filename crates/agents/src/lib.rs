@@ -24,10 +24,4 @@ pub mod scripted;
 pub use prices::{PriceTable, PriceTableError, SHIPPED_PRICES};
 pub use router::{Agents, call_outcome};
 
-use agentroom_ports::domain::ids::{ContributionId, DerivedIds, IdSource, OperationId};
-
-/// The id of the contribution operation `op` returns: derived from the operation, so the same
-/// call always names the same contribution, whichever adapter ran it.
-pub fn contribution_id(op: OperationId) -> ContributionId {
-    ContributionId::from_uuid(DerivedIds::new(*op.as_uuid()).next_uuid())
-}
+pub use agentroom_ports::desk::contribution_id;

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use agentroom_coordinator::{CollectingNotifier, Coordinator, CoordinatorConfig, Outcome};
 use agentroom_domain::catalog::MemoryCatalog;
-use agentroom_domain::engine::Reconciliation;
 use agentroom_domain::engine::{
     CallRequest, CallResult, Charge, Decision, Env, Input, InputError, MembershipChange, Proposal,
     ProposalKind, ReasonerResult, decide,
@@ -25,10 +24,7 @@ use agentroom_domain::money::UsdMicros;
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
 use agentroom_domain::room::Role;
 use agentroom_domain::state::{Quotes, RoomSetup, RoomState};
-use agentroom_ports::{
-    Clock, Commit, OperationRecord, Receipt, ReconcileError, Reconciler, RoomStore, StoredRoom,
-    SystemClock,
-};
+use agentroom_ports::{Clock, Commit, Receipt, RoomStore, StoredRoom, SystemClock};
 use agentroom_store_postgres::PgRooms;
 use agentroom_workflows::{
     Abort, CallEnd, CallOutcome, Decider, DurableCall, Provider, RunnerConfig,
@@ -219,19 +215,6 @@ async fn one_call(
     }
 }
 
-/// Confirms nothing: the no-op provider always answers, so nothing is ever uncertain.
-struct NobodyKnows;
-
-#[async_trait]
-impl Reconciler for NobodyKnows {
-    async fn reconcile(
-        &self,
-        _operation: &OperationRecord,
-    ) -> Result<Option<Reconciliation>, ReconcileError> {
-        Ok(None)
-    }
-}
-
 /// Owner messages through the product's own path, the coordinator on `store`: each is
 /// persisted (T1), accepted with its reasoner call reserved and leased (transaction 1), the
 /// no-op provider answers, and the receipt is committed with the settling decision
@@ -246,9 +229,6 @@ async fn through_coordinator(store: PgRooms, messages: usize) -> anyhow::Result<
         )),
     )
     .provider(Arc::new(NoOp))
-    .reconciler(Arc::new(NobodyKnows))
-    .clock(Arc::new(SystemClock))
-    .catalog(Arc::new(MemoryCatalog::new()))
     .notifier(Arc::new(CollectingNotifier::new()))
     .build();
     let decider = BenchDecider::new(0xc00d_1a7e);

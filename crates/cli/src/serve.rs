@@ -131,19 +131,14 @@ struct Host {
 /// The HTTP routes, in one place: the A2E transport and `/v1/planning` (behind bearer tokens
 /// unless `--anonymous-planning`), the REST API under `/v1/rooms`, the web board at `/`,
 /// `/metrics`; a request id on every response.
-fn router(
-    api: Api,
-    host: &Host,
-    hosted: Option<Arc<agentroom_agents::hosted::HostedSpecialists>>,
-) -> axum::Router {
+fn router(api: Api, host: &Host) -> agentroom_server::Router {
     let config = ServerConfig::new(host.session_room.clone());
     let a2e = if host.anonymous_planning {
         agentroom_server::router(Arc::clone(&api.planning), config)
     } else {
         agentroom_server::authenticated_router(config, &api)
     };
-    agentroom_server::api::with_request_ids(a2e)
-        .merge(agentroom_server::api::router_with(api, hosted))
+    agentroom_server::api::with_request_ids(a2e).merge(agentroom_server::api::router(api))
 }
 
 type Background = tokio::task::JoinHandle<agentroom_coordinator::ShutdownReport>;
@@ -157,7 +152,7 @@ async fn start_coordinator(
     args: &CoordinatorArgs,
     http: Host,
     stop: watch::Receiver<bool>,
-) -> anyhow::Result<(axum::Router, Background)> {
+) -> anyhow::Result<(agentroom_server::Router, Background)> {
     // The agents' configuration is checked even when there is no Room to coordinate yet.
     let (agents, reconciler) = host::agents(&args.agents, &policies.prices)?;
     let (agents, reconciler, hosted) =
@@ -190,7 +185,11 @@ async fn start_coordinator(
     .reconciler(Arc::new(reconciler))
     .clock(Arc::new(SystemClock))
     .catalog(catalog.clone())
-    .notifier(Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)))
+    .notifier(Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)));
+    let coordinator = match hosted {
+        Some(desk) => coordinator.desk(desk),
+        None => coordinator,
+    }
     .build();
     // Coordinator plans are planning plans (one per objective, `plan_id` = its id).
     let planning = Arc::new(
@@ -203,7 +202,7 @@ async fn start_coordinator(
         feed,
     };
     // The API watches the coordinator's commits from here on, before recovery decides.
-    let app = router(api, &http, hosted);
+    let app = router(api, &http);
     let report = coordinator.recover().await?;
     tracing::info!(?report, "recovered");
     for room in &rooms {

@@ -1,9 +1,9 @@
 //! The coordinator's typed errors.
 
 use agentroom_ports::domain::engine::InputError;
-use agentroom_ports::domain::ids::{EventId, PrincipalId, RoomId};
+use agentroom_ports::domain::ids::{EventId, OperationId, PrincipalId, RoomId};
 use agentroom_ports::domain::room::Role;
-use agentroom_ports::{CommitError, NoRandomness, StoreError, TokenError};
+use agentroom_ports::{CommitError, NoRandomness, StoreError, SubmitError, TokenError};
 use agentroom_workflows::WorkflowError;
 
 /// Why an input was not decided and committed. Nothing was written unless said otherwise.
@@ -75,6 +75,12 @@ pub enum CoordinatorError {
     /// The token store failed.
     #[error("tokens: {0}")]
     Tokens(#[from] TokenError),
+    /// No hosted specialist call of this Room waits here under that operation.
+    #[error("no assignment of operation {0}")]
+    NoAssignment(OperationId),
+    /// The agent-host desk refused a submission; nothing was recorded.
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
     /// A workflow step (recovery) failed.
     #[error("workflow: {0}")]
     Workflow(#[from] WorkflowError),

@@ -18,6 +18,7 @@ mod actor;
 mod background;
 mod control;
 mod defaults;
+mod desk;
 mod error;
 mod ids;
 mod notify;
@@ -46,12 +47,14 @@ use agentroom_ports::domain::review::ReviewSubmission;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::domain::state::RoomState;
 use agentroom_ports::{
-    Clock, CommitError, Notifier, Outbox, Random, Reconciler, Revision, RoomStore, StoreError,
-    StoredRoom, SystemClock, SystemRandom, TokenStore, WorkflowStore,
+    Clock, CommitError, HostedDesk, Notifier, Outbox, Random, Reconciler, Revision, RoomStore,
+    StoreError, StoredRoom, SystemClock, SystemRandom, TokenStore, WorkflowStore,
 };
-use agentroom_workflows::{Provider, RecoveryReport, Runner, RunnerConfig};
+use agentroom_workflows::{Provider, RecoveryReport, Runner};
 use tokio::sync::{mpsc, oneshot, watch};
 
+/// The runner's settings, part of [`CoordinatorConfig`].
+pub use agentroom_workflows::RunnerConfig;
 pub use background::{Admission, BackgroundConfig, Coordinated, Pass};
 pub use error::CoordinatorError;
 pub use ids::InputId;
@@ -117,9 +120,16 @@ pub struct CoordinatorBuilder {
     random: Arc<dyn Random>,
     catalog: Arc<dyn CapabilityCatalog + Send + Sync>,
     notifier: Arc<dyn Notifier>,
+    desk: Option<Arc<dyn HostedDesk>>,
 }
 
 impl CoordinatorBuilder {
+    /// The desk of the specialists whose work agent hosts execute (`serve --hosted`).
+    pub fn desk(mut self, desk: Arc<dyn HostedDesk>) -> Self {
+        self.desk = Some(desk);
+        self
+    }
+
     /// What executes calls (the agents' router).
     pub fn provider(mut self, provider: Arc<dyn Provider>) -> Self {
         self.provider = provider;
@@ -169,6 +179,7 @@ impl CoordinatorBuilder {
                 random: self.random,
                 catalog: self.catalog,
                 notifier: self.notifier,
+                desk: self.desk,
                 config: self.config,
                 rooms: Mutex::new(HashMap::new()),
                 in_flight,
@@ -239,6 +250,8 @@ pub(crate) struct Shared {
     pub(crate) random: Arc<dyn Random>,
     pub(crate) catalog: Arc<dyn CapabilityCatalog + Send + Sync>,
     pub(crate) notifier: Arc<dyn Notifier>,
+    /// The hosted specialists' calls waiting here for agent hosts, if any.
+    pub(crate) desk: Option<Arc<dyn HostedDesk>>,
     pub(crate) config: CoordinatorConfig,
     rooms: Mutex<HashMap<RoomId, mpsc::Sender<Command>>>,
     pub(crate) in_flight: watch::Sender<usize>,
@@ -281,6 +294,7 @@ impl Coordinator {
             random: Arc::new(SystemRandom),
             catalog: Arc::new(MemoryCatalog::new()),
             notifier: Arc::new(defaults::TracedNotifier),
+            desk: None,
         }
     }
 

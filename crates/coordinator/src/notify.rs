@@ -6,23 +6,12 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentroom_ports::domain::engine::{Audience, Notification};
+use agentroom_ports::domain::engine::Notification;
 use agentroom_ports::domain::ids::{NotificationId, RoomId};
-use agentroom_ports::domain::state::RoomState;
 use agentroom_ports::{Notifier, NotifyError, OutboxItem};
 use async_trait::async_trait;
 
 use crate::{CoordinatorError, Shared};
-
-/// Whether `audience` may still receive notifications of the Room (T3): a single principal
-/// must still be a member; role audiences are resolved by the receiver against the current
-/// members.
-fn authorized(state: &RoomState, audience: &Audience) -> bool {
-    match audience {
-        Audience::Principal(principal) => state.members().roles_of(principal).next().is_some(),
-        Audience::Owners | Audience::Operators | Audience::Reviewers => true,
-    }
-}
 
 pub(crate) async fn deliver(shared: &Arc<Shared>) -> Result<usize, CoordinatorError> {
     let items: Vec<OutboxItem> = shared.store.undelivered(shared.config.outbox_batch).await?;
@@ -32,7 +21,7 @@ pub(crate) async fn deliver(shared: &Arc<Shared>) -> Result<usize, CoordinatorEr
         let state = shared.store.load(&item.room).await?.map(|r| r.state);
         let allowed = state
             .as_ref()
-            .is_some_and(|s| authorized(s, &item.notification.audience));
+            .is_some_and(|s| s.may_be_notified(&item.notification.audience));
         if !allowed {
             tracing::warn!(%id, "T3: the audience is no longer a member; not delivered");
             shared.store.mark_delivered(id).await?;
@@ -102,6 +91,9 @@ mod tests {
     use agentroom_ports::domain::policy::{AccessPolicy, RoomPolicy};
     use agentroom_ports::domain::state::{Quotes, RoomSetup};
 
+    use agentroom_ports::domain::engine::Audience;
+    use agentroom_ports::domain::state::RoomState;
+
     use super::*;
 
     #[test]
@@ -129,7 +121,7 @@ mod tests {
             (Audience::Reviewers, true),
         ];
         for (audience, delivered) in expected {
-            assert_eq!(authorized(&state, &audience), delivered, "{audience:?}");
+            assert_eq!(state.may_be_notified(&audience), delivered, "{audience:?}");
         }
     }
 }

@@ -6,10 +6,9 @@
 use std::sync::Arc;
 
 use agentroom_ports::RoomStore;
+use agentroom_ports::domain::authority::required_role;
 use agentroom_ports::domain::engine::CallRequest;
 use agentroom_ports::domain::ids::RoomId;
-use agentroom_ports::domain::room::Role;
-use agentroom_ports::domain::state::CallRole;
 use agentroom_workflows::{Abort, CallOutcome, Provider};
 use async_trait::async_trait;
 
@@ -27,15 +26,6 @@ impl<S: ?Sized, P: ?Sized> Authorized<S, P> {
     }
 }
 
-/// The role a call's principal must hold, if the call goes to a principal.
-fn required_role(role: CallRole) -> Option<Role> {
-    match role {
-        CallRole::Reasoner => None,
-        CallRole::Specialist => Some(Role::Specialist),
-        CallRole::Reviewer => Some(Role::Reviewer),
-    }
-}
-
 #[async_trait]
 impl<S, P> Provider for Authorized<S, P>
 where
@@ -45,7 +35,7 @@ where
     async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome {
         if let (Some(principal), Some(role)) = (&request.principal, required_role(request.role)) {
             match self.store.load(&self.room).await {
-                Ok(Some(room)) if room.state.members().has(principal, role) => {}
+                Ok(Some(room)) if room.state.may_be_called(Some(principal), request.role) => {}
                 Ok(_) => {
                     tracing::warn!(%principal, ?role, op = %request.op, "T3: not sent");
                     return CallOutcome::Refused {
@@ -75,6 +65,8 @@ mod tests {
     use agentroom_ports::domain::policy::{AccessPolicy, RoomPolicy};
     use agentroom_ports::domain::state::{Quotes, RoomSetup, RoomState};
     use agentroom_ports::memory::MemoryStore;
+
+    use agentroom_ports::domain::state::CallRole;
 
     use super::*;
 

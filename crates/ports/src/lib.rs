@@ -17,6 +17,7 @@ pub use agentroom_domain as domain;
 pub mod agents;
 pub mod clock;
 pub mod delta;
+pub mod desk;
 pub mod error;
 pub mod history;
 pub mod migrations;
@@ -43,6 +44,7 @@ pub use agents::{
 };
 pub use clock::{Clock, SystemClock};
 pub use delta::{Delta, DeltaError, Sections};
+pub use desk::{HostedDesk, Submission, SubmitError};
 pub use error::BoxError;
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
 pub use random::{NoRandomness, Random, SystemRandom};

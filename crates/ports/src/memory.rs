@@ -79,6 +79,24 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// The operations `wanted` keeps, oldest first, each refreshed to now.
+    fn listed(&self, wanted: impl Fn(&OperationRecord) -> bool) -> Vec<OperationRecord> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let mut rows: Vec<&mut OpRow> = inner
+            .operations
+            .values_mut()
+            .filter(|row| wanted(&row.record))
+            .collect();
+        rows.sort_by_key(|row| row.order);
+        rows.into_iter()
+            .map(|row| {
+                refresh(row, now);
+                row.record.clone()
+            })
+            .collect()
+    }
 }
 
 fn to_json(state: &RoomState) -> Result<Value, StoreError> {
@@ -566,27 +584,13 @@ impl WorkflowStore for MemoryStore {
         &self,
         filter: OperationFilter,
     ) -> Result<Vec<OperationRecord>, StoreError> {
-        let mut inner = self.lock();
-        let now = Instant::now();
-        let mut rows: Vec<&mut OpRow> = inner
-            .operations
-            .values_mut()
-            .filter(|row| match filter {
-                OperationFilter::Open => !matches!(
-                    row.record.status,
-                    OperationStatus::Applied | OperationStatus::Resolved
-                ),
-                OperationFilter::Status(status) => row.record.status == status,
-            })
-            .collect();
-        rows.sort_by_key(|row| row.order);
-        Ok(rows
-            .into_iter()
-            .map(|row| {
-                refresh(row, now);
-                row.record.clone()
-            })
-            .collect())
+        Ok(self.listed(|record| match filter {
+            OperationFilter::Open => !matches!(
+                record.status,
+                OperationStatus::Applied | OperationStatus::Resolved
+            ),
+            OperationFilter::Status(status) => record.status == status,
+        }))
     }
 
     async fn room_operations(
@@ -594,21 +598,7 @@ impl WorkflowStore for MemoryStore {
         room: &RoomId,
         status: Option<OperationStatus>,
     ) -> Result<Vec<OperationRecord>, StoreError> {
-        let mut inner = self.lock();
-        let now = Instant::now();
-        let mut rows: Vec<&mut OpRow> = inner
-            .operations
-            .values_mut()
-            .filter(|row| &row.record.room == room && status.is_none_or(|s| row.record.status == s))
-            .collect();
-        rows.sort_by_key(|row| row.order);
-        Ok(rows
-            .into_iter()
-            .map(|row| {
-                refresh(row, now);
-                row.record.clone()
-            })
-            .collect())
+        Ok(self.listed(|record| &record.room == room && status.is_none_or(|s| record.status == s)))
     }
 
     async fn release_lease(&self, op: OperationId, generation: i64) -> Result<bool, StoreError> {

@@ -38,11 +38,13 @@ mod v1;
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::routing::{get, post};
 
 use agentroom_planning::PlanningService;
 
+/// The router type the host's routes are built as (the composition root names it from
+/// here, not from axum).
+pub use axum::Router;
 pub use config::{
     DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_BUFFER, DEFAULT_SESSION_IDLE_TIMEOUT, ServerConfig,
 };

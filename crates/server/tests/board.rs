@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use agentroom_agents::PriceTable;
 use agentroom_agents::scripted::{Journal, Scenario, Scripted};
+use agentroom_coordinator::RunnerConfig;
 use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::MembershipChange;
@@ -39,7 +40,6 @@ use agentroom_server::api::{self, Api, Feed};
 use agentroom_server::board::CONTENT_SECURITY_POLICY_VALUE;
 use agentroom_server::{ServerConfig, router};
 use agentroom_store_sqlite::{Durability, SqlitePlanning, SqliteRooms};
-use agentroom_workflows::RunnerConfig;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};

@@ -1,17 +1,15 @@
 //! Assignments: the specialist work an agent host executes over the API. A hosted
-//! specialist's call waits on this host ([`HostedSpecialists`]); its agent host lists the
+//! specialist's call waits on this host (the service's agent-host desk); its agent host lists the
 //! calls waiting for the token's principal and submits each one's result once, recorded
 //! durably before the call uses it (D2). Only the specialist the call is for may submit (T2,
 //! T3); the domain decides again whether the result applies and what it costs (B3, B5).
 
-use std::sync::Arc;
-
-use agentroom_agents::hosted::{HostedSpecialists, Submission, SubmitError};
 use agentroom_domain::engine::{Charge, SpecialistResult};
 use agentroom_domain::ids::{ContributionId, OperationId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::review::{Artifact, ContributionDraft, Source};
-use agentroom_domain::state::CallRole;
+use agentroom_ports::Submission;
+use agentroom_ports::desk::contribution_id;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -24,39 +22,31 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::handlers::{Page, read_json};
 
-/// The hosted specialists of this host, if any (none: nothing is ever assigned here).
-#[derive(Clone, Default)]
-pub(crate) struct Desk(pub(crate) Option<Arc<HostedSpecialists>>);
-
 /// `GET /v1/rooms/{room}/assignments`: the calls of this Room waiting for the caller's
 /// result, each with its task, inputs, the contributions it may cite and its reservation.
 pub(crate) async fn list(
     State(api): State<ApiState>,
     Extension(caller): Extension<Caller>,
-    Extension(desk): Extension<Desk>,
     uri: Uri,
 ) -> Result<Json<Value>, RestError> {
     let page = Page::from_uri(&uri)?;
-    let mut items = Vec::new();
-    if let Some(hosted) = &desk.0 {
-        for call in hosted.assignments(&caller.principal) {
-            let in_room = api.rooms.operation(&caller.room, call.op).await?.is_some();
-            if in_room {
-                items.push(json!({
-                    "operation": call.op,
-                    "objective": call.objective,
-                    "reservation_micros": call.reservation.micros(),
-                    "task": call.task,
-                }));
-            }
-        }
-    }
+    let items: Vec<Value> = api
+        .rooms
+        .assignments(&caller.room, &caller.principal)
+        .await?
+        .into_iter()
+        .map(|call| {
+            json!({
+                "operation": call.op,
+                "objective": call.objective,
+                "reservation_micros": call.reservation.micros(),
+                "task": call.task,
+            })
+        })
+        .collect();
     Ok(page.of(&items))
 }
 
-/// What an agent host submits: a contribution (a report task's content is its artifacts) or
-/// a failure, with what the work cost in micros; without `usage_micros` the whole reservation
-/// is charged (B3).
 #[derive(Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 enum SubmissionBody {
@@ -115,7 +105,7 @@ impl SubmissionBody {
                 Ok(Submission {
                     charge: charge(usage_micros)?,
                     result: SpecialistResult::Contribution(ContributionDraft {
-                        id: agentroom_agents::contribution_id(op),
+                        id: contribution_id(op),
                         artifacts: artifacts
                             .into_iter()
                             .map(|a| Artifact {
@@ -160,44 +150,21 @@ impl SubmissionBody {
 pub(crate) async fn submit(
     State(api): State<ApiState>,
     Extension(caller): Extension<Caller>,
-    Extension(desk): Extension<Desk>,
     Path((_, operation)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>), RestError> {
     let not_found = || RestError::NotFound(format!("no assignment of operation {operation}"));
     let op: OperationId = operation.parse().map_err(|_| not_found())?;
-    let record = api
-        .rooms
-        .operation(&caller.room, op)
-        .await?
-        .filter(|record| record.request.role == CallRole::Specialist)
-        .ok_or_else(not_found)?;
-    let Some(hosted) = desk.0.as_ref().filter(|hosted| {
-        record
-            .request
-            .principal
-            .as_ref()
-            .is_some_and(|p| hosted.serves(p))
-    }) else {
-        return Err(not_found());
-    };
-    if record.request.principal.as_ref() != Some(&caller.principal) {
-        return Err(RestError::Refused(format!(
-            "operation {op} is assigned to another specialist; only its own specialist may submit its result"
-        )));
-    }
+    // 404 and 403 before the body is read.
+    api.rooms
+        .assignment_of(&caller.room, &caller.principal, op)
+        .await?;
     let body: SubmissionBody = read_json(&headers, body).await?;
     let submission = body.into_submission(op)?;
-    hosted
-        .submit(&caller.principal, op, submission)
-        .map_err(|error| match error {
-            SubmitError::NotYours { .. } => RestError::Refused(error.to_string()),
-            SubmitError::AlreadySubmitted { .. } | SubmitError::NotWaiting { .. } => {
-                RestError::WrongState(error.to_string())
-            }
-            SubmitError::Journal(_) => RestError::Internal(error.to_string()),
-        })?;
+    api.rooms
+        .submit_result(&caller.room, &caller.principal, op, submission)
+        .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"operation": op, "recorded": true})),

@@ -7,7 +7,7 @@ use agentroom_coordinator::CoordinatorError;
 use agentroom_domain::engine::InputError;
 use agentroom_domain::room::Permission;
 use agentroom_domain::rules::Rule;
-use agentroom_ports::StoreError;
+use agentroom_ports::{StoreError, SubmitError};
 use axum::Json;
 use axum::http::header::WWW_AUTHENTICATE;
 use axum::http::{HeaderValue, StatusCode};
@@ -160,6 +160,17 @@ impl From<CoordinatorError> for RestError {
             CoordinatorError::Input(error) => RestError::InvalidBody(error.to_string()),
             CoordinatorError::Conflicted { .. } => RestError::Conflict,
             CoordinatorError::ActorStopped(_) => RestError::Unavailable,
+            CoordinatorError::NoAssignment(op) => {
+                RestError::NotFound(format!("no assignment of operation {op}"))
+            }
+            CoordinatorError::Submit(SubmitError::NotYours { op, .. }) => {
+                RestError::Refused(format!(
+                    "operation {op} is assigned to another specialist; only its own specialist may submit its result"
+                ))
+            }
+            CoordinatorError::Submit(
+                error @ (SubmitError::AlreadySubmitted { .. } | SubmitError::NotWaiting { .. }),
+            ) => RestError::WrongState(error.to_string()),
             other => RestError::Internal(other.to_string()),
         }
     }

@@ -25,9 +25,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agentroom_coordinator::Committed;
-use agentroom_domain::engine::{Audience, LogEntry, Notification};
+use agentroom_domain::engine::{LogEntry, Notification};
 use agentroom_domain::ids::{NotificationId, RoomId};
-use agentroom_domain::room::Role;
 use agentroom_ports::{Notifier, NotifyError, OutboxPosition};
 use async_trait::async_trait;
 use axum::Extension;
@@ -202,12 +201,10 @@ pub(crate) fn follow(api: &Arc<Api>) {
 
 /// Whether the caller is in a notification's audience (checked again at delivery, T3).
 fn addressed_to(caller: &Caller, notification: &Notification) -> bool {
-    match &notification.audience {
-        Audience::Owners => caller.roles.contains(&Role::Owner),
-        Audience::Operators => caller.roles.contains(&Role::Operator),
-        Audience::Reviewers => caller.roles.contains(&Role::Reviewer),
-        Audience::Principal(principal) => principal == &caller.principal,
-    }
+    caller
+        .stored
+        .state
+        .is_addressed_to(&caller.principal, &notification.audience)
 }
 
 #[derive(Serialize)]
@@ -372,7 +369,7 @@ mod tests {
     fn note(n: u128) -> Notification {
         Notification {
             id: NotificationId::from_uuid(uuid::Uuid::from_u128(n)),
-            audience: Audience::Owners,
+            audience: agentroom_domain::engine::Audience::Owners,
             objective: None,
             text: format!("note {n}"),
         }

@@ -13,7 +13,7 @@ use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
 use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
-use agentroom_domain::room::{Permission, Role};
+use agentroom_domain::room::Permission;
 use agentroom_planning::{Session, Step};
 use agentroom_ports::{OperationStatus, Resolution, ResolutionOutcome, Revision};
 use axum::body::Body;
@@ -379,15 +379,10 @@ pub(crate) async fn objectives(
     Ok(page.of(&items))
 }
 
-/// Whether the caller sees every task, or only its own: a principal that is only a
-/// specialist or agent host (no owner, operator or reviewer role) sees and updates only the
-/// tasks assigned to it (issue 7).
+/// Whether the caller sees `task` (the domain's visibility: an owner, operator or reviewer
+/// sees every task, anyone else only its own).
 fn sees(caller: &Caller, task: &Task) -> bool {
-    let overseer = caller
-        .roles
-        .iter()
-        .any(|role| matches!(role, Role::Owner | Role::Operator | Role::Reviewer));
-    overseer || task.assignee() == &caller.principal
+    caller.stored.state.sees_task(&caller.principal, task)
 }
 
 fn task_json(plan: &PlanVersion, task: &Task) -> Value {

@@ -27,7 +27,6 @@ mod openapi;
 
 use std::sync::Arc;
 
-use agentroom_agents::hosted::HostedSpecialists;
 use agentroom_coordinator::Coordinator;
 use agentroom_domain::room::Permission;
 use agentroom_planning::PlanningService;
@@ -283,12 +282,6 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
 /// (it sets no fallback). Call it inside a Tokio runtime: it starts the task that feeds the
 /// decision timeline from the coordinator.
 pub fn router(api: Api) -> Router {
-    router_with(api, None)
-}
-
-/// [`router`] with hosted specialists: their calls wait on this host for the results their
-/// agent hosts submit under `/v1/rooms/{room}/assignments` (none: nothing is assigned).
-pub fn router_with(api: Api, hosted: Option<Arc<HostedSpecialists>>) -> Router {
     let api = Arc::new(api);
     feed::follow(&api);
     let mut router = Router::new();
@@ -308,7 +301,6 @@ pub fn router_with(api: Api, hosted: Option<Arc<HostedSpecialists>>) -> Router {
     let counters = Arc::new(metrics::Metrics::default());
     router
         .with_state(api)
-        .layer(axum::Extension(assignments::Desk(hosted)))
         .layer(axum::Extension(Arc::clone(&counters)))
         .layer(axum::middleware::from_fn_with_state(
             counters,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use agentroom_agents::PriceTable;
 use agentroom_agents::hosted::{HostedReconciler, HostedSpecialists};
 use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
+use agentroom_coordinator::RunnerConfig;
 use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::MembershipChange;
@@ -25,7 +26,6 @@ use agentroom_ports::{Clock, NewToken, SystemClock, TokenMaterial, TokenRecord, 
 use agentroom_ports::{OperationRecord, ReconcileError, Reconciler};
 use agentroom_server::api::{self, Api, Feed};
 use agentroom_store_sqlite::{Durability, SqlitePlanning, SqliteRooms};
-use agentroom_workflows::RunnerConfig;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -204,7 +204,11 @@ pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
     .reconciler(Arc::new(reconciler))
     .clock(Arc::new(SystemClock))
     .catalog(Arc::new(catalog))
-    .notifier(Arc::clone(&feed) as _)
+    .notifier(Arc::clone(&feed) as _);
+    let coordinator = match &desk {
+        Some(desk) => coordinator.desk(Arc::clone(desk) as _),
+        None => coordinator,
+    }
     .build();
     let room = local();
     let state = RoomState::new(RoomSetup {
@@ -257,7 +261,7 @@ pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
         agentroom_server::ServerConfig::new(room.clone()),
         &api,
     );
-    let rest = api::router_with(api, desk);
+    let rest = api::router(api);
     let router = api::with_request_ids(a2e).merge(rest);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

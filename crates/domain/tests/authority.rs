@@ -1,0 +1,94 @@
+//! T3 at the effect sinks and task visibility: the pure predicates the IO crates ask
+//! (`authority.rs`), over Room states reached only through `decide`.
+
+mod common;
+
+use agentroom_domain::engine::Audience;
+use agentroom_domain::room::Role;
+use agentroom_domain::state::CallRole;
+use common::*;
+
+#[test]
+fn t3_a_call_is_sent_only_while_its_principal_holds_the_role_it_is_called_in() {
+    let mut room = Room::new();
+    let state = room.state().clone();
+    assert!(state.may_be_called(Some(&p("sam")), CallRole::Specialist));
+    assert!(state.may_be_called(Some(&p("rita")), CallRole::Reviewer));
+    // The wrong role, a stranger, or a principal-less specialist call: not sent.
+    assert!(!state.may_be_called(Some(&p("sam")), CallRole::Reviewer));
+    assert!(!state.may_be_called(Some(&p("mallory")), CallRole::Specialist));
+    assert!(!state.may_be_called(None, CallRole::Specialist));
+    // The reasoner is the Room's own.
+    assert!(state.may_be_called(None, CallRole::Reasoner));
+
+    room.revoke("sam", Role::Specialist);
+    assert!(
+        !room
+            .state()
+            .may_be_called(Some(&p("sam")), CallRole::Specialist)
+    );
+}
+
+#[test]
+fn t3_a_notification_leaves_only_for_an_audience_that_may_still_receive_it() {
+    let mut room = Room::new();
+    assert!(room.state().may_be_notified(&Audience::Principal(p("sam"))));
+    assert!(room.state().may_be_notified(&Audience::Owners));
+    assert!(
+        !room
+            .state()
+            .may_be_notified(&Audience::Principal(p("mallory")))
+    );
+    room.revoke("sam", Role::Specialist);
+    assert!(!room.state().may_be_notified(&Audience::Principal(p("sam"))));
+}
+
+#[test]
+fn t3_a_notification_is_addressed_to_its_principal_or_the_holders_of_its_role() {
+    let mut room = Room::new();
+    let state = room.state().clone();
+    assert!(state.is_addressed_to(&p("olive"), &Audience::Owners));
+    assert!(state.is_addressed_to(&p("oscar"), &Audience::Operators));
+    assert!(state.is_addressed_to(&p("rita"), &Audience::Reviewers));
+    assert!(!state.is_addressed_to(&p("sam"), &Audience::Owners));
+    assert!(state.is_addressed_to(&p("sam"), &Audience::Principal(p("sam"))));
+    assert!(!state.is_addressed_to(&p("sue"), &Audience::Principal(p("sam"))));
+    room.revoke("oscar", Role::Operator);
+    assert!(
+        !room
+            .state()
+            .is_addressed_to(&p("oscar"), &Audience::Operators)
+    );
+}
+
+#[test]
+fn visibility_an_overseer_sees_every_task_a_specialist_only_its_own() {
+    let mut room = Room::new();
+    room.start_objective();
+    let state = room.state().clone();
+    let plan = room.objective().current_plan().unwrap();
+    let gather = plan
+        .tasks()
+        .iter()
+        .find(|t| t.assignee() == &p("sam"))
+        .unwrap()
+        .clone();
+    let write = plan
+        .tasks()
+        .iter()
+        .find(|t| t.assignee() == &p("sue"))
+        .unwrap()
+        .clone();
+    let (gather, write) = (&gather, &write);
+    for overseer in ["olive", "oscar", "rita"] {
+        assert!(state.sees_task(&p(overseer), gather), "{overseer}");
+        assert!(state.sees_task(&p(overseer), write), "{overseer}");
+    }
+    assert!(state.sees_task(&p("sam"), gather));
+    assert!(!state.sees_task(&p("sam"), write));
+    assert!(!state.sees_task(&p("hal"), gather));
+    assert!(!state.sees_task(&p("mallory"), gather));
+    // Granted a reviewer role, the specialist oversees the Room.
+    room.grant("sam", Role::Reviewer);
+    assert!(room.state().sees_task(&p("sam"), write));
+}
