@@ -45,7 +45,7 @@ use tokio::sync::watch;
 
 use crate::host::{self, AgentsChoice};
 use crate::policies::Policies;
-use crate::store::{Missing, StoreArgs};
+use crate::store::StoreArgs;
 
 /// The Room a host serves when none is named.
 const DEFAULT_ROOM: &str = "local";
@@ -82,9 +82,8 @@ pub(crate) async fn run(
     anonymous_planning: bool,
 ) -> anyhow::Result<()> {
     tracing::info!(permissions = ?policies.access, "policies loaded");
-    // The planning repository creates (and migrates) a missing embedded file (D5).
-    let repo = store.open_planning().await?;
-    let rooms = store.open_rooms(Missing::Refuse).await?;
+    // A missing embedded file is created and migrated (D5), then opened once for both.
+    let (rooms, repo) = store.open_host().await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let session_room = coordinator
         .rooms

@@ -115,6 +115,29 @@ impl StoreArgs {
     }
 }
 
+impl StoreArgs {
+    /// The Room store and the planning repository of one database, for a process that uses
+    /// both (`serve`): the embedded file is created and migrated when missing (D5: the CLI
+    /// migrates only the file it creates) and opened once, one writer and its readers shared
+    /// by both.
+    pub(crate) async fn open_host(
+        &self,
+    ) -> anyhow::Result<(Arc<dyn Store>, Arc<dyn PlanningRepository>)> {
+        if let Some(url) = &self.database_url {
+            let rooms = self.open_rooms(Missing::Refuse).await?;
+            return Ok((rooms, open_postgres(url).await?));
+        }
+        let path = self.sqlite_path();
+        if !path.exists() {
+            create_embedded(&self.root, &path)?;
+        }
+        let rooms = SqliteRooms::open(&path, self.durability())
+            .with_context(|| format!("opening {}", path.display()))?;
+        let planning = rooms.planning();
+        Ok((Arc::new(rooms), Arc::new(planning)))
+    }
+}
+
 pub(crate) fn create_embedded(root: &Path, path: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(root)
         .with_context(|| format!("creating the data directory {}", root.display()))?;

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use agentroom_domain::ids::{ObjectiveId, RoomId, Timestamp};
 use agentroom_planning::{
@@ -38,7 +39,7 @@ const PLAN_SQL: &str = "SELECT plan_key, plan_id, name, description, columns, ob
 
 /// The planning repository on one SQLite file.
 pub struct SqlitePlanning {
-    connections: Connections,
+    pub(crate) connections: Arc<Connections>,
 }
 
 impl std::fmt::Debug for SqlitePlanning {
@@ -61,7 +62,15 @@ impl SqlitePlanning {
             OpenError::NotMigrated(detail) => RepoError::NotMigrated { detail },
             OpenError::Database(context, e) => RepoError::Database(format!("{context}: {e}")),
         })?;
-        Ok(Self { connections })
+        Ok(Self {
+            connections: Arc::new(connections),
+        })
+    }
+
+    /// The planning repository over connections another store of the same file holds: one
+    /// writer per file and process ([`crate::SqliteRooms::planning`]).
+    pub(crate) fn sharing(connections: Arc<Connections>) -> Self {
+        Self { connections }
     }
 
     /// The durability its commits have.

@@ -4,6 +4,7 @@
 //! on its lease generation (D2, D3).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentroom_domain::engine::Notification;
@@ -206,7 +207,7 @@ const OPERATIONS_BY_STATUS_SQL: &str = concat!(
 
 /// Room state, history, events, operations, the ledger and the outbox on one SQLite file.
 pub struct SqliteRooms {
-    pub(crate) connections: Connections,
+    pub(crate) connections: Arc<Connections>,
     history: RoomHistory,
 }
 
@@ -391,9 +392,16 @@ impl SqliteRooms {
             OpenError::Database(context, e) => StoreError::database(context, e),
         })?;
         Ok(Self {
-            connections,
+            connections: Arc::new(connections),
             history: RoomHistory::new(),
         })
+    }
+
+    /// The planning repository of the same file on this store's connections: a process that
+    /// needs both opens the file once and keeps one writer (two writers of one process would
+    /// only wait on each other's `BEGIN IMMEDIATE`).
+    pub fn planning(&self) -> crate::SqlitePlanning {
+        crate::SqlitePlanning::sharing(Arc::clone(&self.connections))
     }
 
     /// The durability its commits have.
@@ -1252,5 +1260,22 @@ impl Outbox for SqliteRooms {
             [id.to_string()],
         )
         .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::unwrap_used, reason = "test code")]
+    fn a_process_opens_one_set_of_connections_for_rooms_and_planning() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("planning.db");
+        crate::migrate::up(&path).unwrap();
+        let rooms = SqliteRooms::open(&path, Durability::ProcessCrash).unwrap();
+        let planning = rooms.planning();
+        assert!(Arc::ptr_eq(&rooms.connections, &planning.connections));
+        assert_eq!(planning.durability(), Durability::ProcessCrash);
     }
 }
