@@ -1,7 +1,9 @@
 //! Named crash points for crash tests: when `AGENTROOM_CRASH_AT` names a point, the process
 //! sends itself SIGKILL there (no unwinding, no cleanup, no handler can run: the kernel ends
 //! it as an operator's `kill -9` or the OOM killer would). Tests run the real binary with the
-//! variable set and restart it.
+//! variable set and restart it. Only with the `crash-points` feature, which the crash tests
+//! enable (the cli's dev-dependencies) and production builds leave out: without it,
+//! [`crash_point`] does nothing.
 
 use std::sync::OnceLock;
 
@@ -43,7 +45,15 @@ pub fn crashes_at(configured: Option<&str>, point: &str) -> bool {
     configured == Some(point)
 }
 
+/// Kills the process with SIGKILL if `AGENTROOM_CRASH_AT` names `point` (feature
+/// `crash-points`; a no-op without it).
+#[cfg(not(feature = "crash-points"))]
+pub fn crash_point(point: &'static str) {
+    let _ = point;
+}
+
 /// Kills the process with SIGKILL if `AGENTROOM_CRASH_AT` names `point`.
+#[cfg(feature = "crash-points")]
 pub fn crash_point(point: &'static str) {
     if crashes_at(configured(), point) {
         tracing::error!(
