@@ -10,7 +10,7 @@ use agentroom_planning::limits::MAX_MESSAGE_BYTES;
 use crate::error::ApiError;
 
 /// The body as bytes, whatever its content type (the SDK sends `text/plain`). A body above
-/// [`MAX_MESSAGE_BYTES`] is `ApiError::TooLarge`, found from `Content-Length` before
+/// [`MAX_MESSAGE_BYTES`] is `ApiError::MessageTooLarge`, found from `Content-Length` before
 /// anything is read, or when reading passes the limit.
 pub(crate) async fn read_message(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
     let declared = headers
@@ -28,13 +28,13 @@ pub(crate) async fn read_message(headers: &HeaderMap, body: Body) -> Result<Byte
             if over_limit {
                 too_large(MAX_MESSAGE_BYTES + 1)
             } else {
-                ApiError::Body(error)
+                ApiError::UnreadableMessage(error)
             }
         })
 }
 
 fn too_large(bytes: usize) -> ApiError {
-    ApiError::TooLarge {
+    ApiError::MessageTooLarge {
         bytes,
         limit: MAX_MESSAGE_BYTES,
     }

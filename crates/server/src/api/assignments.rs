@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 
 use super::State as ApiState;
 use super::auth::Caller;
-use super::error::RestError;
 use super::handlers::{Page, read_json};
+use crate::error::ApiError;
 
 /// The hosted specialists of this host, if any (none: nothing is ever assigned here).
 #[derive(Clone, Default)]
@@ -35,7 +35,7 @@ pub(crate) async fn list(
     Extension(caller): Extension<Caller>,
     Extension(desk): Extension<Desk>,
     uri: Uri,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let page = Page::from_uri(&uri)?;
     let mut items = Vec::new();
     if let Some(hosted) = &desk.0 {
@@ -88,10 +88,10 @@ enum SourceBody {
     External { url: String, digest: String },
 }
 
-fn charge(usage: Option<i64>) -> Result<Charge, RestError> {
+fn charge(usage: Option<i64>) -> Result<Charge, ApiError> {
     match usage {
         None => Ok(Charge::NoUsage),
-        Some(micros) if micros < 0 => Err(RestError::InvalidBody(format!(
+        Some(micros) if micros < 0 => Err(ApiError::InvalidBody(format!(
             "usage_micros must not be negative (got {micros})"
         ))),
         // Above the reservation is allowed: it is charged and stops admissions (B3, B5).
@@ -100,7 +100,7 @@ fn charge(usage: Option<i64>) -> Result<Charge, RestError> {
 }
 
 impl SubmissionBody {
-    fn into_submission(self, op: OperationId) -> Result<Submission, RestError> {
+    fn into_submission(self, op: OperationId) -> Result<Submission, ApiError> {
         match self {
             SubmissionBody::Contribution {
                 artifacts,
@@ -108,7 +108,7 @@ impl SubmissionBody {
                 usage_micros,
             } => {
                 if artifacts.is_empty() {
-                    return Err(RestError::InvalidBody(
+                    return Err(ApiError::InvalidBody(
                         "a contribution needs at least one artifact".to_owned(),
                     ));
                 }
@@ -140,7 +140,7 @@ impl SubmissionBody {
                 usage_micros,
             } => {
                 if reason.trim().is_empty() {
-                    return Err(RestError::InvalidBody(
+                    return Err(ApiError::InvalidBody(
                         "a failure needs a non-empty reason".to_owned(),
                     ));
                 }
@@ -164,8 +164,8 @@ pub(crate) async fn submit(
     Path((_, operation)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Result<(StatusCode, Json<Value>), RestError> {
-    let not_found = || RestError::NotFound(format!("no assignment of operation {operation}"));
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let not_found = || ApiError::NotFound(format!("no assignment of operation {operation}"));
     let op: OperationId = operation.parse().map_err(|_| not_found())?;
     let record = api
         .rooms
@@ -183,7 +183,7 @@ pub(crate) async fn submit(
         return Err(not_found());
     };
     if record.request.principal.as_ref() != Some(&caller.principal) {
-        return Err(RestError::Refused(format!(
+        return Err(ApiError::Refused(format!(
             "operation {op} is assigned to another specialist; only its own specialist may submit its result"
         )));
     }
@@ -192,11 +192,11 @@ pub(crate) async fn submit(
     hosted
         .submit(&caller.principal, op, submission)
         .map_err(|error| match error {
-            SubmitError::NotYours { .. } => RestError::Refused(error.to_string()),
+            SubmitError::NotYours { .. } => ApiError::Refused(error.to_string()),
             SubmitError::AlreadySubmitted { .. } | SubmitError::NotWaiting { .. } => {
-                RestError::WrongState(error.to_string())
+                ApiError::WrongState(error.to_string())
             }
-            SubmitError::Journal(_) => RestError::Internal(error.to_string()),
+            SubmitError::Journal(_) => ApiError::internal(error),
         })?;
     Ok((
         StatusCode::ACCEPTED,

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
 use super::Api;
-use super::error::RestError;
+use crate::error::ApiError;
 
 /// The header that carries the request id.
 pub(crate) const REQUEST_ID: &str = "x-request-id";
@@ -52,13 +52,13 @@ pub(crate) async fn guard(
     State(guard): State<Guard>,
     mut request: Request,
     next: Next,
-) -> Result<Response, RestError> {
+) -> Result<Response, ApiError> {
     // The route's `{room}` parameter (not the URI text, so a router nested under a prefix
     // still finds it).
     let params = request
         .extract_parts::<RawPathParams>()
         .await
-        .map_err(|_| RestError::BadRequest("the path cannot be read".to_owned()))?;
+        .map_err(|_| ApiError::BadRequest("the path cannot be read".to_owned()))?;
     let room = params
         .iter()
         .find_map(|(name, value)| (name == "room").then(|| value.to_owned()))
@@ -76,28 +76,26 @@ pub(crate) async fn authorize(
     headers: &HeaderMap,
     room: Option<&str>,
     permission: Permission,
-) -> Result<Caller, RestError> {
+) -> Result<Caller, ApiError> {
     let token = headers
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "))
         .map(str::trim)
-        .ok_or(RestError::Unauthenticated)?;
+        .ok_or(ApiError::Unauthenticated)?;
     let authenticated = match api.rooms.authenticate(token).await {
         Ok(authenticated) => authenticated,
-        Err(AuthError::Store(error)) => return Err(RestError::Internal(error.to_string())),
+        Err(AuthError::Store(error)) => return Err(ApiError::internal(error)),
         Err(reason) => {
             tracing::info!(%reason, "bearer token refused");
-            return Err(RestError::Unauthenticated);
+            return Err(ApiError::Unauthenticated);
         }
     };
     // A token sees its own Room only: another Room is "not found", whether it exists or not.
     if let Some(room) = room
         && room != authenticated.room.as_str()
     {
-        return Err(RestError::NotFound(format!(
-            "no room {room} for this token"
-        )));
+        return Err(ApiError::NotFound(format!("no room {room} for this token")));
     }
     let stored = api.rooms.room(&authenticated.room).await?;
     let roles: Vec<Role> = stored
@@ -113,7 +111,7 @@ pub(crate) async fn authorize(
     };
     if !caller.may(permission) {
         tracing::info!(principal = %caller.principal, %permission, "forbidden");
-        return Err(RestError::Forbidden(permission));
+        return Err(ApiError::Forbidden(permission));
     }
     tracing::Span::current().record("principal", tracing::field::display(&caller.principal));
     Ok(caller)
@@ -168,7 +166,7 @@ pub(crate) async fn request_id(request: Request, next: Next) -> Response {
         Ok(value) => {
             response.headers_mut().insert(REQUEST_ID, value);
         }
-        Err(_) => return RestError::Internal("request id".to_owned()).into_response(),
+        Err(_) => return ApiError::internal("request id").into_response(),
     }
     response
 }

@@ -39,8 +39,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use super::auth::Caller;
-use super::error::RestError;
 use super::{Api, State as ApiState};
+use crate::error::ApiError;
 use crate::state::Stopping;
 
 /// One committed decision's log entry, as the decision log lists it.
@@ -226,7 +226,7 @@ const BATCH: usize = 64;
 /// Where a stream resumes after the notification `id`: its delivery position; 0 (from the
 /// first) when the Room's outbox does not hold it. One being delivered right now (pushed live,
 /// not yet marked) is waited for briefly.
-async fn resume_after(api: &Api, room: &RoomId, id: &str) -> Result<i64, RestError> {
+async fn resume_after(api: &Api, room: &RoomId, id: &str) -> Result<i64, ApiError> {
     let Ok(id) = id.parse::<NotificationId>() else {
         return Ok(0);
     };
@@ -268,12 +268,12 @@ pub(crate) async fn stream(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     stopping: Option<Extension<Stopping>>,
-) -> Result<Response, RestError> {
+) -> Result<Response, ApiError> {
     let mut position = match headers.get("last-event-id") {
         None => 0,
         Some(value) => {
             let id = value.to_str().map_err(|_| {
-                RestError::BadRequest("Last-Event-ID is not visible ASCII".to_owned())
+                ApiError::BadRequest("Last-Event-ID is not visible ASCII".to_owned())
             })?;
             resume_after(&api, &caller.room, id.trim()).await?
         }

@@ -28,8 +28,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::auth::Caller;
-use super::error::RestError;
 use super::{MAX_BODY_BYTES, State as ApiState, feed};
+use crate::error::ApiError;
 
 // ---------------------------------------------------------------------------------------------
 // Reading requests
@@ -40,19 +40,19 @@ use super::{MAX_BODY_BYTES, State as ApiState, feed};
 pub(super) async fn read_json<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: Body,
-) -> Result<T, RestError> {
+) -> Result<T, ApiError> {
     parse_json(&read_bytes(headers, body).await?)
 }
 
 /// The body's bytes, at most [`MAX_BODY_BYTES`] (from `Content-Length` before reading, or
 /// when reading passes the limit).
-async fn read_bytes(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, RestError> {
+async fn read_bytes(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, ApiError> {
     let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<usize>().ok());
     if declared.is_some_and(|bytes| bytes > MAX_BODY_BYTES) {
-        return Err(RestError::TooLarge {
+        return Err(ApiError::BodyTooLarge {
             limit: MAX_BODY_BYTES,
         });
     }
@@ -62,27 +62,26 @@ async fn read_bytes(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes
             let over_limit = std::error::Error::source(&error)
                 .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
             if over_limit {
-                RestError::TooLarge {
+                ApiError::BodyTooLarge {
                     limit: MAX_BODY_BYTES,
                 }
             } else {
-                RestError::BadRequest(format!("the request body could not be read: {error}"))
+                ApiError::BadRequest(format!("the request body could not be read: {error}"))
             }
         })
 }
 
 /// Not JSON 400, JSON of the wrong shape 422.
-fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, RestError> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|error| RestError::MalformedJson(error.to_string()))?;
-    serde_json::from_value(value).map_err(|error| RestError::InvalidBody(error.to_string()))
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(ApiError::MalformedJson)?;
+    serde_json::from_value(value).map_err(|error| ApiError::InvalidBody(error.to_string()))
 }
 
 /// Like [`read_json`], but an empty body is read as `{}` (for endpoints that take no fields).
 async fn read_json_or_empty<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: Body,
-) -> Result<T, RestError> {
+) -> Result<T, ApiError> {
     let bytes = read_bytes(headers, body).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return parse_json(b"{}");
@@ -101,13 +100,13 @@ impl Page {
     const MAX: usize = 200;
 
     /// A `limit` query value: a whole number from 1 to [`Page::MAX`].
-    fn limit(value: &str) -> Result<usize, RestError> {
+    fn limit(value: &str) -> Result<usize, ApiError> {
         value
             .parse::<usize>()
             .ok()
             .filter(|n| (1..=Self::MAX).contains(n))
             .ok_or_else(|| {
-                RestError::BadRequest(format!(
+                ApiError::BadRequest(format!(
                     "limit must be a whole number from 1 to {}",
                     Self::MAX
                 ))
@@ -116,7 +115,7 @@ impl Page {
 
     /// A list's query: `limit` (default [`Page::DEFAULT`]) and the raw `cursor`, if any;
     /// anything else is refused. Each kind of page reads its own cursor.
-    fn query(uri: &Uri) -> Result<(usize, Option<&str>), RestError> {
+    fn query(uri: &Uri) -> Result<(usize, Option<&str>), ApiError> {
         let (mut limit, mut cursor) = (Self::DEFAULT, None);
         for pair in uri.query().unwrap_or_default().split('&') {
             if pair.is_empty() {
@@ -127,7 +126,7 @@ impl Page {
                 "limit" => limit = Page::limit(value)?,
                 "cursor" => cursor = Some(value),
                 other => {
-                    return Err(RestError::BadRequest(format!(
+                    return Err(ApiError::BadRequest(format!(
                         "unknown query parameter `{other}`: lists take `limit` and `cursor`"
                     )));
                 }
@@ -137,11 +136,11 @@ impl Page {
     }
 
     /// A cursor this API did not hand out.
-    fn bad_cursor() -> RestError {
-        RestError::BadRequest("cursor must be a next_cursor this API returned".to_owned())
+    fn bad_cursor() -> ApiError {
+        ApiError::BadRequest("cursor must be a next_cursor this API returned".to_owned())
     }
 
-    pub(super) fn from_uri(uri: &Uri) -> Result<Self, RestError> {
+    pub(super) fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
         let (limit, cursor) = Self::query(uri)?;
         let offset = match cursor {
             None => 0,
@@ -159,18 +158,18 @@ impl Page {
     }
 }
 
-fn objective_id(text: &str) -> Result<ObjectiveId, RestError> {
+fn objective_id(text: &str) -> Result<ObjectiveId, ApiError> {
     text.parse()
-        .map_err(|_| RestError::NotFound(format!("no objective {text} in this room")))
+        .map_err(|_| ApiError::NotFound(format!("no objective {text} in this room")))
 }
 
-fn find_objective<'a>(caller: &'a Caller, text: &str) -> Result<&'a Objective, RestError> {
+fn find_objective<'a>(caller: &'a Caller, text: &str) -> Result<&'a Objective, ApiError> {
     let id = objective_id(text)?;
     caller
         .stored
         .state
         .objective(id)
-        .ok_or_else(|| RestError::NotFound(format!("no objective {id} in this room")))
+        .ok_or_else(|| ApiError::NotFound(format!("no objective {id} in this room")))
 }
 
 /// The input id of a request: derived from `Idempotency-Key`, the Room, the caller and what
@@ -226,7 +225,7 @@ fn answer(outcome: &Outcome) -> Json<Value> {
 /// What an operator input answers: [`answer`], or a 409 naming the rule when the domain
 /// refused the input itself (its first log entry, the input's own verdict, is a rejection;
 /// later entries are what it set off). A retry of a refused input is refused alike.
-fn decided(outcome: &Outcome) -> Result<Json<Value>, RestError> {
+fn decided(outcome: &Outcome) -> Result<Json<Value>, ApiError> {
     let revision = match outcome {
         Outcome::Decided { revision, .. } | Outcome::AlreadyDecided { revision, .. } => revision.0,
         Outcome::AlreadyDone => return Ok(answer(outcome)),
@@ -237,7 +236,7 @@ fn decided(outcome: &Outcome) -> Result<Json<Value>, RestError> {
             rule: Some(rule),
             message,
             ..
-        }) => Err(RestError::RuleRefused {
+        }) => Err(ApiError::RuleRefused {
             rule: *rule,
             message: message.clone(),
             revision,
@@ -284,7 +283,7 @@ pub(crate) async fn room(Extension(caller): Extension<Caller>) -> Json<Value> {
 pub(crate) async fn members(
     Extension(caller): Extension<Caller>,
     uri: Uri,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let page = Page::from_uri(&uri)?;
     let members: Vec<Value> = caller
         .stored
@@ -320,7 +319,7 @@ pub(crate) async fn post_event(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, RestError> {
+) -> Result<Response, ApiError> {
     let posted: PostEvent = read_json(&headers, body).await?;
     let body = match posted {
         PostEvent::OwnerMessage { text } => EventBody::OwnerMessage { text },
@@ -350,13 +349,13 @@ pub(crate) async fn post_event(
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
 }
 
-fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), RestError> {
+fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), ApiError> {
     caller
         .stored
         .state
         .objective(objective)
         .map(|_| ())
-        .ok_or_else(|| RestError::NotFound(format!("no objective {objective} in this room")))
+        .ok_or_else(|| ApiError::NotFound(format!("no objective {objective} in this room")))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -367,7 +366,7 @@ fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), RestEr
 pub(crate) async fn objectives(
     Extension(caller): Extension<Caller>,
     uri: Uri,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let page = Page::from_uri(&uri)?;
     let items: Vec<Value> = caller
         .stored
@@ -409,7 +408,7 @@ fn task_json(plan: &PlanVersion, task: &Task) -> Value {
 pub(crate) async fn objective(
     Extension(caller): Extension<Caller>,
     Path((_, objective)): Path<(String, String)>,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let objective = find_objective(&caller, &objective)?;
     let board = objective.current_plan().map(|plan| {
         let columns: Vec<Value> = [
@@ -445,7 +444,7 @@ pub(crate) async fn plans(
     Extension(caller): Extension<Caller>,
     Path((_, objective)): Path<(String, String)>,
     uri: Uri,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let page = Page::from_uri(&uri)?;
     let objective = find_objective(&caller, &objective)?;
     let mut previous: Option<&PlanVersion> = None;
@@ -514,7 +513,7 @@ struct DecisionPage {
 }
 
 impl DecisionPage {
-    fn from_uri(uri: &Uri) -> Result<Self, RestError> {
+    fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
         let (limit, cursor) = Page::query(uri)?;
         let after = match cursor {
             None => (0, 0),
@@ -536,7 +535,7 @@ pub(crate) async fn decisions(
     Extension(caller): Extension<Caller>,
     Path((_, objective)): Path<(String, String)>,
     uri: Uri,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     /// History rows read per round trip.
     const BATCH: usize = 256;
     let page = DecisionPage::from_uri(&uri)?;
@@ -598,7 +597,7 @@ pub(crate) async fn control(
     Path((_, objective)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let objective = find_objective(&caller, &objective)?.id();
     let ControlBody { action } = read_json(&headers, body).await?;
     let outcome = api
@@ -637,7 +636,7 @@ pub(crate) async fn update_task(
     Path((_, objective)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let found = find_objective(&caller, &objective)?;
     let objective = found.id();
     let update: TaskUpdateBody = read_json(&headers, body).await?;
@@ -645,13 +644,13 @@ pub(crate) async fn update_task(
         .current_plan()
         .and_then(|plan| plan.task(&update.task))
         .ok_or_else(|| {
-            RestError::NotFound(format!(
+            ApiError::NotFound(format!(
                 "no task {} in the current plan of {objective}",
                 update.task
             ))
         })?;
     if task.assignee() != &caller.principal {
-        return Err(RestError::Refused(format!(
+        return Err(ApiError::Refused(format!(
             "{} may update only its own tasks; {} is assigned to {}",
             caller.principal,
             update.task,
@@ -690,7 +689,7 @@ pub(crate) async fn update_task(
 pub(crate) async fn reviews(
     Extension(caller): Extension<Caller>,
     Path((_, objective)): Path<(String, String)>,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let objective = find_objective(&caller, &objective)?;
     let contributions = caller.stored.state.contributions();
     let reports: Vec<Value> = objective
@@ -764,7 +763,7 @@ pub(crate) async fn record_review(
     Path((_, objective)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let found = find_objective(&caller, &objective)?;
     let objective = found.id();
     let review: ReviewBody = read_json(&headers, body).await?;
@@ -774,7 +773,7 @@ pub(crate) async fn record_review(
         .find(|r| r.version == review.report_version)
         .cloned()
         .ok_or_else(|| {
-            RestError::NotFound(format!(
+            ApiError::NotFound(format!(
                 "objective {objective} has no report version {}",
                 review.report_version
             ))
@@ -822,7 +821,7 @@ pub(crate) async fn record_review(
 pub(crate) async fn late_results(
     Extension(caller): Extension<Caller>,
     uri: Uri,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let page = Page::from_uri(&uri)?;
     let items: Vec<Value> = caller
         .stored
@@ -847,12 +846,12 @@ pub(crate) async fn decide_late_result(
     Path((_, operation)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let op: OperationId = operation
         .parse()
-        .map_err(|_| RestError::NotFound(format!("no held result of operation {operation}")))?;
+        .map_err(|_| ApiError::NotFound(format!("no held result of operation {operation}")))?;
     if !caller.stored.state.held_results().contains_key(&op) {
-        return Err(RestError::NotFound(format!(
+        return Err(ApiError::NotFound(format!(
             "no held result of operation {op}"
         )));
     }
@@ -883,7 +882,7 @@ pub(crate) async fn budget(
     State(api): State<ApiState>,
     Extension(caller): Extension<Caller>,
     uri: Uri,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let page = Page::from_uri(&uri)?;
     let breakdown = api.rooms.budget(&caller.room).await?;
     let ledger = caller.stored.state.ledger();
@@ -912,10 +911,10 @@ pub(crate) async fn raise_limit(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let RaiseBody { amount_micros } = read_json(&headers, body).await?;
     if amount_micros <= 0 {
-        return Err(RestError::InvalidBody(format!(
+        return Err(ApiError::InvalidBody(format!(
             "amount_micros must be positive, not {amount_micros}"
         )));
     }
@@ -943,7 +942,7 @@ pub(crate) async fn acknowledge_overrun(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let AcknowledgeBody {} = read_json_or_empty(&headers, body).await?;
     let outcome = api
         .rooms
@@ -967,7 +966,7 @@ pub(crate) async fn operations(
     State(api): State<ApiState>,
     Extension(caller): Extension<Caller>,
     uri: Uri,
-) -> Result<Json<Value>, RestError> {
+) -> Result<Json<Value>, ApiError> {
     let page = Page::from_uri(&uri)?;
     let mut items = Vec::new();
     for status in [OperationStatus::Uncertain, OperationStatus::DeadLetter] {
@@ -1006,8 +1005,8 @@ pub(crate) async fn resolve_operation(
     Path((_, operation)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, RestError> {
-    let unknown = || RestError::NotFound(format!("no operation {operation} in this room"));
+) -> Result<Json<Value>, ApiError> {
+    let unknown = || ApiError::NotFound(format!("no operation {operation} in this room"));
     let op: OperationId = operation.parse().map_err(|_| unknown())?;
     // An operation of another Room is not found, before the body is read.
     api.rooms
@@ -1016,7 +1015,7 @@ pub(crate) async fn resolve_operation(
         .ok_or_else(unknown)?;
     let ResolveBody { outcome, reason } = read_json(&headers, body).await?;
     if reason.trim().is_empty() {
-        return Err(RestError::InvalidBody(
+        return Err(ApiError::InvalidBody(
             "reason must say why (what was checked)".to_owned(),
         ));
     }
@@ -1030,7 +1029,7 @@ pub(crate) async fn resolve_operation(
         None => return Err(unknown()),
         Some(ResolveOutcome::Recorded) => {}
         Some(ResolveOutcome::NotResolvable(status)) => {
-            return Err(RestError::WrongState(format!(
+            return Err(ApiError::WrongState(format!(
                 "operation {op} is {}, not uncertain or dead-lettered; nothing was changed",
                 status.as_str()
             )));
@@ -1054,22 +1053,22 @@ pub(crate) async fn planning(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, RestError> {
+) -> Result<Response, ApiError> {
     let session = Session::new(api.planning.clone(), caller.room.clone());
     let message = match crate::body::read_message(&headers, body).await {
         Ok(message) => message,
-        Err(crate::error::ApiError::TooLarge { bytes, .. }) => {
+        Err(ApiError::MessageTooLarge { bytes, .. }) => {
             return Ok(json_line(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 session.too_large(bytes),
             ));
         }
-        Err(error) => return Err(RestError::BadRequest(error.to_string())),
+        Err(error) => return Err(error),
     };
     match tokio::spawn(async move { session.step(&message).await }).await {
         Ok(Step::Reply(line)) => Ok(json_line(StatusCode::OK, line)),
         Ok(Step::Silent | Step::Close) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Err(error) => Err(RestError::Internal(error.to_string())),
+        Err(error) => Err(ApiError::internal(error)),
     }
 }
 

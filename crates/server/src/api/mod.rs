@@ -19,7 +19,6 @@
 
 mod assignments;
 mod auth;
-mod error;
 mod feed;
 mod handlers;
 mod metrics;
