@@ -86,6 +86,9 @@ pub(crate) enum ApiError {
     /// JSON of the wrong shape: unknown or missing fields, wrong types, bad values.
     #[error("the body does not fit this endpoint: {0}")]
     InvalidBody(String),
+    /// A body of another media type than JSON.
+    #[error("the body must be JSON (Content-Type: application/json), not {0}")]
+    UnsupportedMediaType(String),
     /// A query parameter, header or path segment that cannot be read.
     #[error("{0}")]
     BadRequest(String),
@@ -147,6 +150,7 @@ impl ApiError {
             ApiError::MessageTooLarge { .. } | ApiError::BodyTooLarge { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::InvalidBody(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::SessionBufferFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -172,6 +176,7 @@ impl ApiError {
             ApiError::Refused(_) => "refused",
             ApiError::MalformedJson(_) => "malformed_json",
             ApiError::InvalidBody(_) => "invalid_body",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::BadRequest(_) => "bad_request",
             ApiError::Conflict(_) => "conflict",
             ApiError::WrongState(_) => "wrong_state",

@@ -12,16 +12,17 @@ use agentroom_domain::ids::{ContributionId, OperationId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::review::{Artifact, ContributionDraft, Source};
 use agentroom_domain::state::CallRole;
-use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::State as ApiState;
 use super::auth::Caller;
-use super::handlers::{Page, read_json};
+use super::extract::StrictJson;
+use super::handlers::Page;
 use crate::error::ApiError;
 
 /// The hosted specialists of this host, if any (none: nothing is ever assigned here).
@@ -32,11 +33,10 @@ pub(crate) struct Desk(pub(crate) Option<Arc<HostedSpecialists>>);
 /// result, each with its task, inputs, the contributions it may cite and its reservation.
 pub(crate) async fn list(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Extension(desk): Extension<Desk>,
-    uri: Uri,
+    page: Page,
 ) -> Result<Json<Value>, ApiError> {
-    let page = Page::from_uri(&uri)?;
     let mut items = Vec::new();
     if let Some(hosted) = &desk.0 {
         for call in hosted.assignments(&caller.principal) {
@@ -59,7 +59,7 @@ pub(crate) async fn list(
 /// is charged (B3).
 #[derive(Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
-enum SubmissionBody {
+pub(crate) enum SubmissionBody {
     Contribution {
         artifacts: Vec<ArtifactBody>,
         #[serde(default)]
@@ -76,14 +76,14 @@ enum SubmissionBody {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ArtifactBody {
+pub(crate) struct ArtifactBody {
     name: String,
     content: String,
 }
 
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-enum SourceBody {
+pub(crate) enum SourceBody {
     Contribution { id: ContributionId },
     External { url: String, digest: String },
 }
@@ -153,41 +153,58 @@ impl SubmissionBody {
     }
 }
 
+/// `{operation}` in an assignment's path: a specialist call of the caller's Room that a
+/// hosted specialist of this host serves (404 otherwise), and the caller's own (403
+/// otherwise); found before the body is read.
+pub(crate) struct Assignment {
+    op: OperationId,
+    hosted: Arc<HostedSpecialists>,
+}
+
+impl FromRequestParts<ApiState> for Assignment {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, api: &ApiState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, api).await?;
+        let Path((_, operation)) = Path::<(String, String)>::from_request_parts(parts, api)
+            .await
+            .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
+        let desk = parts.extensions.get::<Desk>().cloned().unwrap_or_default();
+        let not_found = || ApiError::NotFound(format!("no assignment of operation {operation}"));
+        let op: OperationId = operation.parse().map_err(|_| not_found())?;
+        let record = api
+            .rooms
+            .operation(&caller.room, op)
+            .await?
+            .filter(|record| record.request.role == CallRole::Specialist)
+            .ok_or_else(not_found)?;
+        let Some(hosted) = desk.0.filter(|hosted| {
+            record
+                .request
+                .principal
+                .as_ref()
+                .is_some_and(|p| hosted.serves(p))
+        }) else {
+            return Err(not_found());
+        };
+        if record.request.principal.as_ref() != Some(&caller.principal) {
+            return Err(ApiError::Refused(format!(
+                "operation {op} is assigned to another specialist; only its own specialist may submit its result"
+            )));
+        }
+        Ok(Assignment { op, hosted })
+    }
+}
+
 /// `POST /v1/rooms/{room}/assignments/{operation}/result`: the caller's result for a call
 /// waiting for it. 404 for an operation of no assignment in this Room, 403 for another
 /// specialist's, 409 when it has a result already or is not waiting; 202 once it is recorded
 /// and handed to the call (which settles it: the domain decides).
 pub(crate) async fn submit(
-    State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Extension(desk): Extension<Desk>,
-    Path((_, operation)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    Assignment { op, hosted }: Assignment,
+    StrictJson(body): StrictJson<SubmissionBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let not_found = || ApiError::NotFound(format!("no assignment of operation {operation}"));
-    let op: OperationId = operation.parse().map_err(|_| not_found())?;
-    let record = api
-        .rooms
-        .operation(&caller.room, op)
-        .await?
-        .filter(|record| record.request.role == CallRole::Specialist)
-        .ok_or_else(not_found)?;
-    let Some(hosted) = desk.0.as_ref().filter(|hosted| {
-        record
-            .request
-            .principal
-            .as_ref()
-            .is_some_and(|p| hosted.serves(p))
-    }) else {
-        return Err(not_found());
-    };
-    if record.request.principal.as_ref() != Some(&caller.principal) {
-        return Err(ApiError::Refused(format!(
-            "operation {op} is assigned to another specialist; only its own specialist may submit its result"
-        )));
-    }
-    let body: SubmissionBody = read_json(&headers, body).await?;
     let submission = body.into_submission(op)?;
     hosted
         .submit(&caller.principal, op, submission)

@@ -1,14 +1,13 @@
 //! The REST handlers. Each runs behind the guard, which put the authorized [`Caller`] (with
-//! the Room as loaded) in the request. Request bodies are read whole up to
-//! [`MAX_BODY_BYTES`] and parsed into types that refuse unknown fields; every id in a path is
-//! parsed, and one the Room does not know is a 404.
+//! the Room as loaded) in the request, and takes what it needs through the extractors of
+//! [`super::extract`]: the caller, the idempotency key, a strict JSON body (read whole up to
+//! [`super::MAX_BODY_BYTES`], parsed into types that refuse unknown fields), a page, and the
+//! ids in its path (one the Room does not know is a 404).
 
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
 use agentroom_domain::engine::{self, ControlAction, LateDecision, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{
-    ContributionId, CriterionId, EventId, ObjectiveId, OperationId, TaskIdentity,
-};
+use agentroom_domain::ids::{ContributionId, CriterionId, EventId, ObjectiveId, TaskIdentity};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
@@ -16,78 +15,27 @@ use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
 use agentroom_domain::room::{Permission, Role};
 use agentroom_planning::{Session, Step};
 use agentroom_ports::{OperationStatus, Resolution, ResolutionOutcome, Revision};
+use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::extract::{FromRequestParts, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::auth::Caller;
-use super::{MAX_BODY_BYTES, State as ApiState, feed};
+use super::extract::{
+    HeldOperation, IdempotencyKey, KnownObjective, RoomOperation, StrictJson, StrictJsonOrEmpty,
+};
+use super::{State as ApiState, feed};
 use crate::error::ApiError;
 
 // ---------------------------------------------------------------------------------------------
 // Reading requests
 // ---------------------------------------------------------------------------------------------
-
-/// Reads a JSON body of at most [`MAX_BODY_BYTES`]: above it 413, not JSON 400, JSON of the
-/// wrong shape (unknown or missing fields, wrong types) 422.
-pub(super) async fn read_json<T: DeserializeOwned>(
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<T, ApiError> {
-    parse_json(&read_bytes(headers, body).await?)
-}
-
-/// The body's bytes, at most [`MAX_BODY_BYTES`] (from `Content-Length` before reading, or
-/// when reading passes the limit).
-async fn read_bytes(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, ApiError> {
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<usize>().ok());
-    if declared.is_some_and(|bytes| bytes > MAX_BODY_BYTES) {
-        return Err(ApiError::BodyTooLarge {
-            limit: MAX_BODY_BYTES,
-        });
-    }
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|error| {
-            let over_limit = std::error::Error::source(&error)
-                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            if over_limit {
-                ApiError::BodyTooLarge {
-                    limit: MAX_BODY_BYTES,
-                }
-            } else {
-                ApiError::BadRequest(format!("the request body could not be read: {error}"))
-            }
-        })
-}
-
-/// Not JSON 400, JSON of the wrong shape 422.
-fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let value: Value = serde_json::from_slice(bytes).map_err(ApiError::MalformedJson)?;
-    serde_json::from_value(value).map_err(|error| ApiError::InvalidBody(error.to_string()))
-}
-
-/// Like [`read_json`], but an empty body is read as `{}` (for endpoints that take no fields).
-async fn read_json_or_empty<T: DeserializeOwned>(
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<T, ApiError> {
-    let bytes = read_bytes(headers, body).await?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return parse_json(b"{}");
-    }
-    parse_json(&bytes)
-}
 
 /// A page of a list: `?limit=1..=200` (default 50) and `?cursor=` from the previous page.
 pub(super) struct Page {
@@ -158,13 +106,16 @@ impl Page {
     }
 }
 
-fn objective_id(text: &str) -> Result<ObjectiveId, ApiError> {
-    text.parse()
-        .map_err(|_| ApiError::NotFound(format!("no objective {text} in this room")))
+impl<S: Send + Sync> FromRequestParts<S> for Page {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        Page::from_uri(&parts.uri)
+    }
 }
 
-fn find_objective<'a>(caller: &'a Caller, text: &str) -> Result<&'a Objective, ApiError> {
-    let id = objective_id(text)?;
+/// The objective `id` of the caller's Room ([`KnownObjective`] found it before).
+fn find_objective(caller: &Caller, id: ObjectiveId) -> Result<&Objective, ApiError> {
     caller
         .stored
         .state
@@ -178,11 +129,8 @@ fn find_objective<'a>(caller: &'a Caller, text: &str) -> Result<&'a Objective, A
 /// commit of it), so a retry with the same key — in this process, after a restart, or on
 /// another process of the same database — is answered with the original decision and changes
 /// nothing, while one key reused for a different request is a different input.
-fn input_id(caller: &Caller, headers: &HeaderMap, what: &str) -> InputId {
-    match headers
-        .get("idempotency-key")
-        .and_then(|value| value.to_str().ok())
-    {
+fn input_id(caller: &Caller, key: &IdempotencyKey, what: &str) -> InputId {
+    match &key.0 {
         Some(key) => InputId::named(&format!(
             "rest/{}/{}/{what}/{key}",
             caller.room, caller.principal
@@ -262,7 +210,7 @@ fn objective_brief(objective: &Objective) -> Value {
 }
 
 /// `GET /v1/rooms/{room}`.
-pub(crate) async fn room(Extension(caller): Extension<Caller>) -> Json<Value> {
+pub(crate) async fn room(caller: Caller) -> Json<Value> {
     let state = &caller.stored.state;
     let objectives: Vec<Value> = state.objectives().iter().map(objective_brief).collect();
     let budget = caller
@@ -280,11 +228,7 @@ pub(crate) async fn room(Extension(caller): Extension<Caller>) -> Json<Value> {
 }
 
 /// `GET /v1/rooms/{room}/members`.
-pub(crate) async fn members(
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-) -> Result<Json<Value>, ApiError> {
-    let page = Page::from_uri(&uri)?;
+pub(crate) async fn members(caller: Caller, page: Page) -> Result<Json<Value>, ApiError> {
     let members: Vec<Value> = caller
         .stored
         .state
@@ -298,7 +242,7 @@ pub(crate) async fn members(
 /// The events a client may post; the author is the token's principal (T1).
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-enum PostEvent {
+pub(crate) enum PostEvent {
     OwnerMessage {
         text: String,
     },
@@ -316,11 +260,10 @@ enum PostEvent {
 /// `POST /v1/rooms/{room}/events`.
 pub(crate) async fn post_event(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    key: IdempotencyKey,
+    StrictJson(posted): StrictJson<PostEvent>,
 ) -> Result<Response, ApiError> {
-    let posted: PostEvent = read_json(&headers, body).await?;
     let body = match posted {
         PostEvent::OwnerMessage { text } => EventBody::OwnerMessage { text },
         PostEvent::OwnerCorrection { objective, text } => {
@@ -336,7 +279,7 @@ pub(crate) async fn post_event(
             EventBody::ExplicitReference { objective, task }
         }
     };
-    let id = EventId::from_uuid(*input_id(&caller, &headers, &format!("event/{body:?}")).as_uuid());
+    let id = EventId::from_uuid(*input_id(&caller, &key, &format!("event/{body:?}")).as_uuid());
     let event = Event {
         id,
         room: caller.room.clone(),
@@ -363,11 +306,7 @@ fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), ApiErr
 // ---------------------------------------------------------------------------------------------
 
 /// `GET /v1/rooms/{room}/objectives`.
-pub(crate) async fn objectives(
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-) -> Result<Json<Value>, ApiError> {
-    let page = Page::from_uri(&uri)?;
+pub(crate) async fn objectives(caller: Caller, page: Page) -> Result<Json<Value>, ApiError> {
     let items: Vec<Value> = caller
         .stored
         .state
@@ -406,10 +345,10 @@ fn task_json(plan: &PlanVersion, task: &Task) -> Value {
 
 /// `GET /v1/rooms/{room}/objectives/{objective}`: the objective and its current board.
 pub(crate) async fn objective(
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
 ) -> Result<Json<Value>, ApiError> {
-    let objective = find_objective(&caller, &objective)?;
+    let objective = find_objective(&caller, objective)?;
     let board = objective.current_plan().map(|plan| {
         let columns: Vec<Value> = [
             Column::Backlog,
@@ -441,12 +380,11 @@ pub(crate) async fn objective(
 
 /// `GET /v1/rooms/{room}/objectives/{objective}/plans`: each version with its diff.
 pub(crate) async fn plans(
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    uri: Uri,
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    page: Page,
 ) -> Result<Json<Value>, ApiError> {
-    let page = Page::from_uri(&uri)?;
-    let objective = find_objective(&caller, &objective)?;
+    let objective = find_objective(&caller, objective)?;
     let mut previous: Option<&PlanVersion> = None;
     let mut versions = Vec::new();
     for plan in objective.plans() {
@@ -507,7 +445,7 @@ pub(crate) async fn plans(
 
 /// A page of the decision log: `?limit=1..=200` (default 50) and `?cursor=` from the previous
 /// page, which names the last entry it listed (`{revision}.{index}`).
-struct DecisionPage {
+pub(crate) struct DecisionPage {
     limit: usize,
     after: (i64, usize),
 }
@@ -527,19 +465,26 @@ impl DecisionPage {
     }
 }
 
+impl<S: Send + Sync> FromRequestParts<S> for DecisionPage {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        DecisionPage::from_uri(&parts.uri)
+    }
+}
+
 /// `GET /v1/rooms/{room}/objectives/{objective}/decisions`: the objective's entries of the
 /// Room's decision log, read from the store's history (so they outlive the process), in
 /// commit order.
 pub(crate) async fn decisions(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    uri: Uri,
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    page: DecisionPage,
 ) -> Result<Json<Value>, ApiError> {
     /// History rows read per round trip.
     const BATCH: usize = 256;
-    let page = DecisionPage::from_uri(&uri)?;
-    let id = find_objective(&caller, &objective)?.id();
+    let id = objective;
     let (after_revision, after_index) = page.after;
     // Entries of the revision the cursor is in come again from index `after_index + 1`.
     let mut from = Revision(after_revision.saturating_sub(1));
@@ -586,29 +531,23 @@ pub(crate) async fn decisions(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ControlBody {
+pub(crate) struct ControlBody {
     action: ControlAction,
 }
 
 /// `POST /v1/rooms/{room}/objectives/{objective}/control`.
 pub(crate) async fn control(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    key: IdempotencyKey,
+    StrictJson(ControlBody { action }): StrictJson<ControlBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let objective = find_objective(&caller, &objective)?.id();
-    let ControlBody { action } = read_json(&headers, body).await?;
     let outcome = api
         .rooms
         .submit(
             &caller.room,
-            input_id(
-                &caller,
-                &headers,
-                &format!("control/{objective}/{action:?}"),
-            ),
+            input_id(&caller, &key, &format!("control/{objective}/{action:?}")),
             OperatorInput::Control {
                 by: caller.principal.clone(),
                 objective,
@@ -621,7 +560,7 @@ pub(crate) async fn control(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TaskUpdateBody {
+pub(crate) struct TaskUpdateBody {
     task: TaskIdentity,
     status: Column,
     #[serde(default)]
@@ -632,14 +571,12 @@ struct TaskUpdateBody {
 /// here, and again by the domain, T2/T3).
 pub(crate) async fn update_task(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    key: IdempotencyKey,
+    StrictJson(update): StrictJson<TaskUpdateBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let found = find_objective(&caller, &objective)?;
-    let objective = found.id();
-    let update: TaskUpdateBody = read_json(&headers, body).await?;
+    let found = find_objective(&caller, objective)?;
     let task = found
         .current_plan()
         .and_then(|plan| plan.task(&update.task))
@@ -663,7 +600,7 @@ pub(crate) async fn update_task(
             &caller.room,
             input_id(
                 &caller,
-                &headers,
+                &key,
                 &format!(
                     "task/{objective}/{}/{:?}/{:?}",
                     update.task, update.status, update.contribution
@@ -687,10 +624,10 @@ pub(crate) async fn update_task(
 
 /// `GET /v1/rooms/{room}/objectives/{objective}/reviews`.
 pub(crate) async fn reviews(
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
 ) -> Result<Json<Value>, ApiError> {
-    let objective = find_objective(&caller, &objective)?;
+    let objective = find_objective(&caller, objective)?;
     let contributions = caller.stored.state.contributions();
     let reports: Vec<Value> = objective
         .reports()
@@ -734,7 +671,7 @@ pub(crate) async fn reviews(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct VerdictBody {
+pub(crate) struct VerdictBody {
     criterion: CriterionId,
     verdict: Verdict,
     evidence: String,
@@ -742,14 +679,14 @@ struct VerdictBody {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ObservedBody {
+pub(crate) struct ObservedBody {
     objective: u64,
     control: u64,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReviewBody {
+pub(crate) struct ReviewBody {
     report_version: u32,
     observed: ObservedBody,
     verdicts: Vec<VerdictBody>,
@@ -759,14 +696,12 @@ struct ReviewBody {
 /// version awaiting review; the domain checks R1, R2 and R6.
 pub(crate) async fn record_review(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    key: IdempotencyKey,
+    StrictJson(review): StrictJson<ReviewBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let found = find_objective(&caller, &objective)?;
-    let objective = found.id();
-    let review: ReviewBody = read_json(&headers, body).await?;
+    let found = find_objective(&caller, objective)?;
     let report = found
         .reports()
         .iter()
@@ -798,11 +733,7 @@ pub(crate) async fn record_review(
         .rooms
         .submit(
             &caller.room,
-            input_id(
-                &caller,
-                &headers,
-                &format!("review/{objective}/{submission:?}"),
-            ),
+            input_id(&caller, &key, &format!("review/{objective}/{submission:?}")),
             OperatorInput::RecordReview {
                 by: caller.principal.clone(),
                 objective,
@@ -818,11 +749,7 @@ pub(crate) async fn record_review(
 // ---------------------------------------------------------------------------------------------
 
 /// `GET /v1/rooms/{room}/late-results`.
-pub(crate) async fn late_results(
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-) -> Result<Json<Value>, ApiError> {
-    let page = Page::from_uri(&uri)?;
+pub(crate) async fn late_results(caller: Caller, page: Page) -> Result<Json<Value>, ApiError> {
     let items: Vec<Value> = caller
         .stored
         .state
@@ -835,32 +762,23 @@ pub(crate) async fn late_results(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LateBody {
+pub(crate) struct LateBody {
     decision: LateDecision,
 }
 
 /// `POST /v1/rooms/{room}/late-results/{operation}`.
 pub(crate) async fn decide_late_result(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, operation)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    HeldOperation(op): HeldOperation,
+    key: IdempotencyKey,
+    StrictJson(LateBody { decision }): StrictJson<LateBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let op: OperationId = operation
-        .parse()
-        .map_err(|_| ApiError::NotFound(format!("no held result of operation {operation}")))?;
-    if !caller.stored.state.held_results().contains_key(&op) {
-        return Err(ApiError::NotFound(format!(
-            "no held result of operation {op}"
-        )));
-    }
-    let LateBody { decision } = read_json(&headers, body).await?;
     let outcome = api
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, &format!("late/{op}/{decision:?}")),
+            input_id(&caller, &key, &format!("late/{op}/{decision:?}")),
             OperatorInput::DecideLateResult {
                 by: caller.principal.clone(),
                 op,
@@ -880,10 +798,9 @@ pub(crate) async fn decide_late_result(
 /// `(unnamed)` when none does), and the ledger entries (paginated).
 pub(crate) async fn budget(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
+    caller: Caller,
+    page: Page,
 ) -> Result<Json<Value>, ApiError> {
-    let page = Page::from_uri(&uri)?;
     let breakdown = api.rooms.budget(&caller.room).await?;
     let ledger = caller.stored.state.ledger();
     let Json(page) = page.of(&breakdown.entries);
@@ -901,18 +818,17 @@ pub(crate) async fn budget(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RaiseBody {
+pub(crate) struct RaiseBody {
     amount_micros: i64,
 }
 
 /// `POST /v1/rooms/{room}/budget/raise`.
 pub(crate) async fn raise_limit(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    key: IdempotencyKey,
+    StrictJson(RaiseBody { amount_micros }): StrictJson<RaiseBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let RaiseBody { amount_micros } = read_json(&headers, body).await?;
     if amount_micros <= 0 {
         return Err(ApiError::InvalidBody(format!(
             "amount_micros must be positive, not {amount_micros}"
@@ -922,7 +838,7 @@ pub(crate) async fn raise_limit(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, &format!("raise/{amount_micros}")),
+            input_id(&caller, &key, &format!("raise/{amount_micros}")),
             OperatorInput::RaiseLimit {
                 by: caller.principal.clone(),
                 amount: UsdMicros::new(amount_micros),
@@ -934,21 +850,20 @@ pub(crate) async fn raise_limit(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AcknowledgeBody {}
+pub(crate) struct AcknowledgeBody {}
 
 /// `POST /v1/rooms/{room}/budget/acknowledge`.
 pub(crate) async fn acknowledge_overrun(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    key: IdempotencyKey,
+    StrictJsonOrEmpty(AcknowledgeBody {}): StrictJsonOrEmpty<AcknowledgeBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let AcknowledgeBody {} = read_json_or_empty(&headers, body).await?;
     let outcome = api
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, "acknowledge"),
+            input_id(&caller, &key, "acknowledge"),
             OperatorInput::AcknowledgeOverrun {
                 by: caller.principal.clone(),
             },
@@ -964,10 +879,9 @@ pub(crate) async fn acknowledge_overrun(
 /// `GET /v1/rooms/{room}/operations`: the Room's uncertain and dead-lettered operations.
 pub(crate) async fn operations(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
+    caller: Caller,
+    page: Page,
 ) -> Result<Json<Value>, ApiError> {
-    let page = Page::from_uri(&uri)?;
     let mut items = Vec::new();
     for status in [OperationStatus::Uncertain, OperationStatus::DeadLetter] {
         for record in api
@@ -992,7 +906,7 @@ pub(crate) async fn operations(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ResolveBody {
+pub(crate) struct ResolveBody {
     outcome: ResolutionOutcome,
     reason: String,
 }
@@ -1001,19 +915,13 @@ struct ResolveBody {
 /// record; the Room applies the resolution at its coordinator's next recovery (D2).
 pub(crate) async fn resolve_operation(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, operation)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Json<Value>, ApiError> {
-    let unknown = || ApiError::NotFound(format!("no operation {operation} in this room"));
-    let op: OperationId = operation.parse().map_err(|_| unknown())?;
+    caller: Caller,
     // An operation of another Room is not found, before the body is read.
-    api.rooms
-        .operation(&caller.room, op)
-        .await?
-        .ok_or_else(unknown)?;
-    let ResolveBody { outcome, reason } = read_json(&headers, body).await?;
+    RoomOperation(record): RoomOperation,
+    StrictJson(ResolveBody { outcome, reason }): StrictJson<ResolveBody>,
+) -> Result<Json<Value>, ApiError> {
+    let op = record.op();
+    let unknown = || ApiError::NotFound(format!("no operation {op} in this room"));
     if reason.trim().is_empty() {
         return Err(ApiError::InvalidBody(
             "reason must say why (what was checked)".to_owned(),
@@ -1050,7 +958,7 @@ pub(crate) async fn resolve_operation(
 /// (unknown fields tolerated, as the A2E contract says).
 pub(crate) async fn planning(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {

@@ -19,6 +19,7 @@
 
 mod assignments;
 mod auth;
+mod extract;
 mod feed;
 mod handlers;
 mod metrics;
