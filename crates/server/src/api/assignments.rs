@@ -7,8 +7,10 @@
 use std::sync::Arc;
 
 use agentroom_agents::hosted::{HostedSpecialists, Submission, SubmitError};
+use agentroom_api_model::requests::{SourceBody, SubmissionBody};
+use agentroom_api_model::responses::{AssignmentView, Page, Recorded};
 use agentroom_domain::engine::{Charge, SpecialistResult};
-use agentroom_domain::ids::{ContributionId, OperationId};
+use agentroom_domain::ids::OperationId;
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::review::{Artifact, ContributionDraft, Source};
 use agentroom_domain::state::CallRole;
@@ -16,13 +18,11 @@ use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::{Extension, Json};
-use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::State as ApiState;
 use super::auth::Caller;
 use super::extract::StrictJson;
-use super::handlers::Page;
+use super::handlers::Page as PageQuery;
 use crate::error::ApiError;
 
 /// The hosted specialists of this host, if any (none: nothing is ever assigned here).
@@ -35,57 +35,23 @@ pub(crate) async fn list(
     State(api): State<ApiState>,
     caller: Caller,
     Extension(desk): Extension<Desk>,
-    page: Page,
-) -> Result<Json<Value>, ApiError> {
+    page: PageQuery,
+) -> Result<Json<Page<AssignmentView>>, ApiError> {
     let mut items = Vec::new();
     if let Some(hosted) = &desk.0 {
         for call in hosted.assignments(&caller.principal) {
             let in_room = api.rooms.operation(&caller.room, call.op).await?.is_some();
             if in_room {
-                items.push(json!({
-                    "operation": call.op,
-                    "objective": call.objective,
-                    "reservation_micros": call.reservation.micros(),
-                    "task": call.task,
-                }));
+                items.push(AssignmentView {
+                    operation: call.op,
+                    objective: call.objective,
+                    reservation_micros: call.reservation.micros(),
+                    task: serde_json::to_value(&call.task).map_err(ApiError::internal)?,
+                });
             }
         }
     }
     Ok(page.of(&items))
-}
-
-/// What an agent host submits: a contribution (a report task's content is its artifacts) or
-/// a failure, with what the work cost in micros; without `usage_micros` the whole reservation
-/// is charged (B3).
-#[derive(Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
-pub(crate) enum SubmissionBody {
-    Contribution {
-        artifacts: Vec<ArtifactBody>,
-        #[serde(default)]
-        sources: Vec<SourceBody>,
-        #[serde(default)]
-        usage_micros: Option<i64>,
-    },
-    Failure {
-        reason: String,
-        #[serde(default)]
-        usage_micros: Option<i64>,
-    },
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ArtifactBody {
-    name: String,
-    content: String,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub(crate) enum SourceBody {
-    Contribution { id: ContributionId },
-    External { url: String, digest: String },
 }
 
 fn charge(usage: Option<i64>) -> Result<Charge, ApiError> {
@@ -99,56 +65,55 @@ fn charge(usage: Option<i64>) -> Result<Charge, ApiError> {
     }
 }
 
-impl SubmissionBody {
-    fn into_submission(self, op: OperationId) -> Result<Submission, ApiError> {
-        match self {
-            SubmissionBody::Contribution {
-                artifacts,
-                sources,
-                usage_micros,
-            } => {
-                if artifacts.is_empty() {
-                    return Err(ApiError::InvalidBody(
-                        "a contribution needs at least one artifact".to_owned(),
-                    ));
-                }
-                Ok(Submission {
-                    charge: charge(usage_micros)?,
-                    result: SpecialistResult::Contribution(ContributionDraft {
-                        id: agentroom_agents::contribution_id(op),
-                        artifacts: artifacts
-                            .into_iter()
-                            .map(|a| Artifact {
-                                name: a.name,
-                                content: a.content,
-                            })
-                            .collect(),
-                        sources: sources
-                            .into_iter()
-                            .map(|s| match s {
-                                SourceBody::Contribution { id } => Source::Contribution { id },
-                                SourceBody::External { url, digest } => {
-                                    Source::External { url, digest }
-                                }
-                            })
-                            .collect(),
-                    }),
-                })
+/// The submission `body` makes for the call `op`.
+fn into_submission(body: SubmissionBody, op: OperationId) -> Result<Submission, ApiError> {
+    match body {
+        SubmissionBody::Contribution {
+            artifacts,
+            sources,
+            usage_micros,
+        } => {
+            if artifacts.is_empty() {
+                return Err(ApiError::InvalidBody(
+                    "a contribution needs at least one artifact".to_owned(),
+                ));
             }
-            SubmissionBody::Failure {
-                reason,
-                usage_micros,
-            } => {
-                if reason.trim().is_empty() {
-                    return Err(ApiError::InvalidBody(
-                        "a failure needs a non-empty reason".to_owned(),
-                    ));
-                }
-                Ok(Submission {
-                    charge: charge(usage_micros)?,
-                    result: SpecialistResult::Failure { reason },
-                })
+            Ok(Submission {
+                charge: charge(usage_micros)?,
+                result: SpecialistResult::Contribution(ContributionDraft {
+                    id: agentroom_agents::contribution_id(op),
+                    artifacts: artifacts
+                        .into_iter()
+                        .map(|a| Artifact {
+                            name: a.name,
+                            content: a.content,
+                        })
+                        .collect(),
+                    sources: sources
+                        .into_iter()
+                        .map(|s| match s {
+                            SourceBody::Contribution { id } => Source::Contribution { id },
+                            SourceBody::External { url, digest } => {
+                                Source::External { url, digest }
+                            }
+                        })
+                        .collect(),
+                }),
+            })
+        }
+        SubmissionBody::Failure {
+            reason,
+            usage_micros,
+        } => {
+            if reason.trim().is_empty() {
+                return Err(ApiError::InvalidBody(
+                    "a failure needs a non-empty reason".to_owned(),
+                ));
             }
+            Ok(Submission {
+                charge: charge(usage_micros)?,
+                result: SpecialistResult::Failure { reason },
+            })
         }
     }
 }
@@ -204,8 +169,8 @@ pub(crate) async fn submit(
     caller: Caller,
     Assignment { op, hosted }: Assignment,
     StrictJson(body): StrictJson<SubmissionBody>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let submission = body.into_submission(op)?;
+) -> Result<(StatusCode, Json<Recorded>), ApiError> {
+    let submission = into_submission(body, op)?;
     hosted
         .submit(&caller.principal, op, submission)
         .map_err(|error| match error {
@@ -217,6 +182,9 @@ pub(crate) async fn submit(
         })?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"operation": op, "recorded": true})),
+        Json(Recorded {
+            operation: op,
+            recorded: true,
+        }),
     ))
 }

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agentroom_coordinator::Committed;
-use agentroom_domain::engine::{Audience, LogEntry, Notification};
+use agentroom_domain::engine::{Audience, Notification};
 use agentroom_domain::ids::{NotificationId, RoomId};
 use agentroom_domain::room::Role;
 use agentroom_ports::{Notifier, NotifyError, OutboxPosition};
@@ -42,18 +42,6 @@ use super::auth::Caller;
 use super::{Api, State as ApiState};
 use crate::error::ApiError;
 use crate::state::Stopping;
-
-/// One committed decision's log entry, as the decision log lists it.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Decided {
-    /// The Room revision after the commit.
-    pub(crate) revision: i64,
-    /// The kind of input decided.
-    pub(crate) input: String,
-    /// The entry: objective, verdict, rule, message, time.
-    #[serde(flatten)]
-    pub(crate) entry: LogEntry,
-}
 
 /// How many delivered notifications of a Room the live log keeps. The log only speeds
 /// streams up (the store holds every delivered notification, and streams poll it), so older

@@ -4,14 +4,23 @@
 //! [`super::MAX_BODY_BYTES`], parsed into types that refuse unknown fields), a page, and the
 //! ids in its path (one the Room does not know is a 404).
 
+use agentroom_api_model::requests::{
+    AcknowledgeBody, ControlBody, LateBody, PostEvent, RaiseBody, ResolveBody, ResolvedAs,
+    ReviewBody, TaskUpdateBody,
+};
+use agentroom_api_model::responses::{
+    Board, BoardColumn, Budget, Decided, Decision, LateResult, Member, ObjectiveBrief,
+    ObjectiveDetail, OperationView, Page as ApiPage, PlanDiff, PlanVersionView, ReportContent,
+    ReportView, ResolutionView, Resolved, ReviewView, Reviews, RoomView, TaskView, You,
+};
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
-use agentroom_domain::engine::{self, ControlAction, LateDecision, LogEntry};
+use agentroom_domain::engine::{self, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{ContributionId, CriterionId, EventId, ObjectiveId, TaskIdentity};
+use agentroom_domain::ids::{EventId, ObjectiveId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
-use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
+use agentroom_domain::review::{CriterionVerdict, ReviewSubmission};
 use agentroom_domain::room::{Permission, Role};
 use agentroom_planning::{Session, Step};
 use agentroom_ports::{OperationStatus, Resolution, ResolutionOutcome, Revision};
@@ -22,15 +31,13 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::State as ApiState;
 use super::auth::Caller;
 use super::extract::{
     HeldOperation, IdempotencyKey, KnownObjective, RoomOperation, StrictJson, StrictJsonOrEmpty,
 };
-use super::{State as ApiState, feed};
 use crate::error::ApiError;
 
 // ---------------------------------------------------------------------------------------------
@@ -98,11 +105,14 @@ impl Page {
     }
 
     /// `{"items": [...], "next_cursor": "..." | null}`.
-    pub(super) fn of<T: serde::Serialize>(&self, items: &[T]) -> Json<Value> {
+    pub(super) fn of<T: Clone>(&self, items: &[T]) -> Json<ApiPage<T>> {
         let end = self.offset.saturating_add(self.limit).min(items.len());
         let slice = items.get(self.offset..end).unwrap_or_default();
         let next = (end < items.len()).then(|| end.to_string());
-        Json(json!({"items": slice, "next_cursor": next}))
+        Json(ApiPage {
+            items: slice.to_vec(),
+            next_cursor: next,
+        })
     }
 }
 
@@ -150,30 +160,40 @@ fn fresh_uuid() -> Uuid {
 /// What a decided input answers: the revision and the decision log (rejections by a rule are
 /// decisions too, with their rule). An input decided before answers with its original
 /// revision and log, `decided: false` and `already_done: true`.
-fn answer(outcome: &Outcome) -> Json<Value> {
+fn answer(outcome: &Outcome) -> Json<Decision> {
     let accepted = |log: &[LogEntry]| log.iter().all(|e| e.verdict == engine::Verdict::Accepted);
-    match outcome {
-        Outcome::Decided { revision, log, .. } => Json(json!({
-            "decided": true,
-            "revision": revision.0,
-            "accepted": accepted(log),
-            "log": log,
-        })),
-        Outcome::AlreadyDecided { revision, log } => Json(json!({
-            "decided": false,
-            "already_done": true,
-            "revision": revision.0,
-            "accepted": accepted(log),
-            "log": log,
-        })),
-        Outcome::AlreadyDone => Json(json!({"decided": false, "already_done": true, "log": []})),
-    }
+    Json(match outcome {
+        Outcome::Decided { revision, log, .. } => Decision {
+            decided: true,
+            already_done: false,
+            revision: Some(revision.0),
+            accepted: Some(accepted(log)),
+            log: log.clone(),
+            event: None,
+        },
+        Outcome::AlreadyDecided { revision, log } => Decision {
+            decided: false,
+            already_done: true,
+            revision: Some(revision.0),
+            accepted: Some(accepted(log)),
+            log: log.clone(),
+            event: None,
+        },
+        Outcome::AlreadyDone => Decision {
+            decided: false,
+            already_done: true,
+            revision: None,
+            accepted: None,
+            log: Vec::new(),
+            event: None,
+        },
+    })
 }
 
 /// What an operator input answers: [`answer`], or a 409 naming the rule when the domain
 /// refused the input itself (its first log entry, the input's own verdict, is a rejection;
 /// later entries are what it set off). A retry of a refused input is refused alike.
-fn decided(outcome: &Outcome) -> Result<Json<Value>, ApiError> {
+fn decided(outcome: &Outcome) -> Result<Json<Decision>, ApiError> {
     let revision = match outcome {
         Outcome::Decided { revision, .. } | Outcome::AlreadyDecided { revision, .. } => revision.0,
         Outcome::AlreadyDone => return Ok(answer(outcome)),
@@ -197,64 +217,50 @@ fn decided(outcome: &Outcome) -> Result<Json<Value>, ApiError> {
 // The Room
 // ---------------------------------------------------------------------------------------------
 
-fn objective_brief(objective: &Objective) -> Value {
-    json!({
-        "id": objective.id().to_string(),
-        "title": objective.title(),
-        "status": objective.status(),
-        "owner": objective.owner(),
-        "revision": objective.revision(),
-        "control_revision": objective.control_revision(),
-        "plan_versions": objective.plans().len(),
-    })
+fn objective_brief(objective: &Objective) -> ObjectiveBrief {
+    ObjectiveBrief {
+        id: objective.id().to_string(),
+        title: objective.title().to_owned(),
+        status: objective.status(),
+        owner: objective.owner().clone(),
+        revision: objective.revision(),
+        control_revision: objective.control_revision(),
+        plan_versions: objective.plans().len(),
+    }
 }
 
 /// `GET /v1/rooms/{room}`.
-pub(crate) async fn room(caller: Caller) -> Json<Value> {
+pub(crate) async fn room(caller: Caller) -> Json<RoomView> {
     let state = &caller.stored.state;
-    let objectives: Vec<Value> = state.objectives().iter().map(objective_brief).collect();
-    let budget = caller
-        .may(Permission::BudgetRead)
-        .then(|| json!(state.ledger().balances()));
-    Json(json!({
-        "room": state.room(),
-        "revision": caller.stored.revision.0,
-        "you": {"principal": caller.principal, "roles": caller.roles},
-        "members": state.members().iter().count(),
-        "objectives": objectives,
-        "budget": budget,
-        "review_source": state.policy().review_source(),
-    }))
+    Json(RoomView {
+        room: state.room().clone(),
+        revision: caller.stored.revision.0,
+        you: You {
+            principal: caller.principal.clone(),
+            roles: caller.roles.clone(),
+        },
+        members: state.members().iter().count(),
+        objectives: state.objectives().iter().map(objective_brief).collect(),
+        budget: caller
+            .may(Permission::BudgetRead)
+            .then(|| state.ledger().balances()),
+        review_source: state.policy().review_source(),
+    })
 }
 
 /// `GET /v1/rooms/{room}/members`.
-pub(crate) async fn members(caller: Caller, page: Page) -> Result<Json<Value>, ApiError> {
-    let members: Vec<Value> = caller
+pub(crate) async fn members(caller: Caller, page: Page) -> Result<Json<ApiPage<Member>>, ApiError> {
+    let members: Vec<Member> = caller
         .stored
         .state
         .members()
         .iter()
-        .map(|(principal, roles)| json!({"principal": principal, "roles": roles}))
+        .map(|(principal, roles)| Member {
+            principal: principal.clone(),
+            roles: roles.iter().copied().collect(),
+        })
         .collect();
     Ok(page.of(&members))
-}
-
-/// The events a client may post; the author is the token's principal (T1).
-#[derive(Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub(crate) enum PostEvent {
-    OwnerMessage {
-        text: String,
-    },
-    OwnerCorrection {
-        objective: ObjectiveId,
-        text: String,
-    },
-    ExplicitReference {
-        objective: ObjectiveId,
-        #[serde(default)]
-        task: Option<TaskIdentity>,
-    },
 }
 
 /// `POST /v1/rooms/{room}/events`.
@@ -288,7 +294,7 @@ pub(crate) async fn post_event(
     };
     let outcome = api.rooms.post(&event).await?;
     let Json(mut answer) = answer(&outcome);
-    answer["event"] = json!(id.to_string());
+    answer.event = Some(id.to_string());
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
 }
 
@@ -306,8 +312,11 @@ fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), ApiErr
 // ---------------------------------------------------------------------------------------------
 
 /// `GET /v1/rooms/{room}/objectives`.
-pub(crate) async fn objectives(caller: Caller, page: Page) -> Result<Json<Value>, ApiError> {
-    let items: Vec<Value> = caller
+pub(crate) async fn objectives(
+    caller: Caller,
+    page: Page,
+) -> Result<Json<ApiPage<ObjectiveBrief>>, ApiError> {
+    let items: Vec<ObjectiveBrief> = caller
         .stored
         .state
         .objectives()
@@ -328,29 +337,29 @@ fn sees(caller: &Caller, task: &Task) -> bool {
     overseer || task.assignee() == &caller.principal
 }
 
-fn task_json(plan: &PlanVersion, task: &Task) -> Value {
-    json!({
-        "identity": task.identity(),
-        "key": task.key(),
-        "title": task.spec().title,
-        "capability": task.capability(),
-        "kind": task.kind(),
-        "assignee": task.assignee(),
-        "deps": task.spec().deps,
-        "column": plan.column_of(task),
-        "state": task.state(),
-        "reused": task.is_reused(),
-    })
+fn task_view(plan: &PlanVersion, task: &Task) -> TaskView {
+    TaskView {
+        identity: task.identity().clone(),
+        key: task.key().clone(),
+        title: task.spec().title.clone(),
+        capability: task.capability().to_owned(),
+        kind: task.kind(),
+        assignee: task.assignee().clone(),
+        deps: task.spec().deps.clone(),
+        column: plan.column_of(task),
+        state: task.state().clone(),
+        reused: task.is_reused(),
+    }
 }
 
 /// `GET /v1/rooms/{room}/objectives/{objective}`: the objective and its current board.
 pub(crate) async fn objective(
     caller: Caller,
     KnownObjective(objective): KnownObjective,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ObjectiveDetail>, ApiError> {
     let objective = find_objective(&caller, objective)?;
     let board = objective.current_plan().map(|plan| {
-        let columns: Vec<Value> = [
+        let columns: Vec<BoardColumn> = [
             Column::Backlog,
             Column::Todo,
             Column::InProgress,
@@ -358,24 +367,28 @@ pub(crate) async fn objective(
         ]
         .into_iter()
         .map(|column| {
-            let tasks: Vec<Value> = plan
+            let tasks: Vec<TaskView> = plan
                 .tasks()
                 .iter()
                 .filter(|task| plan.column_of(task) == column && sees(&caller, task))
-                .map(|task| task_json(plan, task))
+                .map(|task| task_view(plan, task))
                 .collect();
-            json!({"column": column, "tasks": tasks})
+            BoardColumn { column, tasks }
         })
         .collect();
-        json!({"plan_version": plan.number(), "columns": columns})
+        Board {
+            plan_version: plan.number(),
+            columns,
+        }
     });
-    let mut answer = objective_brief(objective);
-    answer["criteria"] = json!(objective.criteria());
-    answer["counters"] = json!(objective.counters());
-    answer["observed"] = json!(objective.observed());
-    answer["board"] = json!(board);
-    answer["awaiting_review"] = json!(objective.awaiting_review().map(|r| r.report()));
-    Ok(Json(answer))
+    Ok(Json(ObjectiveDetail {
+        brief: objective_brief(objective),
+        criteria: objective.criteria().to_vec(),
+        counters: objective.counters(),
+        observed: objective.observed(),
+        board,
+        awaiting_review: objective.awaiting_review().map(|r| r.report().clone()),
+    }))
 }
 
 /// `GET /v1/rooms/{room}/objectives/{objective}/plans`: each version with its diff.
@@ -383,7 +396,7 @@ pub(crate) async fn plans(
     caller: Caller,
     KnownObjective(objective): KnownObjective,
     page: Page,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApiPage<PlanVersionView>>, ApiError> {
     let objective = find_objective(&caller, objective)?;
     let mut previous: Option<&PlanVersion> = None;
     let mut versions = Vec::new();
@@ -415,29 +428,29 @@ pub(crate) async fn plans(
             .filter(|t| t.is_reused())
             .map(|t| t.key().to_string())
             .collect();
-        let tasks: Vec<Value> = plan
+        let tasks: Vec<TaskView> = plan
             .tasks()
             .iter()
             .filter(|t| sees(&caller, t))
-            .map(|t| task_json(plan, t))
+            .map(|t| task_view(plan, t))
             .collect();
-        versions.push(json!({
-            "id": plan.id().to_string(),
-            "number": plan.number(),
-            "predecessor": plan.predecessor().map(|p| p.to_string()),
-            "trigger": plan.trigger(),
-            "observed": plan.observed(),
-            "explanation": plan.explanation(),
-            "current": objective.current_plan().map(|c| c.id()) == Some(plan.id()),
-            "tasks": tasks,
-            "diff": {
-                "added": added,
-                "removed": removed,
-                "changed": changed,
-                "unchanged": kept,
-                "reused": reused,
+        versions.push(PlanVersionView {
+            id: plan.id().to_string(),
+            number: plan.number(),
+            predecessor: plan.predecessor().map(|p| p.to_string()),
+            trigger: plan.trigger().clone(),
+            observed: plan.observed(),
+            explanation: plan.explanation().to_owned(),
+            current: objective.current_plan().map(|c| c.id()) == Some(plan.id()),
+            tasks,
+            diff: PlanDiff {
+                added,
+                removed,
+                changed,
+                unchanged: kept,
+                reused,
             },
-        }));
+        });
         previous = Some(plan);
     }
     Ok(page.of(&versions))
@@ -481,14 +494,14 @@ pub(crate) async fn decisions(
     caller: Caller,
     KnownObjective(objective): KnownObjective,
     page: DecisionPage,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApiPage<Decided>>, ApiError> {
     /// History rows read per round trip.
     const BATCH: usize = 256;
     let id = objective;
     let (after_revision, after_index) = page.after;
     // Entries of the revision the cursor is in come again from index `after_index + 1`.
     let mut from = Revision(after_revision.saturating_sub(1));
-    let mut items: Vec<(feed::Decided, String)> = Vec::new();
+    let mut items: Vec<(Decided, String)> = Vec::new();
     'rows: loop {
         let rows = api.rooms.history(&caller.room, from, BATCH).await?;
         let last = rows.len() < BATCH;
@@ -504,7 +517,7 @@ pub(crate) async fn decisions(
                 }
                 let cursor = format!("{}.{index}", row.revision.0);
                 items.push((
-                    feed::Decided {
+                    Decided {
                         revision: row.revision.0,
                         input: input.clone(),
                         entry,
@@ -525,14 +538,11 @@ pub(crate) async fn decisions(
         .then(|| items.get(page.limit - 1).map(|(_, cursor)| cursor.clone()))
         .flatten();
     items.truncate(page.limit);
-    let items: Vec<feed::Decided> = items.into_iter().map(|(decided, _)| decided).collect();
-    Ok(Json(json!({"items": items, "next_cursor": next})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ControlBody {
-    action: ControlAction,
+    let items: Vec<Decided> = items.into_iter().map(|(decided, _)| decided).collect();
+    Ok(Json(ApiPage {
+        items,
+        next_cursor: next,
+    }))
 }
 
 /// `POST /v1/rooms/{room}/objectives/{objective}/control`.
@@ -542,7 +552,7 @@ pub(crate) async fn control(
     KnownObjective(objective): KnownObjective,
     key: IdempotencyKey,
     StrictJson(ControlBody { action }): StrictJson<ControlBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Decision>, ApiError> {
     let outcome = api
         .rooms
         .submit(
@@ -558,15 +568,6 @@ pub(crate) async fn control(
     decided(&outcome)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TaskUpdateBody {
-    task: TaskIdentity,
-    status: Column,
-    #[serde(default)]
-    contribution: Option<ContributionId>,
-}
-
 /// `POST /v1/rooms/{room}/objectives/{objective}/tasks`: only the task's assignee (checked
 /// here, and again by the domain, T2/T3).
 pub(crate) async fn update_task(
@@ -575,7 +576,7 @@ pub(crate) async fn update_task(
     KnownObjective(objective): KnownObjective,
     key: IdempotencyKey,
     StrictJson(update): StrictJson<TaskUpdateBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Decision>, ApiError> {
     let found = find_objective(&caller, objective)?;
     let task = found
         .current_plan()
@@ -626,70 +627,46 @@ pub(crate) async fn update_task(
 pub(crate) async fn reviews(
     caller: Caller,
     KnownObjective(objective): KnownObjective,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Reviews>, ApiError> {
     let objective = find_objective(&caller, objective)?;
     let contributions = caller.stored.state.contributions();
-    let reports: Vec<Value> = objective
+    let reports = objective
         .reports()
         .iter()
-        .map(|report| {
-            let content = contributions.get(&report.contribution).map(|c| {
-                json!({"author": c.author(), "artifacts": c.artifacts(), "sources": c.sources()})
-            });
-            json!({
-                "version": report.version,
-                "task": report.task,
-                "contribution": report.contribution.to_string(),
-                "source_set": report.source_set,
-                "content": content,
-            })
+        .map(|report| ReportView {
+            version: report.version,
+            task: report.task.clone(),
+            contribution: report.contribution.to_string(),
+            source_set: report.source_set.clone(),
+            content: contributions
+                .get(&report.contribution)
+                .map(|c| ReportContent {
+                    author: c.author().clone(),
+                    artifacts: c.artifacts().to_vec(),
+                    sources: c.sources().to_vec(),
+                }),
         })
         .collect();
-    let reviews: Vec<Value> = objective
+    let reviews = objective
         .reviews()
         .iter()
-        .map(|review| {
-            json!({
-                "id": review.id().to_string(),
-                "reviewer": review.reviewer(),
-                "report_version": review.report().version,
-                "report": review.report(),
-                "verdicts": review.verdicts(),
-                "outcome": review.outcome(),
-            })
+        .map(|review| ReviewView {
+            id: review.id().to_string(),
+            reviewer: review.reviewer().clone(),
+            report_version: review.report().version,
+            report: review.report().clone(),
+            verdicts: review.verdicts().to_vec(),
+            outcome: review.outcome(),
         })
         .collect();
-    Ok(Json(json!({
-        "objective": objective.id().to_string(),
-        "criteria": objective.criteria(),
-        "observed": objective.observed(),
-        "awaiting_review": objective.awaiting_review().map(|r| r.report()),
-        "reports": reports,
-        "reviews": reviews,
-    })))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct VerdictBody {
-    criterion: CriterionId,
-    verdict: Verdict,
-    evidence: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ObservedBody {
-    objective: u64,
-    control: u64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ReviewBody {
-    report_version: u32,
-    observed: ObservedBody,
-    verdicts: Vec<VerdictBody>,
+    Ok(Json(Reviews {
+        objective: objective.id().to_string(),
+        criteria: objective.criteria().to_vec(),
+        observed: objective.observed(),
+        awaiting_review: objective.awaiting_review().map(|r| r.report().clone()),
+        reports,
+        reviews,
+    }))
 }
 
 /// `POST /v1/rooms/{room}/objectives/{objective}/reviews`: a human review of the report
@@ -700,7 +677,7 @@ pub(crate) async fn record_review(
     KnownObjective(objective): KnownObjective,
     key: IdempotencyKey,
     StrictJson(review): StrictJson<ReviewBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Decision>, ApiError> {
     let found = find_objective(&caller, objective)?;
     let report = found
         .reports()
@@ -749,21 +726,23 @@ pub(crate) async fn record_review(
 // ---------------------------------------------------------------------------------------------
 
 /// `GET /v1/rooms/{room}/late-results`.
-pub(crate) async fn late_results(caller: Caller, page: Page) -> Result<Json<Value>, ApiError> {
-    let items: Vec<Value> = caller
+pub(crate) async fn late_results(
+    caller: Caller,
+    page: Page,
+) -> Result<Json<ApiPage<LateResult>>, ApiError> {
+    let items: Vec<LateResult> = caller
         .stored
         .state
         .held_results()
         .values()
-        .map(|held| json!(held))
+        .map(|held| LateResult {
+            op: held.op(),
+            objective: held.objective(),
+            task: held.task().clone(),
+            contribution: held.contribution(),
+        })
         .collect();
     Ok(page.of(&items))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct LateBody {
-    decision: LateDecision,
 }
 
 /// `POST /v1/rooms/{room}/late-results/{operation}`.
@@ -773,7 +752,7 @@ pub(crate) async fn decide_late_result(
     HeldOperation(op): HeldOperation,
     key: IdempotencyKey,
     StrictJson(LateBody { decision }): StrictJson<LateBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Decision>, ApiError> {
     let outcome = api
         .rooms
         .submit(
@@ -800,26 +779,20 @@ pub(crate) async fn budget(
     State(api): State<ApiState>,
     caller: Caller,
     page: Page,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Budget>, ApiError> {
     let breakdown = api.rooms.budget(&caller.room).await?;
     let ledger = caller.stored.state.ledger();
     let Json(page) = page.of(&breakdown.entries);
-    Ok(Json(json!({
-        "balances": ledger.balances(),
-        "overrun": ledger.overrun(),
-        "spent_micros_by_objective": breakdown.by_objective,
-        "spent_micros_by_role": breakdown.by_role,
-        "spent_micros_by_principal": breakdown.by_principal,
-        "spent_micros_by_model": breakdown.by_model,
-        "entries": page["items"],
-        "next_cursor": page["next_cursor"],
-    })))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RaiseBody {
-    amount_micros: i64,
+    Ok(Json(Budget {
+        balances: ledger.balances(),
+        overrun: ledger.overrun(),
+        spent_micros_by_objective: breakdown.by_objective,
+        spent_micros_by_role: breakdown.by_role,
+        spent_micros_by_principal: breakdown.by_principal,
+        spent_micros_by_model: breakdown.by_model,
+        entries: page.items,
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// `POST /v1/rooms/{room}/budget/raise`.
@@ -828,7 +801,7 @@ pub(crate) async fn raise_limit(
     caller: Caller,
     key: IdempotencyKey,
     StrictJson(RaiseBody { amount_micros }): StrictJson<RaiseBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Decision>, ApiError> {
     if amount_micros <= 0 {
         return Err(ApiError::InvalidBody(format!(
             "amount_micros must be positive, not {amount_micros}"
@@ -848,17 +821,13 @@ pub(crate) async fn raise_limit(
     decided(&outcome)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct AcknowledgeBody {}
-
 /// `POST /v1/rooms/{room}/budget/acknowledge`.
 pub(crate) async fn acknowledge_overrun(
     State(api): State<ApiState>,
     caller: Caller,
     key: IdempotencyKey,
     StrictJsonOrEmpty(AcknowledgeBody {}): StrictJsonOrEmpty<AcknowledgeBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Decision>, ApiError> {
     let outcome = api
         .rooms
         .submit(
@@ -881,7 +850,7 @@ pub(crate) async fn operations(
     State(api): State<ApiState>,
     caller: Caller,
     page: Page,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApiPage<OperationView>>, ApiError> {
     let mut items = Vec::new();
     for status in [OperationStatus::Uncertain, OperationStatus::DeadLetter] {
         for record in api
@@ -889,26 +858,19 @@ pub(crate) async fn operations(
             .room_operations(&caller.room, Some(status))
             .await?
         {
-            items.push(json!({
-                "op": record.op().to_string(),
-                "status": record.status,
-                "role": record.request.role.as_str(),
-                "principal": record.request.principal,
-                "objective": record.request.objective.map(|o| o.to_string()),
-                "reservation_micros": record.request.reservation.micros(),
-                "recovery_attempts": record.recovery_attempts,
-                "dead_letter_reason": record.dead_letter_reason,
-            }));
+            items.push(OperationView {
+                op: record.op().to_string(),
+                status: record.status.as_str().to_owned(),
+                role: record.request.role.as_str().to_owned(),
+                principal: record.request.principal.clone(),
+                objective: record.request.objective.map(|o| o.to_string()),
+                reservation_micros: record.request.reservation.micros(),
+                recovery_attempts: record.recovery_attempts,
+                dead_letter_reason: record.dead_letter_reason.clone(),
+            });
         }
     }
     Ok(page.of(&items))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ResolveBody {
-    outcome: ResolutionOutcome,
-    reason: String,
 }
 
 /// `POST /v1/rooms/{room}/operations/{operation}/resolve`: the caller is the operator on
@@ -919,7 +881,7 @@ pub(crate) async fn resolve_operation(
     // An operation of another Room is not found, before the body is read.
     RoomOperation(record): RoomOperation,
     StrictJson(ResolveBody { outcome, reason }): StrictJson<ResolveBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Resolved>, ApiError> {
     let op = record.op();
     let unknown = || ApiError::NotFound(format!("no operation {op} in this room"));
     if reason.trim().is_empty() {
@@ -928,7 +890,10 @@ pub(crate) async fn resolve_operation(
         ));
     }
     let resolution = Resolution {
-        outcome,
+        outcome: match outcome {
+            ResolvedAs::Succeeded => ResolutionOutcome::Succeeded,
+            ResolvedAs::Failed => ResolutionOutcome::Failed,
+        },
         operator: caller.principal.to_string(),
         reason,
         at: api.rooms.now(),
@@ -943,11 +908,16 @@ pub(crate) async fn resolve_operation(
             )));
         }
     }
-    Ok(Json(json!({
-        "op": op.to_string(),
-        "resolution": resolution,
-        "applied": "at the next recovery of the room's coordinator",
-    })))
+    Ok(Json(Resolved {
+        op: op.to_string(),
+        resolution: ResolutionView {
+            outcome,
+            operator: resolution.operator,
+            reason: resolution.reason,
+            at: resolution.at,
+        },
+        applied: "at the next recovery of the room's coordinator".to_owned(),
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------
