@@ -1,6 +1,6 @@
 //! The one error type of the HTTP edge and its one mapping to HTTP responses: a status and a
 //! JSON body `{"error": code, "message": text}` (plus `"permission"` on a 403, and `"rule"`
-//! and `"revision"` on a 409 `rule_refused`). Every REST handler, the A2E HTTP transport and
+//! and `"revision"` on a 409 `rule_refused`: `agentroom_api_model::ErrorBody`). Every REST handler, the A2E HTTP transport and
 //! `POST /v1/planning` answer their HTTP errors with it. A2E replies (including A2E `error`
 //! messages inside a 200) are not errors here: they are what a session answers, delivered as
 //! data.
@@ -10,6 +10,7 @@
 
 use std::fmt::Write as _;
 
+use agentroom_api_model::ErrorBody;
 use agentroom_coordinator::CoordinatorError;
 use agentroom_domain::engine::InputError;
 use agentroom_domain::room::Permission;
@@ -19,7 +20,6 @@ use axum::Json;
 use axum::http::header::{CONNECTION, RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 
 /// The cause of an internal error, kept for the log.
 pub(crate) type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -201,19 +201,6 @@ fn causes(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// The JSON body of every error answer.
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: &'a str,
-    message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    permission: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rule: Option<Rule>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    revision: Option<i64>,
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -223,14 +210,16 @@ impl IntoResponse for ApiError {
             tracing::debug!(error = %self, "request refused");
         }
         let mut body = ErrorBody {
-            error: self.code(),
+            error: self.code().to_owned(),
             message: self.to_string(),
             permission: None,
             rule: None,
             revision: None,
         };
         match &self {
-            ApiError::Forbidden(permission) => body.permission = Some(permission.as_str()),
+            ApiError::Forbidden(permission) => {
+                body.permission = Some(permission.as_str().to_owned())
+            }
             ApiError::RuleRefused {
                 rule,
                 message,
