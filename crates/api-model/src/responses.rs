@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 
 use agentroom_domain::engine::LogEntry;
 use agentroom_domain::ids::{
-    ContributionId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity, TaskKey,
-    Timestamp,
+    ContributionId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
 };
 use agentroom_domain::ledger::{Balances, LedgerEntry, Overrun};
 use agentroom_domain::objective::{Counters, Criterion, ObjectiveStatus, ObservedRevisions};
