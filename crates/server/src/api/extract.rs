@@ -12,13 +12,14 @@ use agentroom_ports::OperationRecord;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::HeaderMap;
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::auth::Caller;
 use super::{MAX_BODY_BYTES, State as ApiState};
+use crate::body::{ReadError, declared_above, read_limited};
 use crate::error::ApiError;
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
@@ -105,32 +106,28 @@ fn is_json(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-/// The body's bytes, at most [`MAX_BODY_BYTES`].
+/// The body's bytes, at most [`MAX_BODY_BYTES`], if its content type is JSON (or absent).
 async fn read_bytes(request: Request) -> Result<Bytes, ApiError> {
-    let headers = request.headers();
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<usize>().ok());
-    if declared.is_some_and(|bytes| bytes > MAX_BODY_BYTES) {
-        return Err(ApiError::BodyTooLarge {
-            limit: MAX_BODY_BYTES,
-        });
+    let (parts, body) = request.into_parts();
+    // Above the limit by `Content-Length` is a 413 before the type is looked at.
+    if declared_above(&parts.headers, MAX_BODY_BYTES).is_some() {
+        return Err(too_large());
     }
-    is_json(headers)?;
-    axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+    is_json(&parts.headers)?;
+    read_limited(&parts.headers, body, MAX_BODY_BYTES)
         .await
-        .map_err(|error| {
-            let over_limit = std::error::Error::source(&error)
-                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            if over_limit {
-                ApiError::BodyTooLarge {
-                    limit: MAX_BODY_BYTES,
-                }
-            } else {
+        .map_err(|error| match error {
+            ReadError::TooLarge { .. } => too_large(),
+            ReadError::Unreadable(error) => {
                 ApiError::BadRequest(format!("the request body could not be read: {error}"))
             }
         })
+}
+
+fn too_large() -> ApiError {
+    ApiError::BodyTooLarge {
+        limit: MAX_BODY_BYTES,
+    }
 }
 
 /// Not JSON 400, JSON of the wrong shape 422.
