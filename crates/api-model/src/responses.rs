@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use agentroom_domain::engine::LogEntry;
+use agentroom_domain::engine::{LogEntry, TaskBrief};
 use agentroom_domain::ids::{
     ContributionId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
 };
@@ -421,7 +421,7 @@ pub struct AssignmentView {
     pub reservation_micros: i64,
     /// The task: its identity, inputs and the contributions it may cite.
     #[schema(value_type = Object)]
-    pub task: serde_json::Value,
+    pub task: TaskBrief,
 }
 
 /// `POST …/assignments/{operation}/result`: recorded.

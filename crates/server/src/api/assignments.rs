@@ -46,7 +46,7 @@ pub(crate) async fn list(
                     operation: call.op,
                     objective: call.objective,
                     reservation_micros: call.reservation.micros(),
-                    task: serde_json::to_value(&call.task).map_err(ApiError::internal)?,
+                    task: call.task,
                 });
             }
         }
