@@ -30,6 +30,7 @@ enum Allowed {
 const ALLOWED_EDGES: &[(&str, Allowed)] = &[
     ("agentroom-domain", Allowed::Only(&[])),
     ("agentroom-planning", Allowed::Only(&["agentroom-domain"])),
+    ("agentroom-api-model", Allowed::Only(&["agentroom-domain"])),
     (
         "agentroom-capabilities",
         Allowed::Only(&["agentroom-domain"]),
@@ -78,6 +79,7 @@ const ALLOWED_EDGES: &[(&str, Allowed)] = &[
             "agentroom-planning",
             "agentroom-coordinator",
             "agentroom-capabilities",
+            "agentroom-api-model",
         ]),
     ),
     ("agentroom-cli", Allowed::Everything),

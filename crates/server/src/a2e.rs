@@ -56,11 +56,11 @@ pub(crate) async fn send(
     let slot = session(&state, &caller, &headers)?;
     let message = match read_message(&headers, body).await {
         Ok(message) => message,
-        Err(ApiError::TooLarge { bytes, limit }) => {
+        Err(ApiError::MessageTooLarge { bytes, limit }) => {
             // Answered like an oversized stdio line: the A2E error on the stream, so a
             // client that only reads the stream sees why; and 413, so the POST fails.
             slot.answer_directly(slot.too_large(bytes));
-            return Err(ApiError::TooLarge { bytes, limit });
+            return Err(ApiError::MessageTooLarge { bytes, limit });
         }
         Err(error) => return Err(error),
     };

@@ -5,11 +5,11 @@
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::response::{IntoResponse, Response};
 
 use agentroom_domain::room::Permission;
 use agentroom_planning::RoomId;
 
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The authenticated caller of a request.
@@ -26,17 +26,16 @@ impl Caller {
 }
 
 impl FromRequestParts<AppState> for Caller {
-    type Rejection = Response;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let Some(api) = &state.auth else {
             return Ok(Caller {
                 room: state.config.room.clone(),
             });
         };
-        match crate::api::authorize(api, &parts.headers, None, Permission::PlanningUse).await {
-            Ok(caller) => Ok(Caller { room: caller.room }),
-            Err(error) => Err(error.into_response()),
-        }
+        let caller =
+            crate::api::authorize(api, &parts.headers, None, Permission::PlanningUse).await?;
+        Ok(Caller { room: caller.room })
     }
 }

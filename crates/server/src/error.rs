@@ -1,16 +1,33 @@
-//! The errors of the HTTP edge and their one mapping to HTTP responses: a status and a JSON
-//! body `{"error": code, "message": text}`. A2E replies (including A2E `error` messages) are
-//! not errors here: they are what a session answers, delivered as data.
+//! The one error type of the HTTP edge and its one mapping to HTTP responses: a status and a
+//! JSON body `{"error": code, "message": text}` (plus `"permission"` on a 403, and `"rule"`
+//! and `"revision"` on a 409 `rule_refused`: `agentroom_api_model::ErrorBody`). Every REST handler, the A2E HTTP transport and
+//! `POST /v1/planning` answer their HTTP errors with it. A2E replies (including A2E `error`
+//! messages inside a 200) are not errors here: they are what a session answers, delivered as
+//! data.
+//!
+//! A 5xx is logged with its cause (the whole `source()` chain) and tells the client nothing
+//! internal; typed causes stay typed ([`ApiError::Internal`] keeps its `source()`).
 
+use std::fmt::Write as _;
+
+use agentroom_api_model::ErrorBody;
+use agentroom_coordinator::CoordinatorError;
+use agentroom_domain::engine::InputError;
+use agentroom_domain::room::Permission;
+use agentroom_domain::rules::Rule;
+use agentroom_ports::{StoreError, SubmitError};
 use axum::Json;
-use axum::http::header::{CONNECTION, RETRY_AFTER};
+use axum::http::header::{CONNECTION, RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+
+/// The cause of an internal error, kept for the log.
+pub(crate) type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why a request to the HTTP edge was not served.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ApiError {
+    // --- The A2E HTTP transport -------------------------------------------------------------
     /// No `X-Session-Id` header, or one that is not visible ASCII.
     #[error("this request needs the X-Session-Id header that POST /session returned")]
     MissingSession,
@@ -32,39 +49,114 @@ pub(crate) enum ApiError {
         /// The configured bound.
         limit: usize,
     },
-    /// The body is above the message size limit; nothing was processed.
+    /// An A2E message above the message size limit; nothing was processed.
     #[error("the message is {bytes} bytes or more; the limit is {limit} bytes")]
-    TooLarge {
+    MessageTooLarge {
         /// How many bytes it had at least.
         bytes: usize,
         /// The limit.
         limit: usize,
     },
-    /// The request body could not be read (the connection failed mid-body).
+    /// An A2E message body could not be read (the connection failed mid-body).
     #[error("the request body could not be read")]
-    Body(#[source] axum::Error),
-    /// A bug: a task answering the request failed. The cause is logged, not sent.
-    #[error("the server failed to answer; the request may or may not have been applied")]
-    Internal(String),
+    UnreadableMessage(#[source] axum::Error),
     /// No such route.
     #[error("no such endpoint")]
-    NotFound,
+    NoRoute,
     /// The route exists, with another method.
     #[error("this endpoint does not take that method")]
     MethodNotAllowed,
+
+    // --- The REST API -----------------------------------------------------------------------
+    /// No valid bearer token (missing, malformed, unknown, expired, revoked): all alike.
+    #[error("a valid bearer token is required (Authorization: Bearer ar_...)")]
+    Unauthenticated,
+    /// The principal's roles in the Room do not grant the permission.
+    #[error("this needs the permission `{0}`, which none of your roles in this room holds")]
+    Forbidden(Permission),
+    /// A rule refused it at the API before anything was decided (e.g. another's task).
+    #[error("{0}")]
+    Refused(String),
+    /// No such Room for this token, objective, operation, review or route.
+    #[error("{0}")]
+    NotFound(String),
+    /// The body is not JSON.
+    #[error("the body is not valid JSON: {0}")]
+    MalformedJson(#[source] serde_json::Error),
+    /// JSON of the wrong shape: unknown or missing fields, wrong types, bad values.
+    #[error("the body does not fit this endpoint: {0}")]
+    InvalidBody(String),
+    /// A body of another media type than JSON.
+    #[error("the body must be JSON (Content-Type: application/json), not {0}")]
+    UnsupportedMediaType(String),
+    /// A query parameter, header or path segment that cannot be read.
+    #[error("{0}")]
+    BadRequest(String),
+    /// A REST body larger than the limit; nothing was processed.
+    #[error("the body is larger than {limit} bytes")]
+    BodyTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// The target is not in a state this request applies to; nothing changed.
+    #[error("{0}")]
+    WrongState(String),
+    /// The domain refused the input by a rule. The refusal is a decision too, committed at
+    /// `revision` (it may count towards a bound); nothing else changed.
+    #[error("{rule}: {message}")]
+    RuleRefused {
+        /// The rule that refused it.
+        rule: Rule,
+        /// Why, for people.
+        message: String,
+        /// The revision that committed the refusal.
+        revision: i64,
+    },
+    /// The Room kept changing under the request.
+    #[error("the room kept changing; try again")]
+    Conflict(#[source] CoordinatorError),
+    /// The coordinator cannot take requests now.
+    #[error("the room is not available now; try again")]
+    Unavailable(#[source] CoordinatorError),
+
+    // --- Both -------------------------------------------------------------------------------
+    /// A bug or a failing store; its cause is logged, not told.
+    #[error("the server failed to answer; the request may or may not have been applied")]
+    Internal(#[source] Cause),
 }
 
 impl ApiError {
+    /// An internal error caused by `cause` (a typed error, or a text for a bug).
+    pub(crate) fn internal(cause: impl Into<Cause>) -> Self {
+        ApiError::Internal(cause.into())
+    }
+
     /// The HTTP status this error is answered with.
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            ApiError::MissingSession | ApiError::Body(_) => StatusCode::BAD_REQUEST,
-            ApiError::UnknownSession | ApiError::NotFound => StatusCode::NOT_FOUND,
-            ApiError::SessionBufferFull { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::TooManySessions { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::MissingSession
+            | ApiError::UnreadableMessage(_)
+            | ApiError::MalformedJson(_)
+            | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) | ApiError::Refused(_) => StatusCode::FORBIDDEN,
+            ApiError::UnknownSession | ApiError::NoRoute | ApiError::NotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) | ApiError::WrongState(_) | ApiError::RuleRefused { .. } => {
+                StatusCode::CONFLICT
+            }
+            ApiError::MessageTooLarge { .. } | ApiError::BodyTooLarge { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::InvalidBody(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::SessionBufferFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::TooManySessions { .. } | ApiError::Unavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -75,49 +167,131 @@ impl ApiError {
             ApiError::UnknownSession => "unknown_session",
             ApiError::SessionBufferFull { .. } => "session_buffer_full",
             ApiError::TooManySessions { .. } => "too_many_sessions",
-            ApiError::TooLarge { .. } => "too_large",
-            ApiError::Body(_) => "unreadable_body",
-            ApiError::NotFound => "not_found",
+            ApiError::MessageTooLarge { .. } | ApiError::BodyTooLarge { .. } => "too_large",
+            ApiError::UnreadableMessage(_) => "unreadable_body",
+            ApiError::NoRoute | ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::Unauthenticated => "unauthenticated",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::Refused(_) => "refused",
+            ApiError::MalformedJson(_) => "malformed_json",
+            ApiError::InvalidBody(_) => "invalid_body",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::WrongState(_) => "wrong_state",
+            ApiError::RuleRefused { .. } => "rule_refused",
+            ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal_error",
         }
     }
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: &'a str,
-    message: String,
+/// `error`'s sources, innermost last, for the log.
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = String::new();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        let _ = write!(text, "{cause}");
+        next = cause.source();
+    }
+    text
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if let ApiError::Internal(cause) = &self {
-            tracing::error!(%cause, "request failed");
-        } else if status.is_server_error() {
-            tracing::warn!(error = %self, "request refused");
+        if status.is_server_error() {
+            tracing::error!(error = %self, cause = %causes(&self), code = self.code(), "request failed");
         } else {
             tracing::debug!(error = %self, "request refused");
         }
-        let mut response = (
-            status,
-            Json(ErrorBody {
-                error: self.code(),
-                message: self.to_string(),
-            }),
-        )
-            .into_response();
+        let mut body = ErrorBody {
+            error: self.code().to_owned(),
+            message: self.to_string(),
+            permission: None,
+            rule: None,
+            revision: None,
+        };
+        match &self {
+            ApiError::Forbidden(permission) => {
+                body.permission = Some(permission.as_str().to_owned())
+            }
+            ApiError::RuleRefused {
+                rule,
+                message,
+                revision,
+            } => {
+                body.rule = Some(*rule);
+                body.message.clone_from(message);
+                body.revision = Some(*revision);
+            }
+            _ => {}
+        }
+        let mut response = (status, Json(body)).into_response();
         match self {
+            ApiError::Unauthenticated => {
+                response
+                    .headers_mut()
+                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
             ApiError::SessionBufferFull { .. } | ApiError::TooManySessions { .. } => {
                 response
                     .headers_mut()
                     .insert(RETRY_AFTER, HeaderValue::from_static("1"));
             }
-            ApiError::TooLarge { .. } => close_connection(&mut response),
+            ApiError::MessageTooLarge { .. } | ApiError::BodyTooLarge { .. } => {
+                close_connection(&mut response);
+            }
             _ => {}
         }
         response
+    }
+}
+
+impl From<CoordinatorError> for ApiError {
+    fn from(error: CoordinatorError) -> Self {
+        match error {
+            CoordinatorError::UnknownRoom(room) => ApiError::NotFound(format!("no room {room}")),
+            CoordinatorError::UnknownEvent { event, .. } => {
+                ApiError::NotFound(format!("no event {event}"))
+            }
+            CoordinatorError::WrongRoom { event, .. } => {
+                ApiError::NotFound(format!("no event {event} in this room"))
+            }
+            CoordinatorError::Input(InputError::UnknownObjective(id)) => {
+                ApiError::NotFound(format!("no objective {id} in this room"))
+            }
+            CoordinatorError::Input(error @ InputError::NotOpen(_)) => {
+                ApiError::NotFound(error.to_string())
+            }
+            CoordinatorError::Input(error) => ApiError::InvalidBody(error.to_string()),
+            error @ CoordinatorError::Conflicted { .. } => ApiError::Conflict(error),
+            error @ (CoordinatorError::ActorStopped(_) | CoordinatorError::NoRandomness(_)) => {
+                ApiError::Unavailable(error)
+            }
+            CoordinatorError::NoAssignment(op) => {
+                ApiError::NotFound(format!("no assignment of operation {op}"))
+            }
+            CoordinatorError::Submit(SubmitError::NotYours { op, .. }) => {
+                ApiError::Refused(format!(
+                    "operation {op} is assigned to another specialist; only its own specialist may submit its result"
+                ))
+            }
+            CoordinatorError::Submit(
+                error @ (SubmitError::AlreadySubmitted { .. } | SubmitError::NotWaiting { .. }),
+            ) => ApiError::WrongState(error.to_string()),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        ApiError::internal(error)
     }
 }
 
@@ -128,4 +302,20 @@ pub(crate) fn close_connection(response: &mut Response) {
     response
         .headers_mut()
         .insert(CONNECTION, HeaderValue::from_static("close"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_internal_error_keeps_its_cause_and_tells_nothing_of_it() {
+        let cause = std::io::Error::other("disk on fire at /var/secret");
+        let error = ApiError::internal(cause);
+        assert_eq!(error.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!error.to_string().contains("secret"));
+        let source = std::error::Error::source(&error).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("disk on fire at /var/secret"));
+        assert_eq!(causes(&error), "disk on fire at /var/secret");
+    }
 }

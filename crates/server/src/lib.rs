@@ -110,7 +110,7 @@ fn build(
         .route("/health", get(a2e::health))
         .route("/v1/planning", post(v1::planning))
         .merge(board::router())
-        .fallback(|| async { ApiError::NotFound })
+        .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
 }

@@ -65,7 +65,7 @@ impl Sessions {
         if map.contains_key(&id) {
             // Session ids are 128 random bits; a repeat means the ids are not random (a
             // test ambient), and reusing one would hand a client someone else's session.
-            return Err(ApiError::Internal(format!(
+            return Err(ApiError::internal(format!(
                 "the fresh session id {id} is already in use; the service's ids are not random"
             )));
         }

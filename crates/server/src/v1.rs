@@ -57,9 +57,9 @@ pub(crate) async fn planning(
         Ok(message) => match tokio::spawn(async move { session.step(&message).await }).await {
             Ok(Step::Reply(line)) => Answer::Reply(line),
             Ok(Step::Silent | Step::Close) => Answer::Nothing,
-            Err(error) => return Err(ApiError::Internal(error.to_string())),
+            Err(error) => return Err(ApiError::internal(error)),
         },
-        Err(ApiError::TooLarge { bytes, .. }) => Answer::TooLarge(session.too_large(bytes)),
+        Err(ApiError::MessageTooLarge { bytes, .. }) => Answer::TooLarge(session.too_large(bytes)),
         Err(error) => return Err(error),
     };
     Ok(answer.into_response())

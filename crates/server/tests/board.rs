@@ -164,7 +164,7 @@ async fn spawn_app() -> App {
     let mut tokens = HashMap::new();
     for who in ["olive", "oscar", "rita", "sam", "sue"] {
         let mut bytes = [0u8; RANDOM_BYTES];
-        getrandom::fill(&mut bytes).unwrap();
+        agentroom_ports::Random::fill(&agentroom_ports::SystemRandom, &mut bytes).unwrap();
         let issued = store
             .issue_token(
                 NewToken {

@@ -1,7 +1,12 @@
 //! The HTTP client of the REST API: one request, its answer as JSON or an
-//! [`OperatorError`] that says what went wrong.
+//! [`OperatorError`] that says what went wrong; [`typed`] reads an answer as the API's wire
+//! type (`agentroom-api-model`), so a changed contract fails loudly, naming the field.
 
-use serde_json::{Value, json};
+use agentroom_api_model::ErrorBody;
+use agentroom_api_model::responses::Decision;
+use agentroom_domain::engine::Verdict;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::{CONNECT_TIMEOUT, OperatorError, PAGE, REQUEST_TIMEOUT, Target, read_token};
 
@@ -92,40 +97,30 @@ impl Client {
             .text()
             .await
             .map_err(|error| self.unreachable(&error))?;
-        let parsed: Option<Value> = serde_json::from_str(&body).ok();
         if (200..300).contains(&status) {
-            return parsed.ok_or_else(|| {
+            return serde_json::from_str(&body).map_err(|_| {
                 OperatorError::BadAnswer(format!("status {status} with a body that is not JSON"))
             });
         }
+        // An error answer is the API's `ErrorBody`; anything else (a proxy's page) is shown
+        // as it is.
+        let parsed: Option<ErrorBody> = serde_json::from_str(&body).ok();
         let message = parsed
             .as_ref()
-            .and_then(|v| v["message"].as_str())
-            .map_or_else(|| body.trim().to_owned(), str::to_owned);
-        Err(match status {
-            401 => OperatorError::Unauthenticated,
-            403 => OperatorError::Forbidden {
-                permission: parsed
-                    .as_ref()
-                    .and_then(|v| v["permission"].as_str())
-                    .map(str::to_owned),
+            .map_or_else(|| body.trim().to_owned(), |e| e.message.clone());
+        Err(match (status, parsed) {
+            (401, _) => OperatorError::Unauthenticated,
+            (403, parsed) => OperatorError::Forbidden {
+                permission: parsed.and_then(|e| e.permission),
                 message,
             },
-            404 => OperatorError::NotFound(message),
+            (404, _) => OperatorError::NotFound(message),
             // The domain refused the input by a rule (the refusal is logged; nothing else
             // changed): the rule and its message.
-            409 if parsed
-                .as_ref()
-                .is_some_and(|v| v["error"] == "rule_refused") =>
-            {
-                OperatorError::Refused {
-                    rule: parsed
-                        .as_ref()
-                        .and_then(|v| v["rule"].as_str())
-                        .map(str::to_owned),
-                    message,
-                }
-            }
+            (409, Some(error)) if error.error == "rule_refused" => OperatorError::Refused {
+                rule: error.rule.map(|rule| rule.to_string()),
+                message,
+            },
             _ => OperatorError::Status { status, message },
         })
     }
@@ -177,30 +172,37 @@ impl Client {
     }
 }
 
+/// `value` (the answer of `what`) read as the API's wire type `T`: a missing field or one of
+/// another type is an error naming it.
+pub(super) fn typed<T: DeserializeOwned>(what: &str, value: &Value) -> Result<T, OperatorError> {
+    T::deserialize(value)
+        .map_err(|error| OperatorError::BadAnswer(format!("the answer of {what}: {error}")))
+}
+
 /// A decided input that a rule refused is an error (nothing changed); the host answers one
 /// with a 409 `rule_refused` ([`Client::post`] maps it), this reads an answer of a host that
 /// still answered 200 with the refusal in its log. The first entry of the
 /// decision log is the verdict on the request itself; later entries are what followed from it
 /// (a resumed objective's next dispatch may be refused for want of budget, B2, while the
 /// resume stands), so the API's `accepted` (every entry accepted) is not the test.
-pub(super) fn decided_or_refused(answer: &Value) -> Result<(), OperatorError> {
-    if answer["already_done"] == json!(true) {
+pub(super) fn decided_or_refused(answer: &Decision) -> Result<(), OperatorError> {
+    if answer.already_done {
         return Ok(());
     }
-    let first = answer["log"].as_array().and_then(|log| log.first());
+    let first = answer.log.first();
     let refused = match first {
-        Some(entry) => entry["verdict"] == json!("rejected"),
-        None => answer["accepted"] == json!(false),
+        Some(entry) => entry.verdict == Verdict::Rejected,
+        None => answer.accepted == Some(false),
     };
     if !refused {
         return Ok(());
     }
     Err(OperatorError::Refused {
-        rule: first.and_then(|e| e["rule"].as_str()).map(str::to_owned),
-        message: first
-            .and_then(|e| e["message"].as_str())
-            .unwrap_or("the request was decided and refused")
-            .to_owned(),
+        rule: first.and_then(|e| e.rule).map(|rule| rule.to_string()),
+        message: first.map_or_else(
+            || "the request was decided and refused".to_owned(),
+            |e| e.message.clone(),
+        ),
     })
 }
 
@@ -209,25 +211,50 @@ pub(super) fn decided_or_refused(answer: &Value) -> Result<(), OperatorError> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use serde_json::json;
+
     use super::*;
+
+    fn decision(answer: Value) -> Decision {
+        typed("a test", &answer).unwrap()
+    }
 
     #[test]
     fn a_rejected_decision_is_an_error_naming_its_rule() {
-        let answer = json!({"decided": true, "accepted": false, "log": [
-            {"verdict": "rejected", "rule": "D3", "message": "the objective is already paused"}
-        ]});
+        let answer = decision(json!({"decided": true, "accepted": false, "log": [
+            {"at": 0, "verdict": "rejected", "rule": "D3", "message": "the objective is already paused"}
+        ]}));
         let error = decided_or_refused(&answer).unwrap_err();
         assert_eq!(
             error.to_string(),
             "refused by rule D3: the objective is already paused"
         );
-        assert!(decided_or_refused(&json!({"decided": true, "accepted": true})).is_ok());
+        assert!(
+            decided_or_refused(&decision(
+                json!({"decided": true, "accepted": true, "log": []})
+            ))
+            .is_ok()
+        );
         // The resume stands though its consequence, the next dispatch, was refused (B2).
-        let resumed = json!({"decided": true, "accepted": false, "log": [
-            {"verdict": "accepted", "rule": "D3", "message": "resumed"},
-            {"verdict": "rejected", "rule": "B2", "message": "not admitted"}
-        ]});
+        let resumed = decision(json!({"decided": true, "accepted": false, "log": [
+            {"at": 0, "verdict": "accepted", "rule": "D3", "message": "resumed"},
+            {"at": 0, "verdict": "rejected", "rule": "B2", "message": "not admitted"}
+        ]}));
         assert!(decided_or_refused(&resumed).is_ok());
-        assert!(decided_or_refused(&json!({"decided": false, "already_done": true})).is_ok());
+        assert!(
+            decided_or_refused(&decision(
+                json!({"decided": false, "already_done": true, "log": []})
+            ))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn an_answer_missing_a_field_is_an_error_naming_it() {
+        let error = typed::<Decision>("POST budget/raise", &json!({"decided": true}))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("missing field `log`"), "{error}");
+        assert!(error.contains("POST budget/raise"), "{error}");
     }
 }

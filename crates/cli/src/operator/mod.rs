@@ -16,6 +16,10 @@
 //!   even when something that followed from it was refused (a resume whose next dispatch
 //!   waits for budget, B2); every entry of the decision log is printed.
 //!
+//! Every answer is read as the API's wire type (`agentroom-api-model`) before anything is
+//! printed, `--json` included, so a changed contract is an error naming the field, never a
+//! table of blanks or `$0`.
+//!
 //! Every failure is an [`OperatorError`] that says what to do about it; `main` prints it.
 
 mod client;
@@ -28,10 +32,14 @@ use agentroom_domain::ids::RoomId;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use client::{Client, decided_or_refused};
+use agentroom_api_model::responses::{
+    Budget, Decided, Decision, LateResult, ObjectiveBrief, ObjectiveDetail, Page, PlanVersionView,
+    Reviews,
+};
+use client::{Client, decided_or_refused, typed};
 use print::{
-    budget_table, dollars, items, json_text, log_lines, objective_text, objectives_table,
-    reviews_text, table, text,
+    budget_table, dollars, json_text, log_lines, objective_text, objectives_table, reviews_text,
+    table, wire,
 };
 
 /// The environment variable holding the bearer token when `--token-file` is not given.
@@ -274,10 +282,11 @@ pub(crate) async fn budget(command: BudgetCommand) -> Result<String, OperatorErr
             let client = Client::new(&target)?;
             let first = client.get("budget", &[("limit", PAGE.to_string())]).await?;
             let budget = client.rest_of_pages("budget", first, "entries").await?;
+            let typed_budget: Budget = typed("GET budget", &budget)?;
             if target.json {
                 return Ok(json_text(&budget));
             }
-            Ok(budget_table(&target.room, &budget))
+            Ok(budget_table(&target.room, &typed_budget))
         }
         BudgetCommand::Raise {
             target,
@@ -291,7 +300,8 @@ pub(crate) async fn budget(command: BudgetCommand) -> Result<String, OperatorErr
             let answer = client
                 .post("budget/raise", &json!({"amount_micros": amount}))
                 .await?;
-            decided_or_refused(&answer)?;
+            let decision: Decision = typed("POST budget/raise", &answer)?;
+            decided_or_refused(&decision)?;
             if target.json {
                 return Ok(json_text(&answer));
             }
@@ -300,7 +310,7 @@ pub(crate) async fn budget(command: BudgetCommand) -> Result<String, OperatorErr
                 target.room,
                 dollars(amount)
             );
-            out.push_str(&log_lines(&answer));
+            out.push_str(&log_lines(&decision));
             Ok(out)
         }
     }
@@ -315,10 +325,11 @@ pub(crate) async fn objective(command: ObjectiveCommand) -> Result<String, Opera
                 .get("objectives", &[("limit", PAGE.to_string())])
                 .await?;
             let list = client.rest_of_pages("objectives", first, "items").await?;
+            let objectives: Page<ObjectiveBrief> = typed("GET objectives", &list)?;
             if target.json {
                 return Ok(json_text(&list));
             }
-            return Ok(objectives_table(&list));
+            return Ok(objectives_table(&objectives));
         }
         ObjectiveCommand::Show { target, objective } => {
             let client = Client::new(&target)?;
@@ -336,24 +347,29 @@ pub(crate) async fn objective(command: ObjectiveCommand) -> Result<String, Opera
             let decisions = client
                 .rest_of_pages(&decisions_path, first, "items")
                 .await?;
-            let whole = json!({"objective": detail, "plans": plans, "decisions": decisions});
+            let typed_detail: ObjectiveDetail = typed(&format!("GET {path}"), &detail)?;
+            let typed_plans: Page<PlanVersionView> = typed(&format!("GET {plans_path}"), &plans)?;
+            let typed_decisions: Page<Decided> =
+                typed(&format!("GET {decisions_path}"), &decisions)?;
             if target.json {
+                let whole = json!({"objective": detail, "plans": plans, "decisions": decisions});
                 return Ok(json_text(&whole));
             }
-            return Ok(objective_text(&whole));
+            return Ok(objective_text(
+                &typed_detail,
+                &typed_plans,
+                &typed_decisions,
+            ));
         }
         ObjectiveCommand::Pause { target, objective } => (target, objective, "pause"),
         ObjectiveCommand::Resume { target, objective } => (target, objective, "resume"),
         ObjectiveCommand::Cancel { target, objective } => (target, objective, "cancel"),
     };
     let client = Client::new(&target)?;
-    let answer = client
-        .post(
-            &format!("objectives/{objective}/control"),
-            &json!({"action": action}),
-        )
-        .await?;
-    decided_or_refused(&answer)?;
+    let path = format!("objectives/{objective}/control");
+    let answer = client.post(&path, &json!({"action": action})).await?;
+    let decision: Decision = typed(&format!("POST {path}"), &answer)?;
+    decided_or_refused(&decision)?;
     if target.json {
         return Ok(json_text(&answer));
     }
@@ -363,7 +379,7 @@ pub(crate) async fn objective(command: ObjectiveCommand) -> Result<String, Opera
         _ => "canceled",
     };
     let mut out = format!("{done} objective {objective}\n");
-    out.push_str(&log_lines(&answer));
+    out.push_str(&log_lines(&decision));
     Ok(out)
 }
 
@@ -371,13 +387,13 @@ pub(crate) async fn objective(command: ObjectiveCommand) -> Result<String, Opera
 pub(crate) async fn review(command: ReviewCommand) -> Result<String, OperatorError> {
     let ReviewCommand::Show { target, objective } = command;
     let client = Client::new(&target)?;
-    let reviews = client
-        .get(&format!("objectives/{objective}/reviews"), &[])
-        .await?;
+    let path = format!("objectives/{objective}/reviews");
+    let reviews = client.get(&path, &[]).await?;
+    let typed_reviews: Reviews = typed(&format!("GET {path}"), &reviews)?;
     if target.json {
         return Ok(json_text(&reviews));
     }
-    Ok(reviews_text(&reviews))
+    Ok(reviews_text(&typed_reviews))
 }
 
 /// `agentroom late-result …`
@@ -389,16 +405,20 @@ pub(crate) async fn late_result(command: LateResultCommand) -> Result<String, Op
                 .get("late-results", &[("limit", PAGE.to_string())])
                 .await?;
             let list = client.rest_of_pages("late-results", first, "items").await?;
+            let held: Page<LateResult> = typed("GET late-results", &list)?;
             if target.json {
                 return Ok(json_text(&list));
             }
-            let rows: Vec<Vec<String>> = items(&list, "items")
+            let rows: Vec<Vec<String>> = held
+                .items
                 .iter()
                 .map(|held| {
-                    ["op", "objective", "task", "contribution"]
-                        .iter()
-                        .map(|field| text(&held[*field]))
-                        .collect()
+                    vec![
+                        wire(&held.op),
+                        wire(&held.objective),
+                        wire(&held.task),
+                        wire(&held.contribution),
+                    ]
                 })
                 .collect();
             if rows.is_empty() {
@@ -413,13 +433,10 @@ pub(crate) async fn late_result(command: LateResultCommand) -> Result<String, Op
         LateResultCommand::Discard { target, operation } => (target, operation, "discard"),
     };
     let client = Client::new(&target)?;
-    let answer = client
-        .post(
-            &format!("late-results/{operation}"),
-            &json!({"decision": decision}),
-        )
-        .await?;
-    decided_or_refused(&answer)?;
+    let path = format!("late-results/{operation}");
+    let answer = client.post(&path, &json!({"decision": decision})).await?;
+    let decided: Decision = typed(&format!("POST {path}"), &answer)?;
+    decided_or_refused(&decided)?;
     if target.json {
         return Ok(json_text(&answer));
     }
@@ -429,7 +446,7 @@ pub(crate) async fn late_result(command: LateResultCommand) -> Result<String, Op
         "discarded"
     };
     let mut out = format!("{done} the result of operation {operation}\n");
-    out.push_str(&log_lines(&answer));
+    out.push_str(&log_lines(&decided));
     Ok(out)
 }
 

@@ -1,10 +1,18 @@
-//! The readable tables of the operator commands, from the API's JSON. Every string the API
+//! The readable tables of the operator commands, from the API's typed answers
+//! (`agentroom-api-model`). Every string the API
 //! returns is printed with its control characters escaped.
 
 use std::fmt::Write as _;
 
+use agentroom_api_model::responses::{
+    Budget, Decided, Decision, ObjectiveBrief, ObjectiveDetail, Page, PlanVersionView, Reviews,
+};
 use agentroom_domain::ids::RoomId;
-use serde_json::{Value, json};
+use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::objective::Criterion;
+use agentroom_domain::plan::TaskState;
+use serde::Serialize;
+use serde_json::Value;
 
 // Printing
 // ---------------------------------------------------------------------------------------------
@@ -20,10 +28,6 @@ pub(super) fn dollars(micros: i64) -> String {
     let sign = if micros < 0 { "-" } else { "" };
     let abs = micros.unsigned_abs();
     format!("{sign}${}.{:06}", abs / 1_000_000, abs % 1_000_000)
-}
-
-pub(super) fn micros_of(value: &Value) -> i64 {
-    value.as_i64().unwrap_or(0)
 }
 
 /// A value as one line of text, with control characters shown escaped (a title cannot
@@ -86,80 +90,91 @@ pub(super) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-pub(super) fn log_lines(answer: &Value) -> String {
+/// A domain value as the API wrote it, as one line of text (enums by their wire names).
+pub(super) fn wire<T: Serialize>(value: &T) -> String {
+    text(&serde_json::to_value(value).unwrap_or(Value::Null))
+}
+
+pub(super) fn log_lines(answer: &Decision) -> String {
     let mut out = String::new();
-    for entry in items(answer, "log") {
+    for entry in &answer.log {
         let _ = writeln!(
             out,
             "  {} {}: {}",
-            text(&entry["verdict"]),
-            text(&entry["rule"]),
-            text(&entry["message"])
+            wire(&entry.verdict),
+            wire(&entry.rule),
+            clean(&entry.message)
         );
     }
     out
 }
 
-pub(super) fn budget_table(room: &RoomId, budget: &Value) -> String {
-    let balances = &budget["balances"];
+pub(super) fn budget_table(room: &RoomId, budget: &Budget) -> String {
+    let balances = &budget.balances;
     let mut out = format!("budget of room {room}\n");
-    let rows: Vec<Vec<String>> = ["limit", "reserved", "spent", "uncertain", "available"]
-        .iter()
-        .map(|name| {
-            let micros = micros_of(&balances[*name]);
-            vec![(*name).to_owned(), dollars(micros), micros.to_string()]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = [
+        ("limit", balances.limit),
+        ("reserved", balances.reserved),
+        ("spent", balances.spent),
+        ("uncertain", balances.uncertain),
+        ("available", balances.available),
+    ]
+    .iter()
+    .map(|(name, amount)| {
+        let micros = amount.micros();
+        vec![(*name).to_owned(), dollars(micros), micros.to_string()]
+    })
+    .collect();
     out.push_str(&table(&["", "USD", "MICROS"], &rows));
-    if !budget["overrun"].is_null() {
-        let _ = writeln!(out, "overrun: {}", text(&budget["overrun"]));
+    if let Some(overrun) = &budget.overrun {
+        let _ = writeln!(out, "overrun: {}", wire(overrun));
     }
-    for (title, field) in [
-        ("objective", "spent_micros_by_objective"),
-        ("role", "spent_micros_by_role"),
-        ("principal", "spent_micros_by_principal"),
-        ("model", "spent_micros_by_model"),
+    for (title, spent) in [
+        ("objective", &budget.spent_micros_by_objective),
+        ("role", &budget.spent_micros_by_role),
+        ("principal", &budget.spent_micros_by_principal),
+        ("model", &budget.spent_micros_by_model),
     ] {
         let _ = writeln!(out, "\nspent by {title}");
-        let rows: Vec<Vec<String>> = budget[field]
-            .as_object()
-            .map(|map| {
-                map.iter()
-                    .map(|(key, micros)| {
-                        let micros = micros_of(micros);
-                        vec![clean(key), dollars(micros), micros.to_string()]
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let rows: Vec<Vec<String>> = spent
+            .iter()
+            .map(|(key, &micros)| vec![clean(key), dollars(micros), micros.to_string()])
+            .collect();
         out.push_str(&table(&[&title.to_uppercase(), "USD", "MICROS"], &rows));
     }
     let _ = writeln!(out, "\nledger");
-    let rows: Vec<Vec<String>> = items(budget, "entries")
+    let rows: Vec<Vec<String>> = budget
+        .entries
         .iter()
         .enumerate()
         .map(|(i, entry)| {
-            let kind = text(&entry["entry"]);
-            let (amount, detail) = match kind.as_str() {
-                "opened" => (micros_of(&entry["limit"]), String::new()),
-                "reserved" | "released" => (micros_of(&entry["amount"]), String::new()),
-                "settled" => (
-                    micros_of(&entry["charged"]),
-                    format!("of {} reserved", dollars(micros_of(&entry["reserved"]))),
+            let (op, amount, detail) = match entry {
+                LedgerEntry::Opened { limit } => (None, Some(*limit), String::new()),
+                LedgerEntry::Reserved { op, amount } | LedgerEntry::Released { op, amount } => {
+                    (Some(op), Some(*amount), String::new())
+                }
+                LedgerEntry::Settled {
+                    op,
+                    reserved,
+                    charged,
+                } => (
+                    Some(op),
+                    Some(*charged),
+                    format!("of {} reserved", dollars(reserved.micros())),
                 ),
-                "limit_raised" => (micros_of(&entry["by"]), String::new()),
-                _ => (0, String::new()),
+                LedgerEntry::LimitRaised { by } => (None, Some(*by), String::new()),
+                LedgerEntry::MarkedUncertain { op } => (Some(op), None, String::new()),
+                LedgerEntry::OverrunAcknowledged => (None, None, String::new()),
             };
-            let amount = if kind == "marked_uncertain" || kind == "overrun_acknowledged" {
-                "-".to_owned()
-            } else {
-                dollars(amount)
-            };
+            let kind = serde_json::to_value(entry)
+                .ok()
+                .and_then(|v| v.get("entry").and_then(Value::as_str).map(clean))
+                .unwrap_or_default();
             vec![
                 (i + 1).to_string(),
                 kind,
-                text(&entry["op"]),
-                amount,
+                op.map_or_else(|| "-".to_owned(), ToString::to_string),
+                amount.map_or_else(|| "-".to_owned(), |a| dollars(a.micros())),
                 detail,
             ]
         })
@@ -168,16 +183,17 @@ pub(super) fn budget_table(room: &RoomId, budget: &Value) -> String {
     out
 }
 
-pub(super) fn objectives_table(list: &Value) -> String {
-    let rows: Vec<Vec<String>> = items(list, "items")
+pub(super) fn objectives_table(list: &Page<ObjectiveBrief>) -> String {
+    let rows: Vec<Vec<String>> = list
+        .items
         .iter()
         .map(|o| {
             vec![
-                text(&o["id"]),
-                text(&o["status"]),
-                text(&o["plan_versions"]),
-                text(&o["owner"]),
-                text(&o["title"]),
+                clean(&o.id),
+                wire(&o.status),
+                o.plan_versions.to_string(),
+                wire(&o.owner),
+                clean(&o.title),
             ]
         })
         .collect();
@@ -187,109 +203,99 @@ pub(super) fn objectives_table(list: &Value) -> String {
     table(&["OBJECTIVE", "STATUS", "PLANS", "OWNER", "TITLE"], &rows)
 }
 
-pub(super) fn objective_text(whole: &Value) -> String {
-    let o = &whole["objective"];
+fn criteria_table(criteria: &[Criterion]) -> String {
+    let rows: Vec<Vec<String>> = criteria
+        .iter()
+        .map(|c| vec![wire(&c.id), clean(&c.text)])
+        .collect();
+    table(&["CRITERION", "TEXT"], &rows)
+}
+
+pub(super) fn objective_text(
+    o: &ObjectiveDetail,
+    plans: &Page<PlanVersionView>,
+    decisions: &Page<Decided>,
+) -> String {
+    let brief = &o.brief;
     let mut out = String::new();
-    let _ = writeln!(out, "objective {}", text(&o["id"]));
-    let _ = writeln!(out, "title:   {}", text(&o["title"]));
-    let _ = writeln!(out, "status:  {}", text(&o["status"]));
-    let _ = writeln!(out, "owner:   {}", text(&o["owner"]));
+    let _ = writeln!(out, "objective {}", clean(&brief.id));
+    let _ = writeln!(out, "title:   {}", clean(&brief.title));
+    let _ = writeln!(out, "status:  {}", wire(&brief.status));
+    let _ = writeln!(out, "owner:   {}", wire(&brief.owner));
     let _ = writeln!(
         out,
         "revision {} (control {})",
-        text(&o["revision"]),
-        text(&o["control_revision"])
+        brief.revision, brief.control_revision
     );
-    if !o["awaiting_review"].is_null() {
-        let _ = writeln!(
-            out,
-            "awaiting review: report v{}",
-            text(&o["awaiting_review"]["version"])
-        );
+    if let Some(report) = &o.awaiting_review {
+        let _ = writeln!(out, "awaiting review: report v{}", report.version);
     }
     let _ = writeln!(out, "\ncriteria");
-    let rows: Vec<Vec<String>> = items(o, "criteria")
-        .iter()
-        .map(|c| vec![text(&c["id"]), text(&c["text"])])
-        .collect();
-    out.push_str(&table(&["CRITERION", "TEXT"], &rows));
-    match o["board"].as_object() {
+    out.push_str(&criteria_table(&o.criteria));
+    match &o.board {
         None => {
             let _ = writeln!(out, "\nboard: no plan yet");
         }
         Some(board) => {
-            let _ = writeln!(
-                out,
-                "\nboard (plan v{})",
-                text(board.get("plan_version").unwrap_or(&Value::Null))
-            );
-            for column in board
-                .get("columns")
-                .and_then(Value::as_array)
-                .map_or(&[][..], Vec::as_slice)
-            {
-                let tasks = items(column, "tasks");
-                let _ = writeln!(out, "{} ({})", text(&column["column"]), tasks.len());
-                for task in tasks {
+            let _ = writeln!(out, "\nboard (plan v{})", board.plan_version);
+            for column in &board.columns {
+                let _ = writeln!(out, "{} ({})", wire(&column.column), column.tasks.len());
+                for task in &column.tasks {
                     let _ = writeln!(
                         out,
                         "  {}  {}  [{} by {}, {}]",
-                        text(&task["key"]),
-                        text(&task["title"]),
-                        text(&task["capability"]),
-                        text(&task["assignee"]),
-                        task_state(&task["state"]),
+                        wire(&task.key),
+                        clean(&task.title),
+                        clean(&task.capability),
+                        wire(&task.assignee),
+                        task_state(&task.state),
                     );
                 }
             }
         }
     }
     let _ = writeln!(out, "\nplan versions");
-    let rows: Vec<Vec<String>> = items(&whole["plans"], "items")
+    let rows: Vec<Vec<String>> = plans
+        .items
         .iter()
         .map(|plan| {
-            let diff = &plan["diff"];
-            let keys = |field: &str| {
-                items(diff, field)
-                    .iter()
-                    .map(text)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
+            let diff = &plan.diff;
             let mut change = Vec::new();
-            for field in ["added", "removed", "changed", "reused"] {
-                let list = keys(field);
+            for (field, keys) in [
+                ("added", &diff.added),
+                ("removed", &diff.removed),
+                ("changed", &diff.changed),
+                ("reused", &diff.reused),
+            ] {
+                let list = keys.iter().map(|k| clean(k)).collect::<Vec<_>>().join(",");
                 if !list.is_empty() {
                     change.push(format!("{field} {list}"));
                 }
             }
+            let trigger = serde_json::to_value(&plan.trigger)
+                .ok()
+                .and_then(|v| v.get("trigger").cloned())
+                .unwrap_or(Value::Null);
             vec![
-                format!(
-                    "v{}{}",
-                    text(&plan["number"]),
-                    if plan["current"] == json!(true) {
-                        "*"
-                    } else {
-                        ""
-                    }
-                ),
-                text(&plan["trigger"]["trigger"]),
+                format!("v{}{}", plan.number, if plan.current { "*" } else { "" }),
+                text(&trigger),
                 change.join("; "),
-                text(&plan["explanation"]),
+                clean(&plan.explanation),
             ]
         })
         .collect();
     out.push_str(&table(&["PLAN", "TRIGGER", "DIFF", "EXPLANATION"], &rows));
     let _ = writeln!(out, "\ndecision log");
-    let rows: Vec<Vec<String>> = items(&whole["decisions"], "items")
+    let rows: Vec<Vec<String>> = decisions
+        .items
         .iter()
         .map(|d| {
             vec![
-                text(&d["revision"]),
-                text(&d["input"]),
-                text(&d["verdict"]),
-                text(&d["rule"]),
-                text(&d["message"]),
+                d.revision.to_string(),
+                clean(&d.input),
+                wire(&d.entry.verdict),
+                wire(&d.entry.rule),
+                clean(&d.entry.message),
             ]
         })
         .collect();
@@ -307,48 +313,35 @@ pub(super) fn objective_text(whole: &Value) -> String {
     out
 }
 
-pub(super) fn task_state(state: &Value) -> String {
-    let name = text(&state["state"]);
-    match state["reason"].as_str() {
+pub(super) fn task_state(state: &TaskState) -> String {
+    let value = serde_json::to_value(state).unwrap_or(Value::Null);
+    let name = text(&value["state"]);
+    match value["reason"].as_str() {
         Some(reason) => format!("{name}: {}", clean(reason)),
         None => name,
     }
 }
 
-pub(super) fn reviews_text(reviews: &Value) -> String {
+pub(super) fn reviews_text(reviews: &Reviews) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "reviews of objective {}", text(&reviews["objective"]));
-    let criteria = items(reviews, "criteria");
+    let _ = writeln!(out, "reviews of objective {}", clean(&reviews.objective));
     let _ = writeln!(out, "\ncriteria");
-    let rows: Vec<Vec<String>> = criteria
-        .iter()
-        .map(|c| vec![text(&c["id"]), text(&c["text"])])
-        .collect();
-    out.push_str(&table(&["CRITERION", "TEXT"], &rows));
-    if !reviews["awaiting_review"].is_null() {
-        let _ = writeln!(
-            out,
-            "\nawaiting review: report v{}",
-            text(&reviews["awaiting_review"]["version"])
-        );
+    out.push_str(&criteria_table(&reviews.criteria));
+    if let Some(report) = &reviews.awaiting_review {
+        let _ = writeln!(out, "\nawaiting review: report v{}", report.version);
     }
-    let all_reviews = items(reviews, "reviews");
-    for report in items(reviews, "reports") {
-        let version = &report["version"];
-        let _ = writeln!(out, "\nreport v{}", text(version));
-        let _ = writeln!(out, "  task:         {}", text(&report["task"]));
-        let _ = writeln!(out, "  contribution: {}", text(&report["contribution"]));
-        let _ = writeln!(
-            out,
-            "  author:       {}",
-            text(&report["content"]["author"])
-        );
-        let _ = writeln!(
-            out,
-            "  source set:   {}",
-            text(&report["source_set"]["digest"])
-        );
-        for source in items(&report["source_set"], "sources") {
+    for report in &reviews.reports {
+        let _ = writeln!(out, "\nreport v{}", report.version);
+        let _ = writeln!(out, "  task:         {}", wire(&report.task));
+        let _ = writeln!(out, "  contribution: {}", clean(&report.contribution));
+        let author = report
+            .content
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |c| wire(&c.author));
+        let _ = writeln!(out, "  author:       {author}");
+        let source_set = serde_json::to_value(&report.source_set).unwrap_or(Value::Null);
+        let _ = writeln!(out, "  source set:   {}", text(&source_set["digest"]));
+        for source in items(&source_set, "sources") {
             let what = source
                 .as_object()
                 .map(|fields| {
@@ -362,9 +355,10 @@ pub(super) fn reviews_text(reviews: &Value) -> String {
                 .unwrap_or_default();
             let _ = writeln!(out, "    - {} {what}", text(&source["kind"]));
         }
-        let of_version: Vec<&Value> = all_reviews
+        let of_version: Vec<_> = reviews
+            .reviews
             .iter()
-            .filter(|r| &r["report_version"] == version)
+            .filter(|r| r.report_version == report.version)
             .collect();
         if of_version.is_empty() {
             let _ = writeln!(out, "  no review yet");
@@ -373,24 +367,25 @@ pub(super) fn reviews_text(reviews: &Value) -> String {
             let _ = writeln!(
                 out,
                 "  review {} by {}: {}",
-                text(&review["id"]),
-                text(&review["reviewer"]),
-                text(&review["outcome"])
+                clean(&review.id),
+                wire(&review.reviewer),
+                wire(&review.outcome)
             );
-            let rows: Vec<Vec<String>> = items(review, "verdicts")
+            let rows: Vec<Vec<String>> = review
+                .verdicts
                 .iter()
                 .map(|v| {
                     vec![
-                        format!("    {}", text(&v["criterion"])),
-                        text(&v["verdict"]),
-                        text(&v["evidence"]),
+                        format!("    {}", wire(&v.criterion)),
+                        wire(&v.verdict),
+                        clean(&v.evidence),
                     ]
                 })
                 .collect();
             out.push_str(&table(&["    CRITERION", "VERDICT", "EVIDENCE"], &rows));
         }
     }
-    if items(reviews, "reports").is_empty() {
+    if reviews.reports.is_empty() {
         let _ = writeln!(out, "\nno report yet");
     }
     out

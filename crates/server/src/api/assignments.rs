@@ -4,84 +4,51 @@
 //! durably before the call uses it (D2). Only the specialist the call is for may submit (T2,
 //! T3); the domain decides again whether the result applies and what it costs (B3, B5).
 
+use agentroom_api_model::requests::{SourceBody, SubmissionBody};
+use agentroom_api_model::responses::{AssignmentView, Page, Recorded};
 use agentroom_domain::engine::{Charge, SpecialistResult};
-use agentroom_domain::ids::{ContributionId, OperationId};
+use agentroom_domain::ids::OperationId;
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::review::{Artifact, ContributionDraft, Source};
 use agentroom_ports::Submission;
 use agentroom_ports::desk::contribution_id;
-use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::{Extension, Json};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use axum::Json;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
 
 use super::State as ApiState;
 use super::auth::Caller;
-use super::error::RestError;
-use super::handlers::{Page, read_json};
+use super::extract::StrictJson;
+use super::handlers::Page as PageQuery;
+use crate::error::ApiError;
 
 /// `GET /v1/rooms/{room}/assignments`: the calls of this Room waiting for the caller's
 /// result, each with its task, inputs, the contributions it may cite and its reservation.
 pub(crate) async fn list(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-) -> Result<Json<Value>, RestError> {
-    let page = Page::from_uri(&uri)?;
-    let items: Vec<Value> = api
+    caller: Caller,
+    page: PageQuery,
+) -> Result<Json<Page<AssignmentView>>, ApiError> {
+    let items: Vec<AssignmentView> = api
         .rooms
         .assignments(&caller.room, &caller.principal)
         .await?
         .into_iter()
-        .map(|call| {
-            json!({
-                "operation": call.op,
-                "objective": call.objective,
-                "reservation_micros": call.reservation.micros(),
-                "task": call.task,
-            })
+        .map(|call| AssignmentView {
+            operation: call.op,
+            objective: call.objective,
+            reservation_micros: call.reservation.micros(),
+            task: call.task,
         })
         .collect();
     Ok(page.of(&items))
 }
 
-#[derive(Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
-enum SubmissionBody {
-    Contribution {
-        artifacts: Vec<ArtifactBody>,
-        #[serde(default)]
-        sources: Vec<SourceBody>,
-        #[serde(default)]
-        usage_micros: Option<i64>,
-    },
-    Failure {
-        reason: String,
-        #[serde(default)]
-        usage_micros: Option<i64>,
-    },
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ArtifactBody {
-    name: String,
-    content: String,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-enum SourceBody {
-    Contribution { id: ContributionId },
-    External { url: String, digest: String },
-}
-
-fn charge(usage: Option<i64>) -> Result<Charge, RestError> {
+fn charge(usage: Option<i64>) -> Result<Charge, ApiError> {
     match usage {
         None => Ok(Charge::NoUsage),
-        Some(micros) if micros < 0 => Err(RestError::InvalidBody(format!(
+        Some(micros) if micros < 0 => Err(ApiError::InvalidBody(format!(
             "usage_micros must not be negative (got {micros})"
         ))),
         // Above the reservation is allowed: it is charged and stops admissions (B3, B5).
@@ -89,57 +56,81 @@ fn charge(usage: Option<i64>) -> Result<Charge, RestError> {
     }
 }
 
-impl SubmissionBody {
-    fn into_submission(self, op: OperationId) -> Result<Submission, RestError> {
-        match self {
-            SubmissionBody::Contribution {
-                artifacts,
-                sources,
-                usage_micros,
-            } => {
-                if artifacts.is_empty() {
-                    return Err(RestError::InvalidBody(
-                        "a contribution needs at least one artifact".to_owned(),
-                    ));
-                }
-                Ok(Submission {
-                    charge: charge(usage_micros)?,
-                    result: SpecialistResult::Contribution(ContributionDraft {
-                        id: contribution_id(op),
-                        artifacts: artifacts
-                            .into_iter()
-                            .map(|a| Artifact {
-                                name: a.name,
-                                content: a.content,
-                            })
-                            .collect(),
-                        sources: sources
-                            .into_iter()
-                            .map(|s| match s {
-                                SourceBody::Contribution { id } => Source::Contribution { id },
-                                SourceBody::External { url, digest } => {
-                                    Source::External { url, digest }
-                                }
-                            })
-                            .collect(),
-                    }),
-                })
+/// The submission `body` makes for the call `op`.
+fn into_submission(body: SubmissionBody, op: OperationId) -> Result<Submission, ApiError> {
+    match body {
+        SubmissionBody::Contribution {
+            artifacts,
+            sources,
+            usage_micros,
+        } => {
+            if artifacts.is_empty() {
+                return Err(ApiError::InvalidBody(
+                    "a contribution needs at least one artifact".to_owned(),
+                ));
             }
-            SubmissionBody::Failure {
-                reason,
-                usage_micros,
-            } => {
-                if reason.trim().is_empty() {
-                    return Err(RestError::InvalidBody(
-                        "a failure needs a non-empty reason".to_owned(),
-                    ));
-                }
-                Ok(Submission {
-                    charge: charge(usage_micros)?,
-                    result: SpecialistResult::Failure { reason },
-                })
-            }
+            Ok(Submission {
+                charge: charge(usage_micros)?,
+                result: SpecialistResult::Contribution(ContributionDraft {
+                    id: contribution_id(op),
+                    artifacts: artifacts
+                        .into_iter()
+                        .map(|a| Artifact {
+                            name: a.name,
+                            content: a.content,
+                        })
+                        .collect(),
+                    sources: sources
+                        .into_iter()
+                        .map(|s| match s {
+                            SourceBody::Contribution { id } => Source::Contribution { id },
+                            SourceBody::External { url, digest } => {
+                                Source::External { url, digest }
+                            }
+                        })
+                        .collect(),
+                }),
+            })
         }
+        SubmissionBody::Failure {
+            reason,
+            usage_micros,
+        } => {
+            if reason.trim().is_empty() {
+                return Err(ApiError::InvalidBody(
+                    "a failure needs a non-empty reason".to_owned(),
+                ));
+            }
+            Ok(Submission {
+                charge: charge(usage_micros)?,
+                result: SpecialistResult::Failure { reason },
+            })
+        }
+    }
+}
+
+/// `{operation}` in an assignment's path: a specialist call of the caller's Room that a
+/// hosted specialist of this host serves (404 otherwise), and the caller's own (403
+/// otherwise); found before the body is read.
+pub(crate) struct Assignment {
+    op: OperationId,
+}
+
+impl FromRequestParts<ApiState> for Assignment {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, api: &ApiState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, api).await?;
+        let Path((_, operation)) = Path::<(String, String)>::from_request_parts(parts, api)
+            .await
+            .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
+        let op: OperationId = operation
+            .parse()
+            .map_err(|_| ApiError::NotFound(format!("no assignment of operation {operation}")))?;
+        api.rooms
+            .assignment_of(&caller.room, &caller.principal, op)
+            .await?;
+        Ok(Assignment { op })
     }
 }
 
@@ -149,24 +140,19 @@ impl SubmissionBody {
 /// and handed to the call (which settles it: the domain decides).
 pub(crate) async fn submit(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, operation)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<(StatusCode, Json<Value>), RestError> {
-    let not_found = || RestError::NotFound(format!("no assignment of operation {operation}"));
-    let op: OperationId = operation.parse().map_err(|_| not_found())?;
-    // 404 and 403 before the body is read.
-    api.rooms
-        .assignment_of(&caller.room, &caller.principal, op)
-        .await?;
-    let body: SubmissionBody = read_json(&headers, body).await?;
-    let submission = body.into_submission(op)?;
+    caller: Caller,
+    Assignment { op }: Assignment,
+    StrictJson(body): StrictJson<SubmissionBody>,
+) -> Result<(StatusCode, Json<Recorded>), ApiError> {
+    let submission = into_submission(body, op)?;
     api.rooms
         .submit_result(&caller.room, &caller.principal, op, submission)
         .await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"operation": op, "recorded": true})),
+        Json(Recorded {
+            operation: op,
+            recorded: true,
+        }),
     ))
 }

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use agentroom_coordinator::CoordinatorError;
 use agentroom_domain::ids::{PrincipalId, RoomId};
 use agentroom_domain::room::{Permission, Role};
-use agentroom_ports::{AuthError, StoredRoom};
+use agentroom_ports::{AuthError, NoRandomness, Random, StoredRoom, SystemRandom};
 use axum::RequestExt;
 use axum::extract::{RawPathParams, Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -14,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
 use super::Api;
-use super::error::RestError;
+use crate::error::ApiError;
 
 /// The header that carries the request id.
 pub(crate) const REQUEST_ID: &str = "x-request-id";
@@ -52,13 +53,13 @@ pub(crate) async fn guard(
     State(guard): State<Guard>,
     mut request: Request,
     next: Next,
-) -> Result<Response, RestError> {
+) -> Result<Response, ApiError> {
     // The route's `{room}` parameter (not the URI text, so a router nested under a prefix
     // still finds it).
     let params = request
         .extract_parts::<RawPathParams>()
         .await
-        .map_err(|_| RestError::BadRequest("the path cannot be read".to_owned()))?;
+        .map_err(|_| ApiError::BadRequest("the path cannot be read".to_owned()))?;
     let room = params
         .iter()
         .find_map(|(name, value)| (name == "room").then(|| value.to_owned()))
@@ -76,28 +77,26 @@ pub(crate) async fn authorize(
     headers: &HeaderMap,
     room: Option<&str>,
     permission: Permission,
-) -> Result<Caller, RestError> {
+) -> Result<Caller, ApiError> {
     let token = headers
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "))
         .map(str::trim)
-        .ok_or(RestError::Unauthenticated)?;
+        .ok_or(ApiError::Unauthenticated)?;
     let authenticated = match api.rooms.authenticate(token).await {
         Ok(authenticated) => authenticated,
-        Err(AuthError::Store(error)) => return Err(RestError::Internal(error.to_string())),
+        Err(AuthError::Store(error)) => return Err(ApiError::internal(error)),
         Err(reason) => {
             tracing::info!(%reason, "bearer token refused");
-            return Err(RestError::Unauthenticated);
+            return Err(ApiError::Unauthenticated);
         }
     };
     // A token sees its own Room only: another Room is "not found", whether it exists or not.
     if let Some(room) = room
         && room != authenticated.room.as_str()
     {
-        return Err(RestError::NotFound(format!(
-            "no room {room} for this token"
-        )));
+        return Err(ApiError::NotFound(format!("no room {room} for this token")));
     }
     let stored = api.rooms.room(&authenticated.room).await?;
     let roles: Vec<Role> = stored
@@ -113,7 +112,7 @@ pub(crate) async fn authorize(
     };
     if !caller.may(permission) {
         tracing::info!(principal = %caller.principal, %permission, "forbidden");
-        return Err(RestError::Forbidden(permission));
+        return Err(ApiError::Forbidden(permission));
     }
     tracing::Span::current().record("principal", tracing::field::display(&caller.principal));
     Ok(caller)
@@ -128,23 +127,26 @@ fn sane(id: &str) -> bool {
 }
 
 /// A fresh request id: 16 random bytes in hex.
-fn fresh() -> String {
-    let mut bytes = [0u8; 16];
-    if let Err(error) = getrandom::fill(&mut bytes) {
-        tracing::warn!(%error, "no randomness for a request id");
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+fn fresh() -> Result<String, NoRandomness> {
+    SystemRandom.hex_id()
 }
 
 /// Gives every request an id (the client's when sane, a fresh one otherwise), runs it in a
 /// span carrying the id, and returns the id on the response.
 pub(crate) async fn request_id(request: Request, next: Next) -> Response {
-    let id = request
+    let given = request
         .headers()
         .get(REQUEST_ID)
         .and_then(|value| value.to_str().ok())
         .filter(|id| sane(id))
-        .map_or_else(fresh, str::to_owned);
+        .map(str::to_owned);
+    let id = match given.map_or_else(fresh, Ok) {
+        Ok(id) => id,
+        // The one failure policy of randomness: an error, never a zero id; nothing ran.
+        Err(error) => {
+            return ApiError::Unavailable(CoordinatorError::NoRandomness(error)).into_response();
+        }
+    };
     let span = tracing::info_span!(
         "request",
         request_id = %id,
@@ -168,7 +170,7 @@ pub(crate) async fn request_id(request: Request, next: Next) -> Response {
         Ok(value) => {
             response.headers_mut().insert(REQUEST_ID, value);
         }
-        Err(_) => return RestError::Internal("request id".to_owned()).into_response(),
+        Err(_) => return ApiError::internal("request id").into_response(),
     }
     response
 }

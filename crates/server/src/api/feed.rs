@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agentroom_coordinator::Committed;
-use agentroom_domain::engine::{LogEntry, Notification};
+use agentroom_domain::engine::Notification;
 use agentroom_domain::ids::{NotificationId, RoomId};
 use agentroom_ports::{Notifier, NotifyError, OutboxPosition};
 use async_trait::async_trait;
@@ -38,21 +38,9 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use super::auth::Caller;
-use super::error::RestError;
 use super::{Api, State as ApiState};
+use crate::error::ApiError;
 use crate::state::Stopping;
-
-/// One committed decision's log entry, as the decision log lists it.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Decided {
-    /// The Room revision after the commit.
-    pub(crate) revision: i64,
-    /// The kind of input decided.
-    pub(crate) input: String,
-    /// The entry: objective, verdict, rule, message, time.
-    #[serde(flatten)]
-    pub(crate) entry: LogEntry,
-}
 
 /// How many delivered notifications of a Room the live log keeps. The log only speeds
 /// streams up (the store holds every delivered notification, and streams poll it), so older
@@ -223,7 +211,7 @@ const BATCH: usize = 64;
 /// Where a stream resumes after the notification `id`: its delivery position; 0 (from the
 /// first) when the Room's outbox does not hold it. One being delivered right now (pushed live,
 /// not yet marked) is waited for briefly.
-async fn resume_after(api: &Api, room: &RoomId, id: &str) -> Result<i64, RestError> {
+async fn resume_after(api: &Api, room: &RoomId, id: &str) -> Result<i64, ApiError> {
     let Ok(id) = id.parse::<NotificationId>() else {
         return Ok(0);
     };
@@ -265,12 +253,12 @@ pub(crate) async fn stream(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     stopping: Option<Extension<Stopping>>,
-) -> Result<Response, RestError> {
+) -> Result<Response, ApiError> {
     let mut position = match headers.get("last-event-id") {
         None => 0,
         Some(value) => {
             let id = value.to_str().map_err(|_| {
-                RestError::BadRequest("Last-Event-ID is not visible ASCII".to_owned())
+                ApiError::BadRequest("Last-Event-ID is not visible ASCII".to_owned())
             })?;
             resume_after(&api, &caller.room, id.trim()).await?
         }

@@ -1,94 +1,48 @@
 //! The REST handlers. Each runs behind the guard, which put the authorized [`Caller`] (with
-//! the Room as loaded) in the request. Request bodies are read whole up to
-//! [`MAX_BODY_BYTES`] and parsed into types that refuse unknown fields; every id in a path is
-//! parsed, and one the Room does not know is a 404.
+//! the Room as loaded) in the request, and takes what it needs through the extractors of
+//! [`super::extract`]: the caller, the idempotency key, a strict JSON body (read whole up to
+//! [`super::MAX_BODY_BYTES`], parsed into types that refuse unknown fields), a page, and the
+//! ids in its path (one the Room does not know is a 404).
 
-use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
-use agentroom_domain::engine::{self, ControlAction, LateDecision, LogEntry};
-use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{
-    ContributionId, CriterionId, EventId, ObjectiveId, OperationId, TaskIdentity,
+use super::Api;
+use agentroom_api_model::requests::{
+    AcknowledgeBody, ControlBody, LateBody, PostEvent, RaiseBody, ResolveBody, ResolvedAs,
+    ReviewBody, TaskUpdateBody,
 };
+use agentroom_api_model::responses::{
+    Board, BoardColumn, Budget, Decided, Decision, LateResult, Member, ObjectiveBrief,
+    ObjectiveDetail, OperationView, Page as ApiPage, PlanDiff, PlanVersionView, ReportContent,
+    ReportView, ResolutionView, Resolved, ReviewView, Reviews, RoomView, TaskView, You,
+};
+use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
+use agentroom_domain::engine::{self, LogEntry};
+use agentroom_domain::event::{Event, EventBody};
+use agentroom_domain::ids::{EventId, ObjectiveId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
-use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
+use agentroom_domain::review::{CriterionVerdict, ReviewSubmission};
 use agentroom_domain::room::Permission;
 use agentroom_planning::{Session, Step};
 use agentroom_ports::{OperationStatus, Resolution, ResolutionOutcome, Revision};
+use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::extract::{FromRequestParts, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-use uuid::Uuid;
 
+use super::State as ApiState;
 use super::auth::Caller;
-use super::error::RestError;
-use super::{MAX_BODY_BYTES, State as ApiState, feed};
+use super::extract::{
+    HeldOperation, IdempotencyKey, KnownObjective, RoomOperation, StrictJson, StrictJsonOrEmpty,
+};
+use crate::error::ApiError;
 
 // ---------------------------------------------------------------------------------------------
 // Reading requests
 // ---------------------------------------------------------------------------------------------
-
-/// Reads a JSON body of at most [`MAX_BODY_BYTES`]: above it 413, not JSON 400, JSON of the
-/// wrong shape (unknown or missing fields, wrong types) 422.
-pub(super) async fn read_json<T: DeserializeOwned>(
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<T, RestError> {
-    parse_json(&read_bytes(headers, body).await?)
-}
-
-/// The body's bytes, at most [`MAX_BODY_BYTES`] (from `Content-Length` before reading, or
-/// when reading passes the limit).
-async fn read_bytes(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, RestError> {
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<usize>().ok());
-    if declared.is_some_and(|bytes| bytes > MAX_BODY_BYTES) {
-        return Err(RestError::TooLarge {
-            limit: MAX_BODY_BYTES,
-        });
-    }
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|error| {
-            let over_limit = std::error::Error::source(&error)
-                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            if over_limit {
-                RestError::TooLarge {
-                    limit: MAX_BODY_BYTES,
-                }
-            } else {
-                RestError::BadRequest(format!("the request body could not be read: {error}"))
-            }
-        })
-}
-
-/// Not JSON 400, JSON of the wrong shape 422.
-fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, RestError> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|error| RestError::MalformedJson(error.to_string()))?;
-    serde_json::from_value(value).map_err(|error| RestError::InvalidBody(error.to_string()))
-}
-
-/// Like [`read_json`], but an empty body is read as `{}` (for endpoints that take no fields).
-async fn read_json_or_empty<T: DeserializeOwned>(
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<T, RestError> {
-    let bytes = read_bytes(headers, body).await?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return parse_json(b"{}");
-    }
-    parse_json(&bytes)
-}
 
 /// A page of a list: `?limit=1..=200` (default 50) and `?cursor=` from the previous page.
 pub(super) struct Page {
@@ -101,13 +55,13 @@ impl Page {
     const MAX: usize = 200;
 
     /// A `limit` query value: a whole number from 1 to [`Page::MAX`].
-    fn limit(value: &str) -> Result<usize, RestError> {
+    fn limit(value: &str) -> Result<usize, ApiError> {
         value
             .parse::<usize>()
             .ok()
             .filter(|n| (1..=Self::MAX).contains(n))
             .ok_or_else(|| {
-                RestError::BadRequest(format!(
+                ApiError::BadRequest(format!(
                     "limit must be a whole number from 1 to {}",
                     Self::MAX
                 ))
@@ -116,7 +70,7 @@ impl Page {
 
     /// A list's query: `limit` (default [`Page::DEFAULT`]) and the raw `cursor`, if any;
     /// anything else is refused. Each kind of page reads its own cursor.
-    fn query(uri: &Uri) -> Result<(usize, Option<&str>), RestError> {
+    fn query(uri: &Uri) -> Result<(usize, Option<&str>), ApiError> {
         let (mut limit, mut cursor) = (Self::DEFAULT, None);
         for pair in uri.query().unwrap_or_default().split('&') {
             if pair.is_empty() {
@@ -127,7 +81,7 @@ impl Page {
                 "limit" => limit = Page::limit(value)?,
                 "cursor" => cursor = Some(value),
                 other => {
-                    return Err(RestError::BadRequest(format!(
+                    return Err(ApiError::BadRequest(format!(
                         "unknown query parameter `{other}`: lists take `limit` and `cursor`"
                     )));
                 }
@@ -137,11 +91,11 @@ impl Page {
     }
 
     /// A cursor this API did not hand out.
-    fn bad_cursor() -> RestError {
-        RestError::BadRequest("cursor must be a next_cursor this API returned".to_owned())
+    fn bad_cursor() -> ApiError {
+        ApiError::BadRequest("cursor must be a next_cursor this API returned".to_owned())
     }
 
-    pub(super) fn from_uri(uri: &Uri) -> Result<Self, RestError> {
+    pub(super) fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
         let (limit, cursor) = Self::query(uri)?;
         let offset = match cursor {
             None => 0,
@@ -151,26 +105,32 @@ impl Page {
     }
 
     /// `{"items": [...], "next_cursor": "..." | null}`.
-    pub(super) fn of<T: serde::Serialize>(&self, items: &[T]) -> Json<Value> {
+    pub(super) fn of<T: Clone>(&self, items: &[T]) -> Json<ApiPage<T>> {
         let end = self.offset.saturating_add(self.limit).min(items.len());
         let slice = items.get(self.offset..end).unwrap_or_default();
         let next = (end < items.len()).then(|| end.to_string());
-        Json(json!({"items": slice, "next_cursor": next}))
+        Json(ApiPage {
+            items: slice.to_vec(),
+            next_cursor: next,
+        })
     }
 }
 
-fn objective_id(text: &str) -> Result<ObjectiveId, RestError> {
-    text.parse()
-        .map_err(|_| RestError::NotFound(format!("no objective {text} in this room")))
+impl<S: Send + Sync> FromRequestParts<S> for Page {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        Page::from_uri(&parts.uri)
+    }
 }
 
-fn find_objective<'a>(caller: &'a Caller, text: &str) -> Result<&'a Objective, RestError> {
-    let id = objective_id(text)?;
+/// The objective `id` of the caller's Room ([`KnownObjective`] found it before).
+fn find_objective(caller: &Caller, id: ObjectiveId) -> Result<&Objective, ApiError> {
     caller
         .stored
         .state
         .objective(id)
-        .ok_or_else(|| RestError::NotFound(format!("no objective {id} in this room")))
+        .ok_or_else(|| ApiError::NotFound(format!("no objective {id} in this room")))
 }
 
 /// The input id of a request: derived from `Idempotency-Key`, the Room, the caller and what
@@ -179,54 +139,59 @@ fn find_objective<'a>(caller: &'a Caller, text: &str) -> Result<&'a Objective, R
 /// commit of it), so a retry with the same key — in this process, after a restart, or on
 /// another process of the same database — is answered with the original decision and changes
 /// nothing, while one key reused for a different request is a different input.
-fn input_id(caller: &Caller, headers: &HeaderMap, what: &str) -> InputId {
-    match headers
-        .get("idempotency-key")
-        .and_then(|value| value.to_str().ok())
-    {
-        Some(key) => InputId::named(&format!(
+fn input_id(
+    api: &Api,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    what: &str,
+) -> Result<InputId, ApiError> {
+    match &key.0 {
+        Some(key) => Ok(InputId::named(&format!(
             "rest/{}/{}/{what}/{key}",
             caller.room, caller.principal
-        )),
-        None => InputId::from_uuid(fresh_uuid()),
+        ))),
+        // The service's one randomness source: none is a 503, never a guessable id.
+        None => Ok(api.rooms.fresh_input_id()?),
     }
-}
-
-fn fresh_uuid() -> Uuid {
-    let mut bytes = [0u8; 16];
-    if let Err(error) = getrandom::fill(&mut bytes) {
-        tracing::warn!(%error, "no randomness for an id");
-    }
-    uuid::Builder::from_random_bytes(bytes).into_uuid()
 }
 
 /// What a decided input answers: the revision and the decision log (rejections by a rule are
 /// decisions too, with their rule). An input decided before answers with its original
 /// revision and log, `decided: false` and `already_done: true`.
-fn answer(outcome: &Outcome) -> Json<Value> {
+fn answer(outcome: &Outcome) -> Json<Decision> {
     let accepted = |log: &[LogEntry]| log.iter().all(|e| e.verdict == engine::Verdict::Accepted);
-    match outcome {
-        Outcome::Decided { revision, log, .. } => Json(json!({
-            "decided": true,
-            "revision": revision.0,
-            "accepted": accepted(log),
-            "log": log,
-        })),
-        Outcome::AlreadyDecided { revision, log } => Json(json!({
-            "decided": false,
-            "already_done": true,
-            "revision": revision.0,
-            "accepted": accepted(log),
-            "log": log,
-        })),
-        Outcome::AlreadyDone => Json(json!({"decided": false, "already_done": true, "log": []})),
-    }
+    Json(match outcome {
+        Outcome::Decided { revision, log, .. } => Decision {
+            decided: true,
+            already_done: false,
+            revision: Some(revision.0),
+            accepted: Some(accepted(log)),
+            log: log.clone(),
+            event: None,
+        },
+        Outcome::AlreadyDecided { revision, log } => Decision {
+            decided: false,
+            already_done: true,
+            revision: Some(revision.0),
+            accepted: Some(accepted(log)),
+            log: log.clone(),
+            event: None,
+        },
+        Outcome::AlreadyDone => Decision {
+            decided: false,
+            already_done: true,
+            revision: None,
+            accepted: None,
+            log: Vec::new(),
+            event: None,
+        },
+    })
 }
 
 /// What an operator input answers: [`answer`], or a 409 naming the rule when the domain
 /// refused the input itself (its first log entry, the input's own verdict, is a rejection;
 /// later entries are what it set off). A retry of a refused input is refused alike.
-fn decided(outcome: &Outcome) -> Result<Json<Value>, RestError> {
+fn decided(outcome: &Outcome) -> Result<Json<Decision>, ApiError> {
     let revision = match outcome {
         Outcome::Decided { revision, .. } | Outcome::AlreadyDecided { revision, .. } => revision.0,
         Outcome::AlreadyDone => return Ok(answer(outcome)),
@@ -237,7 +202,7 @@ fn decided(outcome: &Outcome) -> Result<Json<Value>, RestError> {
             rule: Some(rule),
             message,
             ..
-        }) => Err(RestError::RuleRefused {
+        }) => Err(ApiError::RuleRefused {
             rule: *rule,
             message: message.clone(),
             revision,
@@ -250,78 +215,59 @@ fn decided(outcome: &Outcome) -> Result<Json<Value>, RestError> {
 // The Room
 // ---------------------------------------------------------------------------------------------
 
-fn objective_brief(objective: &Objective) -> Value {
-    json!({
-        "id": objective.id().to_string(),
-        "title": objective.title(),
-        "status": objective.status(),
-        "owner": objective.owner(),
-        "revision": objective.revision(),
-        "control_revision": objective.control_revision(),
-        "plan_versions": objective.plans().len(),
-    })
+fn objective_brief(objective: &Objective) -> ObjectiveBrief {
+    ObjectiveBrief {
+        id: objective.id().to_string(),
+        title: objective.title().to_owned(),
+        status: objective.status(),
+        owner: objective.owner().clone(),
+        revision: objective.revision(),
+        control_revision: objective.control_revision(),
+        plan_versions: objective.plans().len(),
+    }
 }
 
 /// `GET /v1/rooms/{room}`.
-pub(crate) async fn room(Extension(caller): Extension<Caller>) -> Json<Value> {
+pub(crate) async fn room(caller: Caller) -> Json<RoomView> {
     let state = &caller.stored.state;
-    let objectives: Vec<Value> = state.objectives().iter().map(objective_brief).collect();
-    let budget = caller
-        .may(Permission::BudgetRead)
-        .then(|| json!(state.ledger().balances()));
-    Json(json!({
-        "room": state.room(),
-        "revision": caller.stored.revision.0,
-        "you": {"principal": caller.principal, "roles": caller.roles},
-        "members": state.members().iter().count(),
-        "objectives": objectives,
-        "budget": budget,
-        "review_source": state.policy().review_source(),
-    }))
+    Json(RoomView {
+        room: state.room().clone(),
+        revision: caller.stored.revision.0,
+        you: You {
+            principal: caller.principal.clone(),
+            roles: caller.roles.clone(),
+        },
+        members: state.members().iter().count(),
+        objectives: state.objectives().iter().map(objective_brief).collect(),
+        budget: caller
+            .may(Permission::BudgetRead)
+            .then(|| state.ledger().balances()),
+        review_source: state.policy().review_source(),
+    })
 }
 
 /// `GET /v1/rooms/{room}/members`.
-pub(crate) async fn members(
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-) -> Result<Json<Value>, RestError> {
-    let page = Page::from_uri(&uri)?;
-    let members: Vec<Value> = caller
+pub(crate) async fn members(caller: Caller, page: Page) -> Result<Json<ApiPage<Member>>, ApiError> {
+    let members: Vec<Member> = caller
         .stored
         .state
         .members()
         .iter()
-        .map(|(principal, roles)| json!({"principal": principal, "roles": roles}))
+        .map(|(principal, roles)| Member {
+            principal: principal.clone(),
+            roles: roles.iter().copied().collect(),
+        })
         .collect();
     Ok(page.of(&members))
-}
-
-/// The events a client may post; the author is the token's principal (T1).
-#[derive(Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-enum PostEvent {
-    OwnerMessage {
-        text: String,
-    },
-    OwnerCorrection {
-        objective: ObjectiveId,
-        text: String,
-    },
-    ExplicitReference {
-        objective: ObjectiveId,
-        #[serde(default)]
-        task: Option<TaskIdentity>,
-    },
 }
 
 /// `POST /v1/rooms/{room}/events`.
 pub(crate) async fn post_event(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, RestError> {
-    let posted: PostEvent = read_json(&headers, body).await?;
+    caller: Caller,
+    key: IdempotencyKey,
+    StrictJson(posted): StrictJson<PostEvent>,
+) -> Result<Response, ApiError> {
     let body = match posted {
         PostEvent::OwnerMessage { text } => EventBody::OwnerMessage { text },
         PostEvent::OwnerCorrection { objective, text } => {
@@ -337,7 +283,8 @@ pub(crate) async fn post_event(
             EventBody::ExplicitReference { objective, task }
         }
     };
-    let id = EventId::from_uuid(*input_id(&caller, &headers, &format!("event/{body:?}")).as_uuid());
+    let id =
+        EventId::from_uuid(*input_id(&api, &caller, &key, &format!("event/{body:?}"))?.as_uuid());
     let event = Event {
         id,
         room: caller.room.clone(),
@@ -346,17 +293,17 @@ pub(crate) async fn post_event(
     };
     let outcome = api.rooms.post(&event).await?;
     let Json(mut answer) = answer(&outcome);
-    answer["event"] = json!(id.to_string());
+    answer.event = Some(id.to_string());
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
 }
 
-fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), RestError> {
+fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), ApiError> {
     caller
         .stored
         .state
         .objective(objective)
         .map(|_| ())
-        .ok_or_else(|| RestError::NotFound(format!("no objective {objective} in this room")))
+        .ok_or_else(|| ApiError::NotFound(format!("no objective {objective} in this room")))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -365,11 +312,10 @@ fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), RestEr
 
 /// `GET /v1/rooms/{room}/objectives`.
 pub(crate) async fn objectives(
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-) -> Result<Json<Value>, RestError> {
-    let page = Page::from_uri(&uri)?;
-    let items: Vec<Value> = caller
+    caller: Caller,
+    page: Page,
+) -> Result<Json<ApiPage<ObjectiveBrief>>, ApiError> {
+    let items: Vec<ObjectiveBrief> = caller
         .stored
         .state
         .objectives()
@@ -385,29 +331,29 @@ fn sees(caller: &Caller, task: &Task) -> bool {
     caller.stored.state.sees_task(&caller.principal, task)
 }
 
-fn task_json(plan: &PlanVersion, task: &Task) -> Value {
-    json!({
-        "identity": task.identity(),
-        "key": task.key(),
-        "title": task.spec().title,
-        "capability": task.capability(),
-        "kind": task.kind(),
-        "assignee": task.assignee(),
-        "deps": task.spec().deps,
-        "column": plan.column_of(task),
-        "state": task.state(),
-        "reused": task.is_reused(),
-    })
+fn task_view(plan: &PlanVersion, task: &Task) -> TaskView {
+    TaskView {
+        identity: task.identity().clone(),
+        key: task.key().clone(),
+        title: task.spec().title.clone(),
+        capability: task.capability().to_owned(),
+        kind: task.kind(),
+        assignee: task.assignee().clone(),
+        deps: task.spec().deps.clone(),
+        column: plan.column_of(task),
+        state: task.state().clone(),
+        reused: task.is_reused(),
+    }
 }
 
 /// `GET /v1/rooms/{room}/objectives/{objective}`: the objective and its current board.
 pub(crate) async fn objective(
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-) -> Result<Json<Value>, RestError> {
-    let objective = find_objective(&caller, &objective)?;
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+) -> Result<Json<ObjectiveDetail>, ApiError> {
+    let objective = find_objective(&caller, objective)?;
     let board = objective.current_plan().map(|plan| {
-        let columns: Vec<Value> = [
+        let columns: Vec<BoardColumn> = [
             Column::Backlog,
             Column::Todo,
             Column::InProgress,
@@ -415,34 +361,37 @@ pub(crate) async fn objective(
         ]
         .into_iter()
         .map(|column| {
-            let tasks: Vec<Value> = plan
+            let tasks: Vec<TaskView> = plan
                 .tasks()
                 .iter()
                 .filter(|task| plan.column_of(task) == column && sees(&caller, task))
-                .map(|task| task_json(plan, task))
+                .map(|task| task_view(plan, task))
                 .collect();
-            json!({"column": column, "tasks": tasks})
+            BoardColumn { column, tasks }
         })
         .collect();
-        json!({"plan_version": plan.number(), "columns": columns})
+        Board {
+            plan_version: plan.number(),
+            columns,
+        }
     });
-    let mut answer = objective_brief(objective);
-    answer["criteria"] = json!(objective.criteria());
-    answer["counters"] = json!(objective.counters());
-    answer["observed"] = json!(objective.observed());
-    answer["board"] = json!(board);
-    answer["awaiting_review"] = json!(objective.awaiting_review().map(|r| r.report()));
-    Ok(Json(answer))
+    Ok(Json(ObjectiveDetail {
+        brief: objective_brief(objective),
+        criteria: objective.criteria().to_vec(),
+        counters: objective.counters(),
+        observed: objective.observed(),
+        board,
+        awaiting_review: objective.awaiting_review().map(|r| r.report().clone()),
+    }))
 }
 
 /// `GET /v1/rooms/{room}/objectives/{objective}/plans`: each version with its diff.
 pub(crate) async fn plans(
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    uri: Uri,
-) -> Result<Json<Value>, RestError> {
-    let page = Page::from_uri(&uri)?;
-    let objective = find_objective(&caller, &objective)?;
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    page: Page,
+) -> Result<Json<ApiPage<PlanVersionView>>, ApiError> {
+    let objective = find_objective(&caller, objective)?;
     let mut previous: Option<&PlanVersion> = None;
     let mut versions = Vec::new();
     for plan in objective.plans() {
@@ -473,29 +422,29 @@ pub(crate) async fn plans(
             .filter(|t| t.is_reused())
             .map(|t| t.key().to_string())
             .collect();
-        let tasks: Vec<Value> = plan
+        let tasks: Vec<TaskView> = plan
             .tasks()
             .iter()
             .filter(|t| sees(&caller, t))
-            .map(|t| task_json(plan, t))
+            .map(|t| task_view(plan, t))
             .collect();
-        versions.push(json!({
-            "id": plan.id().to_string(),
-            "number": plan.number(),
-            "predecessor": plan.predecessor().map(|p| p.to_string()),
-            "trigger": plan.trigger(),
-            "observed": plan.observed(),
-            "explanation": plan.explanation(),
-            "current": objective.current_plan().map(|c| c.id()) == Some(plan.id()),
-            "tasks": tasks,
-            "diff": {
-                "added": added,
-                "removed": removed,
-                "changed": changed,
-                "unchanged": kept,
-                "reused": reused,
+        versions.push(PlanVersionView {
+            id: plan.id().to_string(),
+            number: plan.number(),
+            predecessor: plan.predecessor().map(|p| p.to_string()),
+            trigger: plan.trigger().clone(),
+            observed: plan.observed(),
+            explanation: plan.explanation().to_owned(),
+            current: objective.current_plan().map(|c| c.id()) == Some(plan.id()),
+            tasks,
+            diff: PlanDiff {
+                added,
+                removed,
+                changed,
+                unchanged: kept,
+                reused,
             },
-        }));
+        });
         previous = Some(plan);
     }
     Ok(page.of(&versions))
@@ -503,13 +452,13 @@ pub(crate) async fn plans(
 
 /// A page of the decision log: `?limit=1..=200` (default 50) and `?cursor=` from the previous
 /// page, which names the last entry it listed (`{revision}.{index}`).
-struct DecisionPage {
+pub(crate) struct DecisionPage {
     limit: usize,
     after: (i64, usize),
 }
 
 impl DecisionPage {
-    fn from_uri(uri: &Uri) -> Result<Self, RestError> {
+    fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
         let (limit, cursor) = Page::query(uri)?;
         let after = match cursor {
             None => (0, 0),
@@ -523,23 +472,30 @@ impl DecisionPage {
     }
 }
 
+impl<S: Send + Sync> FromRequestParts<S> for DecisionPage {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        DecisionPage::from_uri(&parts.uri)
+    }
+}
+
 /// `GET /v1/rooms/{room}/objectives/{objective}/decisions`: the objective's entries of the
 /// Room's decision log, read from the store's history (so they outlive the process), in
 /// commit order.
 pub(crate) async fn decisions(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    uri: Uri,
-) -> Result<Json<Value>, RestError> {
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    page: DecisionPage,
+) -> Result<Json<ApiPage<Decided>>, ApiError> {
     /// History rows read per round trip.
     const BATCH: usize = 256;
-    let page = DecisionPage::from_uri(&uri)?;
-    let id = find_objective(&caller, &objective)?.id();
+    let id = objective;
     let (after_revision, after_index) = page.after;
     // Entries of the revision the cursor is in come again from index `after_index + 1`.
     let mut from = Revision(after_revision.saturating_sub(1));
-    let mut items: Vec<(feed::Decided, String)> = Vec::new();
+    let mut items: Vec<(Decided, String)> = Vec::new();
     'rows: loop {
         let rows = api.rooms.history(&caller.room, from, BATCH).await?;
         let last = rows.len() < BATCH;
@@ -555,7 +511,7 @@ pub(crate) async fn decisions(
                 }
                 let cursor = format!("{}.{index}", row.revision.0);
                 items.push((
-                    feed::Decided {
+                    Decided {
                         revision: row.revision.0,
                         input: input.clone(),
                         entry,
@@ -576,35 +532,31 @@ pub(crate) async fn decisions(
         .then(|| items.get(page.limit - 1).map(|(_, cursor)| cursor.clone()))
         .flatten();
     items.truncate(page.limit);
-    let items: Vec<feed::Decided> = items.into_iter().map(|(decided, _)| decided).collect();
-    Ok(Json(json!({"items": items, "next_cursor": next})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ControlBody {
-    action: ControlAction,
+    let items: Vec<Decided> = items.into_iter().map(|(decided, _)| decided).collect();
+    Ok(Json(ApiPage {
+        items,
+        next_cursor: next,
+    }))
 }
 
 /// `POST /v1/rooms/{room}/objectives/{objective}/control`.
 pub(crate) async fn control(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Json<Value>, RestError> {
-    let objective = find_objective(&caller, &objective)?.id();
-    let ControlBody { action } = read_json(&headers, body).await?;
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    key: IdempotencyKey,
+    StrictJson(ControlBody { action }): StrictJson<ControlBody>,
+) -> Result<Json<Decision>, ApiError> {
     let outcome = api
         .rooms
         .submit(
             &caller.room,
             input_id(
+                &api,
                 &caller,
-                &headers,
+                &key,
                 &format!("control/{objective}/{action:?}"),
-            ),
+            )?,
             OperatorInput::Control {
                 by: caller.principal.clone(),
                 objective,
@@ -615,38 +567,27 @@ pub(crate) async fn control(
     decided(&outcome)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TaskUpdateBody {
-    task: TaskIdentity,
-    status: Column,
-    #[serde(default)]
-    contribution: Option<ContributionId>,
-}
-
 /// `POST /v1/rooms/{room}/objectives/{objective}/tasks`: only the task's assignee (checked
 /// here, and again by the domain, T2/T3).
 pub(crate) async fn update_task(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Json<Value>, RestError> {
-    let found = find_objective(&caller, &objective)?;
-    let objective = found.id();
-    let update: TaskUpdateBody = read_json(&headers, body).await?;
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    key: IdempotencyKey,
+    StrictJson(update): StrictJson<TaskUpdateBody>,
+) -> Result<Json<Decision>, ApiError> {
+    let found = find_objective(&caller, objective)?;
     let task = found
         .current_plan()
         .and_then(|plan| plan.task(&update.task))
         .ok_or_else(|| {
-            RestError::NotFound(format!(
+            ApiError::NotFound(format!(
                 "no task {} in the current plan of {objective}",
                 update.task
             ))
         })?;
     if task.assignee() != &caller.principal {
-        return Err(RestError::Refused(format!(
+        return Err(ApiError::Refused(format!(
             "{} may update only its own tasks; {} is assigned to {}",
             caller.principal,
             update.task,
@@ -658,13 +599,14 @@ pub(crate) async fn update_task(
         .submit(
             &caller.room,
             input_id(
+                &api,
                 &caller,
-                &headers,
+                &key,
                 &format!(
                     "task/{objective}/{}/{:?}/{:?}",
                     update.task, update.status, update.contribution
                 ),
-            ),
+            )?,
             OperatorInput::UpdateTask {
                 by: caller.principal.clone(),
                 objective,
@@ -683,93 +625,67 @@ pub(crate) async fn update_task(
 
 /// `GET /v1/rooms/{room}/objectives/{objective}/reviews`.
 pub(crate) async fn reviews(
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-) -> Result<Json<Value>, RestError> {
-    let objective = find_objective(&caller, &objective)?;
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+) -> Result<Json<Reviews>, ApiError> {
+    let objective = find_objective(&caller, objective)?;
     let contributions = caller.stored.state.contributions();
-    let reports: Vec<Value> = objective
+    let reports = objective
         .reports()
         .iter()
-        .map(|report| {
-            let content = contributions.get(&report.contribution).map(|c| {
-                json!({"author": c.author(), "artifacts": c.artifacts(), "sources": c.sources()})
-            });
-            json!({
-                "version": report.version,
-                "task": report.task,
-                "contribution": report.contribution.to_string(),
-                "source_set": report.source_set,
-                "content": content,
-            })
+        .map(|report| ReportView {
+            version: report.version,
+            task: report.task.clone(),
+            contribution: report.contribution.to_string(),
+            source_set: report.source_set.clone(),
+            content: contributions
+                .get(&report.contribution)
+                .map(|c| ReportContent {
+                    author: c.author().clone(),
+                    artifacts: c.artifacts().to_vec(),
+                    sources: c.sources().to_vec(),
+                }),
         })
         .collect();
-    let reviews: Vec<Value> = objective
+    let reviews = objective
         .reviews()
         .iter()
-        .map(|review| {
-            json!({
-                "id": review.id().to_string(),
-                "reviewer": review.reviewer(),
-                "report_version": review.report().version,
-                "report": review.report(),
-                "verdicts": review.verdicts(),
-                "outcome": review.outcome(),
-            })
+        .map(|review| ReviewView {
+            id: review.id().to_string(),
+            reviewer: review.reviewer().clone(),
+            report_version: review.report().version,
+            report: review.report().clone(),
+            verdicts: review.verdicts().to_vec(),
+            outcome: review.outcome(),
         })
         .collect();
-    Ok(Json(json!({
-        "objective": objective.id().to_string(),
-        "criteria": objective.criteria(),
-        "observed": objective.observed(),
-        "awaiting_review": objective.awaiting_review().map(|r| r.report()),
-        "reports": reports,
-        "reviews": reviews,
-    })))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct VerdictBody {
-    criterion: CriterionId,
-    verdict: Verdict,
-    evidence: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ObservedBody {
-    objective: u64,
-    control: u64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReviewBody {
-    report_version: u32,
-    observed: ObservedBody,
-    verdicts: Vec<VerdictBody>,
+    Ok(Json(Reviews {
+        objective: objective.id().to_string(),
+        criteria: objective.criteria().to_vec(),
+        observed: objective.observed(),
+        awaiting_review: objective.awaiting_review().map(|r| r.report().clone()),
+        reports,
+        reviews,
+    }))
 }
 
 /// `POST /v1/rooms/{room}/objectives/{objective}/reviews`: a human review of the report
 /// version awaiting review; the domain checks R1, R2 and R6.
 pub(crate) async fn record_review(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, objective)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Json<Value>, RestError> {
-    let found = find_objective(&caller, &objective)?;
-    let objective = found.id();
-    let review: ReviewBody = read_json(&headers, body).await?;
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+    key: IdempotencyKey,
+    StrictJson(review): StrictJson<ReviewBody>,
+) -> Result<Json<Decision>, ApiError> {
+    let found = find_objective(&caller, objective)?;
     let report = found
         .reports()
         .iter()
         .find(|r| r.version == review.report_version)
         .cloned()
         .ok_or_else(|| {
-            RestError::NotFound(format!(
+            ApiError::NotFound(format!(
                 "objective {objective} has no report version {}",
                 review.report_version
             ))
@@ -795,10 +711,11 @@ pub(crate) async fn record_review(
         .submit(
             &caller.room,
             input_id(
+                &api,
                 &caller,
-                &headers,
+                &key,
                 &format!("review/{objective}/{submission:?}"),
-            ),
+            )?,
             OperatorInput::RecordReview {
                 by: caller.principal.clone(),
                 objective,
@@ -815,48 +732,37 @@ pub(crate) async fn record_review(
 
 /// `GET /v1/rooms/{room}/late-results`.
 pub(crate) async fn late_results(
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-) -> Result<Json<Value>, RestError> {
-    let page = Page::from_uri(&uri)?;
-    let items: Vec<Value> = caller
+    caller: Caller,
+    page: Page,
+) -> Result<Json<ApiPage<LateResult>>, ApiError> {
+    let items: Vec<LateResult> = caller
         .stored
         .state
         .held_results()
         .values()
-        .map(|held| json!(held))
+        .map(|held| LateResult {
+            op: held.op(),
+            objective: held.objective(),
+            task: held.task().clone(),
+            contribution: held.contribution(),
+        })
         .collect();
     Ok(page.of(&items))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LateBody {
-    decision: LateDecision,
 }
 
 /// `POST /v1/rooms/{room}/late-results/{operation}`.
 pub(crate) async fn decide_late_result(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, operation)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Json<Value>, RestError> {
-    let op: OperationId = operation
-        .parse()
-        .map_err(|_| RestError::NotFound(format!("no held result of operation {operation}")))?;
-    if !caller.stored.state.held_results().contains_key(&op) {
-        return Err(RestError::NotFound(format!(
-            "no held result of operation {op}"
-        )));
-    }
-    let LateBody { decision } = read_json(&headers, body).await?;
+    caller: Caller,
+    HeldOperation(op): HeldOperation,
+    key: IdempotencyKey,
+    StrictJson(LateBody { decision }): StrictJson<LateBody>,
+) -> Result<Json<Decision>, ApiError> {
     let outcome = api
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, &format!("late/{op}/{decision:?}")),
+            input_id(&api, &caller, &key, &format!("late/{op}/{decision:?}"))?,
             OperatorInput::DecideLateResult {
                 by: caller.principal.clone(),
                 op,
@@ -876,41 +782,33 @@ pub(crate) async fn decide_late_result(
 /// `(unnamed)` when none does), and the ledger entries (paginated).
 pub(crate) async fn budget(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-) -> Result<Json<Value>, RestError> {
-    let page = Page::from_uri(&uri)?;
+    caller: Caller,
+    page: Page,
+) -> Result<Json<Budget>, ApiError> {
     let breakdown = api.rooms.budget(&caller.room).await?;
     let ledger = caller.stored.state.ledger();
     let Json(page) = page.of(&breakdown.entries);
-    Ok(Json(json!({
-        "balances": ledger.balances(),
-        "overrun": ledger.overrun(),
-        "spent_micros_by_objective": breakdown.by_objective,
-        "spent_micros_by_role": breakdown.by_role,
-        "spent_micros_by_principal": breakdown.by_principal,
-        "spent_micros_by_model": breakdown.by_model,
-        "entries": page["items"],
-        "next_cursor": page["next_cursor"],
-    })))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RaiseBody {
-    amount_micros: i64,
+    Ok(Json(Budget {
+        balances: ledger.balances(),
+        overrun: ledger.overrun(),
+        spent_micros_by_objective: breakdown.by_objective,
+        spent_micros_by_role: breakdown.by_role,
+        spent_micros_by_principal: breakdown.by_principal,
+        spent_micros_by_model: breakdown.by_model,
+        entries: page.items,
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// `POST /v1/rooms/{room}/budget/raise`.
 pub(crate) async fn raise_limit(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Json<Value>, RestError> {
-    let RaiseBody { amount_micros } = read_json(&headers, body).await?;
+    caller: Caller,
+    key: IdempotencyKey,
+    StrictJson(RaiseBody { amount_micros }): StrictJson<RaiseBody>,
+) -> Result<Json<Decision>, ApiError> {
     if amount_micros <= 0 {
-        return Err(RestError::InvalidBody(format!(
+        return Err(ApiError::InvalidBody(format!(
             "amount_micros must be positive, not {amount_micros}"
         )));
     }
@@ -918,7 +816,7 @@ pub(crate) async fn raise_limit(
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, &format!("raise/{amount_micros}")),
+            input_id(&api, &caller, &key, &format!("raise/{amount_micros}"))?,
             OperatorInput::RaiseLimit {
                 by: caller.principal.clone(),
                 amount: UsdMicros::new(amount_micros),
@@ -928,23 +826,18 @@ pub(crate) async fn raise_limit(
     decided(&outcome)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AcknowledgeBody {}
-
 /// `POST /v1/rooms/{room}/budget/acknowledge`.
 pub(crate) async fn acknowledge_overrun(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Json<Value>, RestError> {
-    let AcknowledgeBody {} = read_json_or_empty(&headers, body).await?;
+    caller: Caller,
+    key: IdempotencyKey,
+    StrictJsonOrEmpty(AcknowledgeBody {}): StrictJsonOrEmpty<AcknowledgeBody>,
+) -> Result<Json<Decision>, ApiError> {
     let outcome = api
         .rooms
         .submit(
             &caller.room,
-            input_id(&caller, &headers, "acknowledge"),
+            input_id(&api, &caller, &key, "acknowledge")?,
             OperatorInput::AcknowledgeOverrun {
                 by: caller.principal.clone(),
             },
@@ -960,10 +853,9 @@ pub(crate) async fn acknowledge_overrun(
 /// `GET /v1/rooms/{room}/operations`: the Room's uncertain and dead-lettered operations.
 pub(crate) async fn operations(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-) -> Result<Json<Value>, RestError> {
-    let page = Page::from_uri(&uri)?;
+    caller: Caller,
+    page: Page,
+) -> Result<Json<ApiPage<OperationView>>, ApiError> {
     let mut items = Vec::new();
     for status in [OperationStatus::Uncertain, OperationStatus::DeadLetter] {
         for record in api
@@ -971,52 +863,42 @@ pub(crate) async fn operations(
             .room_operations(&caller.room, Some(status))
             .await?
         {
-            items.push(json!({
-                "op": record.op().to_string(),
-                "status": record.status,
-                "role": record.request.role.as_str(),
-                "principal": record.request.principal,
-                "objective": record.request.objective.map(|o| o.to_string()),
-                "reservation_micros": record.request.reservation.micros(),
-                "recovery_attempts": record.recovery_attempts,
-                "dead_letter_reason": record.dead_letter_reason,
-            }));
+            items.push(OperationView {
+                op: record.op().to_string(),
+                status: record.status.as_str().to_owned(),
+                role: record.request.role.as_str().to_owned(),
+                principal: record.request.principal.clone(),
+                objective: record.request.objective.map(|o| o.to_string()),
+                reservation_micros: record.request.reservation.micros(),
+                recovery_attempts: record.recovery_attempts,
+                dead_letter_reason: record.dead_letter_reason.clone(),
+            });
         }
     }
     Ok(page.of(&items))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResolveBody {
-    outcome: ResolutionOutcome,
-    reason: String,
 }
 
 /// `POST /v1/rooms/{room}/operations/{operation}/resolve`: the caller is the operator on
 /// record; the Room applies the resolution at its coordinator's next recovery (D2).
 pub(crate) async fn resolve_operation(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
-    Path((_, operation)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Json<Value>, RestError> {
-    let unknown = || RestError::NotFound(format!("no operation {operation} in this room"));
-    let op: OperationId = operation.parse().map_err(|_| unknown())?;
+    caller: Caller,
     // An operation of another Room is not found, before the body is read.
-    api.rooms
-        .operation(&caller.room, op)
-        .await?
-        .ok_or_else(unknown)?;
-    let ResolveBody { outcome, reason } = read_json(&headers, body).await?;
+    RoomOperation(record): RoomOperation,
+    StrictJson(ResolveBody { outcome, reason }): StrictJson<ResolveBody>,
+) -> Result<Json<Resolved>, ApiError> {
+    let op = record.op();
+    let unknown = || ApiError::NotFound(format!("no operation {op} in this room"));
     if reason.trim().is_empty() {
-        return Err(RestError::InvalidBody(
+        return Err(ApiError::InvalidBody(
             "reason must say why (what was checked)".to_owned(),
         ));
     }
     let resolution = Resolution {
-        outcome,
+        outcome: match outcome {
+            ResolvedAs::Succeeded => ResolutionOutcome::Succeeded,
+            ResolvedAs::Failed => ResolutionOutcome::Failed,
+        },
         operator: caller.principal.to_string(),
         reason,
         at: api.rooms.now(),
@@ -1025,17 +907,22 @@ pub(crate) async fn resolve_operation(
         None => return Err(unknown()),
         Some(ResolveOutcome::Recorded) => {}
         Some(ResolveOutcome::NotResolvable(status)) => {
-            return Err(RestError::WrongState(format!(
+            return Err(ApiError::WrongState(format!(
                 "operation {op} is {}, not uncertain or dead-lettered; nothing was changed",
                 status.as_str()
             )));
         }
     }
-    Ok(Json(json!({
-        "op": op.to_string(),
-        "resolution": resolution,
-        "applied": "at the next recovery of the room's coordinator",
-    })))
+    Ok(Json(Resolved {
+        op: op.to_string(),
+        resolution: ResolutionView {
+            outcome,
+            operator: resolution.operator,
+            reason: resolution.reason,
+            at: resolution.at,
+        },
+        applied: "at the next recovery of the room's coordinator".to_owned(),
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1046,25 +933,25 @@ pub(crate) async fn resolve_operation(
 /// (unknown fields tolerated, as the A2E contract says).
 pub(crate) async fn planning(
     State(api): State<ApiState>,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, RestError> {
+) -> Result<Response, ApiError> {
     let session = Session::new(api.planning.clone(), caller.room.clone());
     let message = match crate::body::read_message(&headers, body).await {
         Ok(message) => message,
-        Err(crate::error::ApiError::TooLarge { bytes, .. }) => {
+        Err(ApiError::MessageTooLarge { bytes, .. }) => {
             return Ok(json_line(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 session.too_large(bytes),
             ));
         }
-        Err(error) => return Err(RestError::BadRequest(error.to_string())),
+        Err(error) => return Err(error),
     };
     match tokio::spawn(async move { session.step(&message).await }).await {
         Ok(Step::Reply(line)) => Ok(json_line(StatusCode::OK, line)),
         Ok(Step::Silent | Step::Close) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Err(error) => Err(RestError::Internal(error.to_string())),
+        Err(error) => Err(ApiError::internal(error)),
     }
 }
 

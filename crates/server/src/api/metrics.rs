@@ -18,7 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::State as ApiState;
-use super::error::RestError;
+use crate::error::ApiError;
 
 /// Counters kept by the router itself.
 #[derive(Debug, Default)]
@@ -60,7 +60,7 @@ const STATUSES: [OperationStatus; 6] = [
 pub(crate) async fn metrics(
     State(api): State<ApiState>,
     Extension(metrics): Extension<Arc<Metrics>>,
-) -> Result<Response, RestError> {
+) -> Result<Response, ApiError> {
     let mut out = String::new();
     let responses = metrics
         .responses

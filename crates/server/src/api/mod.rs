@@ -19,7 +19,7 @@
 
 mod assignments;
 mod auth;
-mod error;
+mod extract;
 mod feed;
 mod handlers;
 mod metrics;

@@ -122,7 +122,7 @@ impl Answer {
 
 fn random() -> [u8; RANDOM_BYTES] {
     let mut bytes = [0u8; RANDOM_BYTES];
-    getrandom::fill(&mut bytes).unwrap();
+    agentroom_ports::Random::fill(&agentroom_ports::SystemRandom, &mut bytes).unwrap();
     bytes
 }
 

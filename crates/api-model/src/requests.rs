@@ -1,0 +1,198 @@
+//! The request bodies of the REST API. Each refuses unknown fields (`deny_unknown_fields`):
+//! the server answers a body of the wrong shape with a 422.
+
+use agentroom_domain::engine::{ControlAction, LateDecision};
+use agentroom_domain::ids::{ContributionId, CriterionId, ObjectiveId, TaskIdentity};
+use agentroom_domain::plan::Column;
+use agentroom_domain::review::Verdict;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// `POST …/events`: the events a client may post; the author is the token's principal (T1).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PostEvent {
+    /// A message from the owner: the reasoner answers it or proposes a plan.
+    OwnerMessage {
+        /// The message.
+        text: String,
+    },
+    /// The owner corrects an objective (O14, R6).
+    OwnerCorrection {
+        /// The objective.
+        #[schema(value_type = String)]
+        objective: ObjectiveId,
+        /// The correction.
+        text: String,
+    },
+    /// An explicit reference to an objective or one of its tasks (O6).
+    ExplicitReference {
+        /// The objective.
+        #[schema(value_type = String)]
+        objective: ObjectiveId,
+        /// The task, if one.
+        #[serde(default)]
+        #[schema(value_type = Option<String>)]
+        task: Option<TaskIdentity>,
+    },
+}
+
+/// `POST …/objectives/{objective}/control`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ControlBody {
+    /// `pause`, `resume` or `cancel` (D3).
+    #[schema(value_type = String)]
+    pub action: ControlAction,
+}
+
+/// `POST …/objectives/{objective}/tasks`: one's own task in progress, or done with its
+/// contribution (T2).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskUpdateBody {
+    /// The task's identity.
+    #[schema(value_type = String)]
+    pub task: TaskIdentity,
+    /// The column it moves to.
+    #[schema(value_type = String)]
+    pub status: Column,
+    /// The contribution that completes it.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub contribution: Option<ContributionId>,
+}
+
+/// One criterion's verdict in a human review.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerdictBody {
+    /// The criterion.
+    #[schema(value_type = String)]
+    pub criterion: CriterionId,
+    /// `met`, `unmet` or `unknown`.
+    #[schema(value_type = String)]
+    pub verdict: Verdict,
+    /// The evidence (R7).
+    pub evidence: String,
+}
+
+/// The revisions a review was made against.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ObservedBody {
+    /// The objective's revision.
+    pub objective: u64,
+    /// The objective's control revision.
+    pub control: u64,
+}
+
+/// `POST …/objectives/{objective}/reviews`: a human review (R1, R2).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewBody {
+    /// The report version reviewed.
+    pub report_version: u32,
+    /// The revisions observed.
+    pub observed: ObservedBody,
+    /// One verdict per criterion.
+    pub verdicts: Vec<VerdictBody>,
+}
+
+/// `POST …/late-results/{operation}` (D4).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LateBody {
+    /// `readmit` or `discard`.
+    #[schema(value_type = String)]
+    pub decision: LateDecision,
+}
+
+/// `POST …/budget/raise` (B4).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RaiseBody {
+    /// By how much, in USD micros; positive.
+    pub amount_micros: i64,
+}
+
+/// `POST …/budget/acknowledge` (B5): no fields; an empty body is fine.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcknowledgeBody {}
+
+/// What an operator confirmed about an uncertain or dead-lettered operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolvedAs {
+    /// The call took effect.
+    Succeeded,
+    /// It did not.
+    Failed,
+}
+
+/// `POST …/operations/{operation}/resolve` (D2).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveBody {
+    /// What was confirmed.
+    pub outcome: ResolvedAs,
+    /// Why: what was checked.
+    pub reason: String,
+}
+
+/// One artifact of a submitted contribution.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactBody {
+    /// Its name.
+    pub name: String,
+    /// Its content.
+    pub content: String,
+}
+
+/// One source a submitted contribution cites.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SourceBody {
+    /// A contribution of the Room.
+    Contribution {
+        /// Its id.
+        #[schema(value_type = String)]
+        id: ContributionId,
+    },
+    /// An external document.
+    External {
+        /// Where it is.
+        url: String,
+        /// Its content digest.
+        digest: String,
+    },
+}
+
+/// `POST …/assignments/{operation}/result`: a contribution (a report task's content is its
+/// artifacts) or a failure, with what the work cost in micros; without `usage_micros` the
+/// whole reservation is charged (B3).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SubmissionBody {
+    /// The work's result.
+    Contribution {
+        /// At least one artifact.
+        artifacts: Vec<ArtifactBody>,
+        /// What it cites.
+        #[serde(default)]
+        sources: Vec<SourceBody>,
+        /// What it cost; absent: the whole reservation.
+        #[serde(default)]
+        usage_micros: Option<i64>,
+    },
+    /// The work failed.
+    Failure {
+        /// Why.
+        reason: String,
+        /// What it cost; absent: the whole reservation.
+        #[serde(default)]
+        usage_micros: Option<i64>,
+    },
+}

@@ -1,0 +1,435 @@
+//! The answers of the REST API. Fields that hold domain values carry them as the domain
+//! serializes them (their schema is the JSON kind they serialize to); ids the API has always
+//! written as text are `String`. Unknown fields are tolerated when parsing (a field added to
+//! an answer is not a breaking change); a missing one is an error naming it.
+
+use std::collections::BTreeMap;
+
+use agentroom_domain::engine::{LogEntry, TaskBrief};
+use agentroom_domain::ids::{
+    ContributionId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
+};
+use agentroom_domain::ledger::{Balances, LedgerEntry, Overrun};
+use agentroom_domain::objective::{Counters, Criterion, ObjectiveStatus, ObservedRevisions};
+use agentroom_domain::plan::{Column, PlanTrigger, TaskKind, TaskState};
+use agentroom_domain::policy::ReviewSource;
+use agentroom_domain::review::{
+    Artifact, CriterionVerdict, ReportRef, ReviewOutcome, Source, SourceSet,
+};
+use agentroom_domain::room::Role;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::requests::ResolvedAs;
+
+/// A page of a list: `{"items": [...], "next_cursor": "..." | null}`; pass `next_cursor` as
+/// `?cursor=` for the next page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    /// This page's items.
+    pub items: Vec<T>,
+    /// The cursor of the next page; null on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// Who is calling, as `GET /v1/rooms/{room}` tells it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct You {
+    /// The token's principal.
+    #[schema(value_type = String)]
+    pub principal: PrincipalId,
+    /// Its current roles in the Room.
+    #[schema(value_type = Vec<String>)]
+    pub roles: Vec<Role>,
+}
+
+/// An objective in brief.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ObjectiveBrief {
+    /// Its id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// Its status.
+    #[schema(value_type = String)]
+    pub status: ObjectiveStatus,
+    /// The owner who set it.
+    #[schema(value_type = String)]
+    pub owner: PrincipalId,
+    /// Bumps on plan admission, owner correction, criteria change.
+    pub revision: u64,
+    /// Bumps on pause, resume, cancel.
+    pub control_revision: u64,
+    /// How many plan versions it has.
+    pub plan_versions: usize,
+}
+
+/// `GET /v1/rooms/{room}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RoomView {
+    /// The Room's id.
+    #[schema(value_type = String)]
+    pub room: RoomId,
+    /// Its revision.
+    pub revision: i64,
+    /// The caller.
+    pub you: You,
+    /// How many members it has.
+    pub members: usize,
+    /// Its objectives in brief.
+    pub objectives: Vec<ObjectiveBrief>,
+    /// Its balances, for callers who may read the budget (null otherwise).
+    #[schema(value_type = Option<Object>)]
+    pub budget: Option<Balances>,
+    /// Who reviews reports: the model or a human.
+    #[schema(value_type = String)]
+    pub review_source: ReviewSource,
+}
+
+/// One member: a principal and its roles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Member {
+    /// The principal.
+    #[schema(value_type = String)]
+    pub principal: PrincipalId,
+    /// Its roles.
+    #[schema(value_type = Vec<String>)]
+    pub roles: Vec<Role>,
+}
+
+/// A task on a board or in a plan version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TaskView {
+    /// Its identity (O3, O4).
+    #[schema(value_type = String)]
+    pub identity: TaskIdentity,
+    /// Its key in the plan.
+    #[schema(value_type = String)]
+    pub key: TaskKey,
+    /// Its title.
+    pub title: String,
+    /// The capability it requires.
+    pub capability: String,
+    /// `production` or `report`.
+    #[schema(value_type = String)]
+    pub kind: TaskKind,
+    /// The principal it is assigned to.
+    #[schema(value_type = String)]
+    pub assignee: PrincipalId,
+    /// The keys it depends on.
+    #[schema(value_type = Vec<String>)]
+    pub deps: Vec<TaskKey>,
+    /// Its planning column.
+    #[schema(value_type = String)]
+    pub column: Column,
+    /// The engine's state of it.
+    #[schema(value_type = Object)]
+    pub state: TaskState,
+    /// Whether it was carried over unchanged from the previous version (O3).
+    pub reused: bool,
+}
+
+/// One column of a board.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BoardColumn {
+    /// The column.
+    #[schema(value_type = String)]
+    pub column: Column,
+    /// The tasks in it the caller may see.
+    pub tasks: Vec<TaskView>,
+}
+
+/// The board of an objective's current plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Board {
+    /// The plan version shown.
+    pub plan_version: u32,
+    /// Its columns, in order.
+    pub columns: Vec<BoardColumn>,
+}
+
+/// `GET …/objectives/{objective}`: the objective, its criteria and its current board.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ObjectiveDetail {
+    /// The objective in brief.
+    #[serde(flatten)]
+    pub brief: ObjectiveBrief,
+    /// Its criteria.
+    #[schema(value_type = Vec<Object>)]
+    pub criteria: Vec<Criterion>,
+    /// Its bounded counters (O8, O11, R4).
+    #[schema(value_type = Object)]
+    pub counters: Counters,
+    /// Its current revisions.
+    #[schema(value_type = Object)]
+    pub observed: ObservedRevisions,
+    /// Its current plan's board; null before the first plan.
+    pub board: Option<Board>,
+    /// The report awaiting review, if one.
+    #[schema(value_type = Option<Object>)]
+    pub awaiting_review: Option<ReportRef>,
+}
+
+/// How a plan version differs from its predecessor, by task key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PlanDiff {
+    /// Keys new in this version.
+    pub added: Vec<String>,
+    /// Keys gone from it.
+    pub removed: Vec<String>,
+    /// Keys whose spec changed.
+    pub changed: Vec<String>,
+    /// Keys whose spec did not change.
+    pub unchanged: Vec<String>,
+    /// Keys carried over with their result (O3).
+    pub reused: Vec<String>,
+}
+
+/// One plan version of an objective.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PlanVersionView {
+    /// Its id.
+    pub id: String,
+    /// Its number, from 1.
+    pub number: u32,
+    /// The version it succeeds.
+    pub predecessor: Option<String>,
+    /// What triggered it.
+    #[schema(value_type = Object)]
+    pub trigger: PlanTrigger,
+    /// The revisions it was proposed against.
+    #[schema(value_type = Object)]
+    pub observed: ObservedRevisions,
+    /// The reasoner's explanation.
+    pub explanation: String,
+    /// Whether it is the current one (O2).
+    pub current: bool,
+    /// Its tasks the caller may see.
+    pub tasks: Vec<TaskView>,
+    /// Its difference from its predecessor.
+    pub diff: PlanDiff,
+}
+
+/// One entry of an objective's decision log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Decided {
+    /// The Room revision after the commit.
+    pub revision: i64,
+    /// The kind of input decided.
+    pub input: String,
+    /// The entry: objective, verdict, rule, message, time.
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub entry: LogEntry,
+}
+
+/// A report's content: who wrote it, its artifacts and sources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReportContent {
+    /// Its author.
+    #[schema(value_type = String)]
+    pub author: PrincipalId,
+    /// Its artifacts.
+    #[schema(value_type = Vec<Object>)]
+    pub artifacts: Vec<Artifact>,
+    /// Its sources.
+    #[schema(value_type = Vec<Object>)]
+    pub sources: Vec<Source>,
+}
+
+/// One report version of an objective.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReportView {
+    /// Its version, from 1.
+    pub version: u32,
+    /// The report task.
+    #[schema(value_type = String)]
+    pub task: TaskIdentity,
+    /// Its contribution.
+    pub contribution: String,
+    /// What it cites, with its digest.
+    #[schema(value_type = Object)]
+    pub source_set: SourceSet,
+    /// Its content, when the Room holds it.
+    pub content: Option<ReportContent>,
+}
+
+/// One review of a report version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReviewView {
+    /// Its id.
+    pub id: String,
+    /// Who reviewed.
+    #[schema(value_type = String)]
+    pub reviewer: PrincipalId,
+    /// The report version reviewed.
+    pub report_version: u32,
+    /// The exact report reviewed (R2).
+    #[schema(value_type = Object)]
+    pub report: ReportRef,
+    /// One verdict per criterion.
+    #[schema(value_type = Vec<Object>)]
+    pub verdicts: Vec<CriterionVerdict>,
+    /// The outcome.
+    #[schema(value_type = String)]
+    pub outcome: ReviewOutcome,
+}
+
+/// `GET …/objectives/{objective}/reviews`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Reviews {
+    /// The objective.
+    pub objective: String,
+    /// Its criteria.
+    #[schema(value_type = Vec<Object>)]
+    pub criteria: Vec<Criterion>,
+    /// Its current revisions.
+    #[schema(value_type = Object)]
+    pub observed: ObservedRevisions,
+    /// The report awaiting review, if one.
+    #[schema(value_type = Option<Object>)]
+    pub awaiting_review: Option<ReportRef>,
+    /// Its report versions.
+    pub reports: Vec<ReportView>,
+    /// Their reviews.
+    pub reviews: Vec<ReviewView>,
+}
+
+/// A result held after a control change (D4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LateResult {
+    /// The operation that produced it.
+    #[schema(value_type = String)]
+    pub op: OperationId,
+    /// The objective.
+    #[schema(value_type = String)]
+    pub objective: ObjectiveId,
+    /// The task.
+    #[schema(value_type = String)]
+    pub task: TaskIdentity,
+    /// The contribution held.
+    #[schema(value_type = String)]
+    pub contribution: ContributionId,
+}
+
+/// `GET …/budget`: balances, overrun, spend by objective, role, principal and model, and a
+/// page of the ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Budget {
+    /// The ledger's balances, in micros.
+    #[schema(value_type = Object)]
+    pub balances: Balances,
+    /// The overrun, if admissions stopped (B5).
+    #[schema(value_type = Option<Object>)]
+    pub overrun: Option<Overrun>,
+    /// Micros charged per objective.
+    pub spent_micros_by_objective: BTreeMap<String, i64>,
+    /// Micros charged per call role.
+    pub spent_micros_by_role: BTreeMap<String, i64>,
+    /// Micros charged per principal.
+    pub spent_micros_by_principal: BTreeMap<String, i64>,
+    /// Micros charged per model.
+    pub spent_micros_by_model: BTreeMap<String, i64>,
+    /// This page of the ledger entries.
+    #[schema(value_type = Vec<Object>)]
+    pub entries: Vec<LedgerEntry>,
+    /// The cursor of the next page of entries; null on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// What a decided input answers: the revision and the decision log (its first entry is the
+/// verdict on the request; later ones are what it set off). A retry of an input decided
+/// before answers `decided: false, already_done: true` with the original revision and log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Decision {
+    /// Whether this request was decided now.
+    pub decided: bool,
+    /// Whether it was decided before (an Idempotency-Key retry).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already_done: bool,
+    /// The revision that committed the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// Whether every log entry is an acceptance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted: Option<bool>,
+    /// The decision log.
+    #[schema(value_type = Vec<Object>)]
+    pub log: Vec<LogEntry>,
+    /// On `POST …/events`: the event's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+}
+
+/// An uncertain or dead-lettered operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct OperationView {
+    /// Its id.
+    pub op: String,
+    /// `uncertain` or `dead_letter`.
+    pub status: String,
+    /// The call's role.
+    pub role: String,
+    /// The principal called.
+    #[schema(value_type = Option<String>)]
+    pub principal: Option<PrincipalId>,
+    /// The objective.
+    pub objective: Option<String>,
+    /// Its reservation.
+    pub reservation_micros: i64,
+    /// How often recovery tried it.
+    pub recovery_attempts: u32,
+    /// Why it was dead-lettered.
+    pub dead_letter_reason: Option<String>,
+}
+
+/// What an operator recorded about an operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ResolutionView {
+    /// What was confirmed.
+    pub outcome: ResolvedAs,
+    /// The operator on record.
+    pub operator: String,
+    /// Why.
+    pub reason: String,
+    /// When.
+    #[schema(value_type = i64)]
+    pub at: Timestamp,
+}
+
+/// `POST …/operations/{operation}/resolve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Resolved {
+    /// The operation.
+    pub op: String,
+    /// What was recorded.
+    pub resolution: ResolutionView,
+    /// When it applies.
+    pub applied: String,
+}
+
+/// Hosted specialist work waiting for the caller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AssignmentView {
+    /// The call's operation.
+    #[schema(value_type = String)]
+    pub operation: OperationId,
+    /// The objective.
+    #[schema(value_type = Option<String>)]
+    pub objective: Option<ObjectiveId>,
+    /// Its reservation.
+    pub reservation_micros: i64,
+    /// The task: its identity, inputs and the contributions it may cite.
+    #[schema(value_type = Object)]
+    pub task: TaskBrief,
+}
+
+/// `POST …/assignments/{operation}/result`: recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Recorded {
+    /// The operation.
+    #[schema(value_type = String)]
+    pub operation: OperationId,
+    /// Always true.
+    pub recorded: bool,
+}

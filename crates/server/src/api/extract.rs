@@ -1,0 +1,246 @@
+//! The REST API's extractors: the authorized caller, the idempotency key, a strict JSON body,
+//! a page of a list, and the ids in a path that must name something of the caller's Room.
+//! Each refuses with the one [`ApiError`], so a handler only extracts, calls the service and
+//! serializes.
+//!
+//! Path extractors run before the body is read (axum runs the parts extractors first, in
+//! argument order, and the body extractor last), so an unknown id is a 404 before a body of
+//! the wrong shape is a 422 or one above the limit a 413.
+
+use agentroom_domain::ids::{ObjectiveId, OperationId};
+use agentroom_ports::OperationRecord;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::HeaderMap;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::auth::Caller;
+use super::{MAX_BODY_BYTES, State as ApiState};
+use crate::body::{ReadError, declared_above, read_limited};
+use crate::error::ApiError;
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    /// The caller the bearer-token guard authorized and put in the request.
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal("a guarded route ran without its guard"))
+    }
+}
+
+/// The `Idempotency-Key` header, if the request has a readable one.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IdempotencyKey(pub(crate) Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        Ok(IdempotencyKey(
+            parts
+                .headers
+                .get("idempotency-key")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned),
+        ))
+    }
+}
+
+/// A JSON body of at most [`MAX_BODY_BYTES`], parsed into a type that refuses unknown
+/// fields: above the limit 413 (from `Content-Length` before reading, or when reading passes
+/// it), a content type that is not JSON 415 (none at all is read as JSON), not JSON 400,
+/// JSON of the wrong shape (unknown or missing fields, wrong types) 422.
+#[derive(Debug)]
+pub(crate) struct StrictJson<T>(pub(crate) T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, ApiError> {
+        let bytes = read_bytes(request).await?;
+        parse_json(&bytes).map(StrictJson)
+    }
+}
+
+/// [`StrictJson`] for endpoints that take no fields: an empty body is read as `{}`.
+#[derive(Debug)]
+pub(crate) struct StrictJsonOrEmpty<T>(pub(crate) T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJsonOrEmpty<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, ApiError> {
+        let bytes = read_bytes(request).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return parse_json(b"{}").map(StrictJsonOrEmpty);
+        }
+        parse_json(&bytes).map(StrictJsonOrEmpty)
+    }
+}
+
+/// Whether a `Content-Type` names JSON: `application/json` or any `+json` type.
+fn is_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let text = value.to_str().unwrap_or_default();
+    let essence = text
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if essence == "application/json" || essence.ends_with("+json") {
+        Ok(())
+    } else {
+        Err(ApiError::UnsupportedMediaType(
+            String::from_utf8_lossy(value.as_bytes()).into_owned(),
+        ))
+    }
+}
+
+/// The body's bytes, at most [`MAX_BODY_BYTES`], if its content type is JSON (or absent).
+async fn read_bytes(request: Request) -> Result<Bytes, ApiError> {
+    let (parts, body) = request.into_parts();
+    // Above the limit by `Content-Length` is a 413 before the type is looked at.
+    if declared_above(&parts.headers, MAX_BODY_BYTES).is_some() {
+        return Err(too_large());
+    }
+    is_json(&parts.headers)?;
+    read_limited(&parts.headers, body, MAX_BODY_BYTES)
+        .await
+        .map_err(|error| match error {
+            ReadError::TooLarge { .. } => too_large(),
+            ReadError::Unreadable(error) => {
+                ApiError::BadRequest(format!("the request body could not be read: {error}"))
+            }
+        })
+}
+
+fn too_large() -> ApiError {
+    ApiError::BodyTooLarge {
+        limit: MAX_BODY_BYTES,
+    }
+}
+
+/// Not JSON 400, JSON of the wrong shape 422.
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(ApiError::MalformedJson)?;
+    serde_json::from_value(value).map_err(|error| ApiError::InvalidBody(error.to_string()))
+}
+
+/// The path's second parameter (after `{room}`) as text.
+async fn second_segment<S: Send + Sync>(parts: &mut Parts, state: &S) -> Result<String, ApiError> {
+    let Path((_, segment)) = Path::<(String, String)>::from_request_parts(parts, state)
+        .await
+        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
+    Ok(segment)
+}
+
+/// `{objective}` in the path: an objective of the caller's Room (404 otherwise).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KnownObjective(pub(crate) ObjectiveId);
+
+impl<S: Send + Sync> FromRequestParts<S> for KnownObjective {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let text = second_segment(parts, state).await?;
+        let unknown = || ApiError::NotFound(format!("no objective {text} in this room"));
+        let id: ObjectiveId = text.parse().map_err(|_| unknown())?;
+        caller
+            .stored
+            .state
+            .objective(id)
+            .ok_or_else(|| ApiError::NotFound(format!("no objective {id} in this room")))?;
+        Ok(KnownObjective(id))
+    }
+}
+
+/// `{operation}` in a late-result path: an operation whose result the Room holds (404
+/// otherwise).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeldOperation(pub(crate) OperationId);
+
+impl<S: Send + Sync> FromRequestParts<S> for HeldOperation {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let text = second_segment(parts, state).await?;
+        let op: OperationId = text
+            .parse()
+            .map_err(|_| ApiError::NotFound(format!("no held result of operation {text}")))?;
+        if !caller.stored.state.held_results().contains_key(&op) {
+            return Err(ApiError::NotFound(format!(
+                "no held result of operation {op}"
+            )));
+        }
+        Ok(HeldOperation(op))
+    }
+}
+
+/// `{operation}` in an operation path: an operation of the caller's Room, as stored (404
+/// otherwise, for another Room's too).
+#[derive(Debug, Clone)]
+pub(crate) struct RoomOperation(pub(crate) OperationRecord);
+
+impl FromRequestParts<ApiState> for RoomOperation {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, api: &ApiState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, api).await?;
+        let text = second_segment(parts, api).await?;
+        let unknown = || ApiError::NotFound(format!("no operation {text} in this room"));
+        let op: OperationId = text.parse().map_err(|_| unknown())?;
+        let record = api
+            .rooms
+            .operation(&caller.room, op)
+            .await?
+            .ok_or_else(unknown)?;
+        Ok(RoomOperation(record))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn typed(content_type: Option<&'static str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Some(value) = content_type {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn a_body_of_another_media_type_is_a_415_and_none_is_read_as_json() {
+        for fine in [
+            None,
+            Some("application/json"),
+            Some("Application/JSON; charset=utf-8"),
+            Some("application/merge-patch+json"),
+        ] {
+            assert!(is_json(&typed(fine)).is_ok(), "{fine:?}");
+        }
+        for wrong in ["text/plain", "application/x-www-form-urlencoded"] {
+            let error = is_json(&typed(Some(wrong))).err();
+            assert_eq!(
+                error.map(|e| (e.status().as_u16(), e.code())),
+                Some((415, "unsupported_media_type")),
+                "{wrong}"
+            );
+        }
+    }
+}
