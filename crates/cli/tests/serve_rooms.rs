@@ -565,7 +565,7 @@ async fn d2_serve_killed_after_a_reservation_recovers_the_uncertain_call_from_th
 
 /// DESIGN.md "A durable call, step by step", step 4: the receipt is written, fenced on its
 /// generation, in the commit that settles the call. A `serve` killed right after that commit
-/// (`after_receipt`) leaves the call applied, with its receipt, and the Room settled: the next
+/// (`after_settle`) leaves the call applied, with its receipt, and the Room settled: the next
 /// process has nothing to hand over and runs nothing twice. (Written apart, the receipt alone
 /// would be found receipted and unsettled here.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -579,7 +579,7 @@ async fn d2_serve_killed_right_after_a_call_returned_finds_its_receipt_and_settl
         "rita=reviewer",
     ]);
     site.post("Summarize how durable agent runtimes recover from crashes, with sources.");
-    site.serve("scenarios/serve-crash.toml", Some("after_receipt"))
+    site.serve("scenarios/serve-crash.toml", Some("after_settle"))
         .crashed();
 
     let store = site.store().await;

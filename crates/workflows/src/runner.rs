@@ -129,7 +129,8 @@ where
                 // The receipt and the decision it settles in one commit, when the owner can.
                 let owner_failed = match self.owner.record_and_deliver(&leased, &receipt).await {
                     Ok(Delivery::Recorded) => {
-                        crash_point(crash::AFTER_RECEIPT);
+                        // The receipt and its settling decision in one commit.
+                        crash_point(crash::AFTER_SETTLE);
                         return Ok(RunOutcome::Receipted { delivered: true });
                     }
                     Ok(Delivery::Fenced) => {
