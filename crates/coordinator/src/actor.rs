@@ -7,18 +7,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentroom_ports::domain::engine::{Decision, Effect, Env, Input, decide};
+use agentroom_ports::domain::engine::{CallEvent, Decision, Effect, Env, Input, decide};
 use agentroom_ports::domain::ids::{DerivedIds, OperationId, RoomId};
-use agentroom_ports::domain::state::OperationState;
 use agentroom_ports::{Commit, CommitError, Receipt, StoredRoom};
+use agentroom_workflows::Leased;
 use agentroom_workflows::crash::{self, crash_point};
-use agentroom_workflows::{Leased, Runner, settled_by};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::control::SettleAborted;
+use crate::calls::dispatch;
 use crate::ids::{IdSeed, kind_of};
-use crate::owner::Owner;
-use crate::sink::Authorized;
 use crate::{Committed, CoordinatorError, Outcome, Shared};
 
 /// When a call outcome still applies.
@@ -26,14 +23,14 @@ use crate::{Committed, CoordinatorError, Outcome, Shared};
 pub(crate) enum Guard {
     /// Always decide.
     None,
-    /// Decide only while operation `op` is in a state `when` accepts; `applied` marks the
-    /// operation row applied once the Room has settled it. A `receipt` not recorded yet goes
-    /// into the same commit as the decision, fenced on its generation (DESIGN.md "A durable
-    /// call", step 4); it is written only with a decision.
+    /// A call event for operation `op`: decided only while the Room holds the operation in a
+    /// state the event fits (`CallEvent::fits`), and the operation row marked applied once
+    /// the decision settled it. A `receipt` not recorded yet goes into the same commit as the
+    /// decision, fenced on its generation (DESIGN.md "A durable call", step 4); it is written
+    /// only with a decision.
     Outcome {
         op: OperationId,
-        when: fn(OperationState) -> bool,
-        applied: bool,
+        event: CallEvent,
         receipt: Option<Box<(i64, Receipt)>>,
     },
 }
@@ -105,28 +102,24 @@ async fn decide_and_commit(
         };
         let (decision, applied, receipt) = match &guard {
             Guard::None => (Some(decide_now()?), None, None),
-            Guard::Outcome {
-                op,
-                when,
-                applied,
-                receipt,
-            } => {
-                let (op, applied) = (*op, *applied);
+            Guard::Outcome { op, event, receipt } => {
+                let op = *op;
+                let settles = event.settles();
                 let state = current.state.operation(op).map(|o| o.state());
-                if state.is_some_and(*when) {
+                if state.is_some_and(|state| event.fits(state)) {
                     let decision = decide_now()?;
-                    let mark = (applied && settled_by(&decision, op)).then_some(op);
+                    let mark = (settles && decision.settles(op)).then_some(op);
                     let receipt = receipt
                         .as_deref()
                         .map(|(generation, receipt)| (op, *generation, receipt.clone()));
                     (Some(decision), mark, receipt)
-                } else if !applied || state.is_some() {
+                } else if !settles || state.is_some() {
                     // Decided before (or still open in a state this outcome does not fit,
                     // e.g. not yet decided uncertain): nothing to write now.
                     *cached = Some(current);
                     return Ok(Outcome::AlreadyDone);
                 } else if receipt.is_some() {
-                    // The Room settled it before, and this receipt is not recorded: the runner
+                    // The Room settled it before, and this receipt is not recorded: the call
                     // records it alone first (fenced), then delivers it, which marks it.
                     *cached = Some(current);
                     return Ok(Outcome::AlreadyDone);
@@ -143,6 +136,7 @@ async fn decide_and_commit(
             None => Commit::state(&current.state, &current.state, now, kind),
         };
         commit.applied.extend(applied);
+        let commit_had_receipt = receipt.is_some();
         commit.receipts.extend(receipt);
         // An operator input is decided once per Room: the store refuses a second commit.
         commit.input_id = seed.input();
@@ -155,6 +149,10 @@ async fn decide_and_commit(
                     });
                     return Ok(Outcome::AlreadyDone);
                 };
+                if commit_had_receipt {
+                    // The receipt and the decision it settles, in one commit.
+                    crash_point(crash::AFTER_SETTLE);
+                }
                 let calls = reserved(room, &decision);
                 if !calls.is_empty() {
                     crash_point(crash::AFTER_RESERVE);
@@ -208,39 +206,4 @@ fn reserved(room: &RoomId, decision: &Decision) -> Vec<Leased> {
             _ => None,
         })
         .collect()
-}
-
-/// Runs one leased call as its own task: the runner calls the provider (behind the T3 sink
-/// check), records the receipt fenced on the generation and hands it back to the actor.
-pub(crate) fn dispatch(shared: &Arc<Shared>, call: Leased) {
-    shared.in_flight.send_modify(|n| *n += 1);
-    shared.running.started(call.op(), call.generation);
-    let provider = Arc::new(Authorized::new(
-        call.room.clone(),
-        Arc::clone(&shared.store),
-        Arc::clone(&shared.provider),
-    ));
-    let runner = Runner::new(
-        Arc::clone(&shared.store),
-        provider,
-        Arc::new(SettleAborted::new(
-            Arc::new(Owner::new(Arc::clone(shared))),
-            Arc::clone(&shared.reconciler),
-        )),
-        shared.config.runner.clone(),
-    );
-    let op = call.op();
-    let task = tokio::spawn({
-        let shared = Arc::clone(shared);
-        async move {
-            match runner.run(call).await {
-                Ok(outcome) => tracing::debug!(%op, ?outcome, "call ended"),
-                Err(err) => tracing::warn!(%op, %err, "call failed; recovery will find it"),
-            }
-            shared.running.ended(op);
-            shared.in_flight.send_modify(|n| *n = n.saturating_sub(1));
-        }
-    });
-    // A graceful stop aborts the calls still running after its grace (`shutdown`).
-    shared.running.attach(op, task.abort_handle());
 }

@@ -7,27 +7,26 @@
 //! after a conflict or a crash derives the same operation ids and the store's idempotent
 //! inserts absorb it. Calls a decision reserves are committed with this process's lease
 //! (transaction 1) and run by the workflow [`Runner`](agentroom_workflows::Runner), which
-//! records each receipt fenced on its generation and hands it back to the coordinator (the
-//! operation's owner), whose decision may reserve the next calls — until the Room is quiet.
-//! Authorization is checked again at each effect sink the domain cannot see (T3): before a
-//! call is sent (the principal may have lost its role since the commit) and before a
-//! notification is delivered; the domain itself checks it before dispatch and before it
-//! applies a result (T2).
+//! says what became of each call as the domain's call events; the coordinator decides them
+//! (`calls`), committing a returned call's receipt with the decision it settles, and that
+//! decision may reserve the next calls — until the Room is quiet. Authorization is checked
+//! again at each effect sink the domain cannot see (T3), by the domain's predicates over the
+//! Room as stored now: before a call is sent (the principal may have lost its role since the
+//! commit) and before a notification is delivered; the domain itself checks it before
+//! dispatch and before it applies a result (T2).
 
 mod actor;
 mod background;
-mod control;
+mod calls;
 mod defaults;
 mod desk;
 mod error;
 mod ids;
 mod notify;
-mod owner;
 mod plans;
 mod queries;
 mod setup;
 mod shutdown;
-mod sink;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -170,11 +169,11 @@ impl CoordinatorBuilder {
     /// process left are classified first (D2, D6).
     pub fn build(self) -> Coordinator {
         let (in_flight, _) = watch::channel(0);
+        let runner = calls::runner(&self);
         Coordinator {
             shared: Arc::new(Shared {
                 store: self.store,
-                provider: self.provider,
-                reconciler: self.reconciler,
+                runner,
                 clock: self.clock,
                 random: self.random,
                 catalog: self.catalog,
@@ -244,8 +243,8 @@ pub struct Committed {
 
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) provider: Arc<dyn Provider>,
-    pub(crate) reconciler: Arc<dyn Reconciler>,
+    /// Runs the calls decisions reserve, and recovery (over the provider and reconciler).
+    pub(crate) runner: Runner,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) random: Arc<dyn Random>,
     pub(crate) catalog: Arc<dyn CapabilityCatalog + Send + Sync>,
@@ -312,18 +311,14 @@ impl Coordinator {
         }
     }
 
-    /// Recovery on start (D2): receipts are handed to this coordinator as the owner, expired
-    /// in-flight calls become uncertain (never replayed), uncertain ones go to the
-    /// reconciler; calls the resulting decisions reserve run in this process.
+    /// Recovery on start (D2): receipts recorded and not applied are decided by their Rooms,
+    /// expired in-flight calls become uncertain (never replayed), uncertain ones go to the
+    /// reconciler and what it confirms is decided; calls the resulting decisions reserve run
+    /// in this process.
     #[tracing::instrument(skip_all)]
     pub async fn recover(&self) -> Result<RecoveryReport, CoordinatorError> {
-        let runner = Runner::new(
-            Arc::clone(&self.shared.store),
-            Arc::clone(&self.shared.provider),
-            Arc::new(owner::Owner::new(Arc::clone(&self.shared))),
-            self.shared.config.runner.clone(),
-        );
-        Ok(runner.recover(&*self.shared.reconciler).await?)
+        let recovery = self.shared.runner.recover().await?;
+        Ok(self.shared.settle_recovered(recovery).await)
     }
 
     /// Accepts, in the order they were persisted, the events of `room` that were persisted

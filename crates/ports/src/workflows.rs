@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agentroom_domain::engine::{CallRequest, CallResult, Charge};
+use agentroom_domain::engine::{CallEvent, CallRequest, CallResult, Charge};
 use agentroom_domain::ids::{OperationId, RoomId, Timestamp};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -52,6 +52,16 @@ pub struct Receipt {
     /// model); receipts stored before it was recorded read back without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+}
+
+impl Receipt {
+    /// The call event it reports to the Room: returned, with its charge and result.
+    pub fn event(&self) -> CallEvent {
+        CallEvent::Returned {
+            charge: self.charge,
+            result: self.result.clone(),
+        }
+    }
 }
 
 /// Where an operation stands.

@@ -16,7 +16,6 @@ pub struct RunnerConfig {
     backoff: Duration,
     backoff_max: Duration,
     store_retries: u32,
-    conflict_retries: u32,
     max_recovery_attempts: u32,
     claim_batch: usize,
 }
@@ -37,7 +36,6 @@ impl RunnerConfig {
             backoff: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             store_retries: 3,
-            conflict_retries: 8,
             max_recovery_attempts: 3,
             claim_batch: 64,
         }
@@ -67,12 +65,6 @@ impl RunnerConfig {
     /// Retries of a failed store write (receipt, uncertain mark), with the same backoff.
     pub fn with_store_retries(mut self, retries: u32) -> Self {
         self.store_retries = retries;
-        self
-    }
-
-    /// How often transaction 2 reloads and decides again after a conflict.
-    pub fn with_conflict_retries(mut self, retries: u32) -> Self {
-        self.conflict_retries = retries;
         self
     }
 
@@ -124,11 +116,6 @@ impl RunnerConfig {
     /// Retries of a failed store write.
     pub fn store_retries(&self) -> u32 {
         self.store_retries
-    }
-
-    /// Reloads after a conflict in transaction 2.
-    pub fn conflict_retries(&self) -> u32 {
-        self.conflict_retries
     }
 
     /// Recovery attempts before a dead letter.

@@ -1,37 +1,35 @@
-//! Recovery on start (D2, D6): every open operation is classified from durable evidence only.
-//! Receipted but not applied: the receipt goes to the owner. In flight with an expired lease
-//! and no receipt: claimed (a new generation, an attempt counted), marked uncertain and never
-//! called again. Uncertain: the `Reconciler` is asked; a confirmed outcome goes to the owner,
-//! an unknown one stays uncertain until the attempts bound dead-letters it. Resolved by an
-//! operator and not yet applied: the resolution goes to the owner as the reconciliation it
-//! confirms. Live leases of other runners are left alone.
+//! Recovery on start (D2, D6): every open operation is classified from durable evidence only,
+//! and what the Rooms must decide is returned, never applied here. Receipted but not applied:
+//! the receipt is due. In flight with an expired lease and no receipt: claimed (a new
+//! generation, an attempt counted), marked uncertain and never called again. Uncertain: the
+//! `Reconciler` is asked; a confirmed outcome is due, an unknown one stays uncertain until the
+//! attempts bound dead-letters it. Resolved by an operator and not yet applied: the
+//! resolution is due as the reconciliation it confirms. Live leases of other runners are left
+//! alone.
 
 use std::collections::BTreeSet;
 
-use agentroom_ports::domain::engine::{Charge, Reconciliation};
+use agentroom_ports::domain::engine::{CallEvent, Charge, Reconciliation};
 use agentroom_ports::domain::ids::OperationId;
 use agentroom_ports::{
-    OperationFilter, OperationRecord, OperationStatus, Reconciler, Resolution, ResolutionOutcome,
-    WorkflowStore,
+    OperationFilter, OperationRecord, OperationStatus, Resolution, ResolutionOutcome,
 };
 
 use crate::crash::{self, crash_point};
 use crate::error::WorkflowError;
 use crate::lease;
-use crate::owner::ReceiptOwner;
-use crate::provider::Provider;
 use crate::runner::Runner;
 
 /// What one recovery pass did, operation by operation.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// Receipted operations whose receipt the owner took.
+    /// Receipted operations whose receipt the Room took.
     pub delivered: Vec<OperationId>,
-    /// Receipted operations whose owner failed (handed over again next time).
+    /// Receipted operations the Room did not take (handed over again next time).
     pub undelivered: Vec<OperationId>,
     /// Expired in-flight operations without receipt: claimed and marked uncertain.
     pub claimed: Vec<OperationId>,
-    /// Uncertain operations whose outcome the reconciler confirmed and the owner took.
+    /// Uncertain operations whose outcome the reconciler confirmed and the Room took.
     pub reconciled: Vec<OperationId>,
     /// Operations still uncertain (reservation held).
     pub uncertain: Vec<OperationId>,
@@ -39,8 +37,65 @@ pub struct RecoveryReport {
     pub dead_lettered: Vec<OperationId>,
     /// In-flight operations under a live lease: left alone.
     pub live: Vec<OperationId>,
-    /// Operations an operator resolved whose resolution the owner applied to the Room now.
+    /// Operations an operator resolved whose resolution the Room applied now.
     pub resolved: Vec<OperationId>,
+}
+
+/// Why an operation is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// Its receipt is recorded and the Room has not applied it.
+    Receipted,
+    /// It is uncertain and nobody confirmed what it did (it stays so, or was dead-lettered
+    /// now): the Room must know it is.
+    Uncertain,
+    /// It is uncertain and the reconciler confirmed what it did.
+    Confirmed,
+    /// An operator resolved it and the Room has not applied the resolution.
+    Resolved,
+}
+
+/// An operation whose durable evidence the Room must decide: its call events, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    /// The operation as stored.
+    pub record: OperationRecord,
+    /// Why it is due.
+    pub found: Found,
+    /// What the Room decides, in order.
+    pub events: Vec<CallEvent>,
+}
+
+/// One recovery pass: what it did on the store, and what the Rooms must decide now.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Claims, live leases, calls still uncertain and dead letters; the rest is filled in
+    /// with [`Recovery::taken`] as the Rooms decide what is due.
+    pub report: RecoveryReport,
+    /// What the Rooms must decide, in the order found.
+    pub due: Vec<Due>,
+}
+
+impl Recovery {
+    /// Takes the operations due, to decide them.
+    pub fn take_due(&mut self) -> Vec<Due> {
+        std::mem::take(&mut self.due)
+    }
+
+    /// The Room decided `due`'s events (`taken`: the last of them was applied), or could not
+    /// (`false`: the evidence stays, the next pass hands it over again).
+    pub fn taken(&mut self, due: &Due, taken: bool) {
+        let op = due.record.op();
+        let report = &mut self.report;
+        match (due.found, taken) {
+            (Found::Receipted, true) => report.delivered.push(op),
+            (Found::Receipted, false) => report.undelivered.push(op),
+            (Found::Confirmed, true) => report.reconciled.push(op),
+            (Found::Confirmed, false) => report.uncertain.push(op),
+            (Found::Resolved, true) => report.resolved.push(op),
+            (Found::Resolved, false) | (Found::Uncertain, _) => {}
+        }
+    }
 }
 
 /// What an operator's resolution confirms about a call (D2): it ran, and without its usage
@@ -55,49 +110,49 @@ pub fn resolution_outcome(resolution: &Resolution) -> Reconciliation {
     }
 }
 
-impl<W, P, O> Runner<W, P, O>
-where
-    W: WorkflowStore + ?Sized,
-    P: Provider + ?Sized,
-    O: ReceiptOwner + ?Sized,
-{
-    /// Classifies and settles every open operation as far as durable evidence allows. The
-    /// provider is never called.
+impl Runner {
+    /// Classifies every open operation as far as durable evidence allows and returns what the
+    /// Rooms must decide. The provider is never called.
     #[tracing::instrument(skip_all, fields(runner = self.config.runner()))]
-    pub async fn recover<R: Reconciler + ?Sized>(
-        &self,
-        reconciler: &R,
-    ) -> Result<RecoveryReport, WorkflowError> {
-        let mut report = RecoveryReport::default();
-        let claimed = self.claim_and_mark_uncertain(&mut report).await?;
+    pub async fn recover(&self) -> Result<Recovery, WorkflowError> {
+        let mut recovery = Recovery::default();
+        let claimed = self.claim_and_mark_uncertain(&mut recovery.report).await?;
         let open = lease::retrying(&self.config, "operations", || {
             self.store.operations(OperationFilter::Open)
         })
         .await?;
         for record in open {
             match record.status {
-                OperationStatus::Receipted => self.hand_over(&record, &mut report).await,
+                OperationStatus::Receipted => {
+                    if let Some(receipt) = &record.receipt {
+                        let events = vec![receipt.event()];
+                        recovery.due.push(Due {
+                            record,
+                            found: Found::Receipted,
+                            events,
+                        });
+                    }
+                }
                 OperationStatus::InFlight => {
                     if record.lease_expired {
                         // It expired after the claims: the next pass takes it.
                         tracing::info!(op = %record.op(), "lease expired during recovery");
                     } else {
-                        report.live.push(record.op());
+                        recovery.report.live.push(record.op());
                     }
                 }
                 OperationStatus::Uncertain => {
                     let fresh = claimed.contains(&record.op());
-                    self.reconcile(&record, fresh, reconciler, &mut report)
-                        .await?;
+                    self.reconcile(record, fresh, &mut recovery).await?;
                 }
                 OperationStatus::DeadLetter
                 | OperationStatus::Applied
                 | OperationStatus::Resolved => {}
             }
         }
-        self.apply_resolutions(&mut report).await?;
-        tracing::info!(?report, "recovery done");
-        Ok(report)
+        self.resolutions(&mut recovery).await?;
+        tracing::info!(report = ?recovery.report, due = recovery.due.len(), "recovery classified");
+        Ok(recovery)
     }
 
     /// Claims every expired in-flight operation without receipt and marks it uncertain.
@@ -128,60 +183,40 @@ where
         }
     }
 
-    /// Hands each operator resolution the Room has not applied yet to the owner, as the
-    /// reconciliation it confirms; the owner's commit marks the operation applied, so a
-    /// resolution is applied once. Until then the Room holds the reservation.
-    async fn apply_resolutions(&self, report: &mut RecoveryReport) -> Result<(), WorkflowError> {
+    /// Each operator resolution the Room has not applied yet is due as the reconciliation it
+    /// confirms; the Room's commit marks the operation applied, so a resolution is applied
+    /// once. Until then the Room holds the reservation. The Room may not know the call is
+    /// uncertain yet (its owner failed earlier): that comes first.
+    async fn resolutions(&self, recovery: &mut Recovery) -> Result<(), WorkflowError> {
         let resolved = lease::retrying(&self.config, "operations", || {
             self.store
                 .operations(OperationFilter::Status(OperationStatus::Resolved))
         })
         .await?;
         for record in resolved {
-            let op = record.op();
             let Some(resolution) = &record.resolution else {
-                tracing::warn!(%op, "resolved without a recorded resolution; left alone");
+                tracing::warn!(op = %record.op(), "resolved without a recorded resolution; left alone");
                 continue;
             };
-            // The Room may not know the call is uncertain yet (its owner failed earlier).
-            if let Err(err) = self.owner.uncertain(&record).await {
-                tracing::debug!(%op, %err, "the owner did not mark it uncertain (already is?)");
-            }
             let outcome = resolution_outcome(resolution);
-            match self.owner.reconciled(&record, &outcome).await {
-                Ok(()) => {
-                    tracing::info!(%op, operator = resolution.operator, ?outcome, "operator resolution applied");
-                    report.resolved.push(op);
-                }
-                Err(err) => {
-                    tracing::warn!(%op, %err, "the owner did not take the operator's resolution");
-                }
-            }
+            tracing::info!(op = %record.op(), operator = resolution.operator, ?outcome, "an operator's resolution is due");
+            recovery.due.push(Due {
+                record,
+                found: Found::Resolved,
+                events: vec![CallEvent::Uncertain, CallEvent::Reconciled(outcome)],
+            });
         }
         Ok(())
     }
 
-    async fn hand_over(&self, record: &OperationRecord, report: &mut RecoveryReport) {
-        let Some(receipt) = &record.receipt else {
-            return;
-        };
-        match self.owner.deliver(record, receipt, record.generation).await {
-            Ok(()) => report.delivered.push(record.op()),
-            Err(err) => {
-                tracing::warn!(op = %record.op(), %err, "the owner did not take the receipt");
-                report.undelivered.push(record.op());
-            }
-        }
-    }
-
     /// Asks the reconciler about an uncertain operation; `fresh` when this pass's claim
-    /// counted its attempt already.
-    async fn reconcile<R: Reconciler + ?Sized>(
+    /// counted its attempt already. Without a confirmed outcome after the attempts bound, it
+    /// is dead-lettered for an operator.
+    async fn reconcile(
         &self,
-        record: &OperationRecord,
+        record: OperationRecord,
         fresh: bool,
-        reconciler: &R,
-        report: &mut RecoveryReport,
+        recovery: &mut Recovery,
     ) -> Result<(), WorkflowError> {
         let op = record.op();
         let attempts = if fresh {
@@ -197,23 +232,15 @@ where
                 None => return Ok(()),
             }
         };
-        if let Err(err) = self.owner.uncertain(record).await {
-            tracing::warn!(%op, %err, "the owner did not take the uncertain call");
+        if let Some(outcome) = self.confirm(&record).await {
+            recovery.due.push(Due {
+                record,
+                found: Found::Confirmed,
+                events: vec![CallEvent::Uncertain, CallEvent::Reconciled(outcome)],
+            });
+            return Ok(());
         }
-        match reconciler.reconcile(record).await {
-            Ok(Some(outcome)) => match self.owner.reconciled(record, &outcome).await {
-                Ok(()) => {
-                    tracing::info!(%op, ?outcome, "reconciled");
-                    report.reconciled.push(op);
-                    return Ok(());
-                }
-                Err(err) => {
-                    tracing::warn!(%op, %err, "the owner did not take the reconciliation");
-                }
-            },
-            Ok(None) => tracing::info!(%op, attempts, "the reconciler does not know"),
-            Err(err) => tracing::warn!(%op, attempts, %err, "the reconciler failed"),
-        }
+        tracing::info!(%op, attempts, "no outcome confirmed");
         if attempts >= self.config.max_recovery_attempts() {
             let reason = format!(
                 "no outcome confirmed after {attempts} recovery attempts; an operator must resolve it"
@@ -224,11 +251,16 @@ where
             .await?;
             if moved {
                 tracing::warn!(%op, reason, "dead-lettered");
-                report.dead_lettered.push(op);
+                recovery.report.dead_lettered.push(op);
             }
-            return Ok(());
+        } else {
+            recovery.report.uncertain.push(op);
         }
-        report.uncertain.push(op);
+        recovery.due.push(Due {
+            record,
+            found: Found::Uncertain,
+            events: vec![CallEvent::Uncertain],
+        });
         Ok(())
     }
 }

@@ -1,19 +1,23 @@
 //! The runner: runs one leased operation (the creator's lease from transaction 1, or a claim
-//! of an expired lease) and gives its receipt to the operation's owner, which commits it with
-//! the decision it settles (fenced on the generation, one commit); failing that, the runner
-//! records the receipt alone and hands it over. It never decides.
+//! of an expired lease) under heartbeats and says what became of it. It never decides and
+//! never calls back: what it learned is returned as [`Executed`], whose domain
+//! [`CallEvent`]s the operation's owner (the coordinator) decides and commits. A receipt the
+//! owner could not commit with its decision is recorded alone here, fenced on the generation,
+//! for the owner or the next recovery to hand to the Room (D2).
 
+use std::future::Future;
 use std::sync::Arc;
 
-use agentroom_ports::domain::engine::CallRequest;
+use agentroom_ports::domain::engine::{CallEvent, CallRequest, Reconciliation};
 use agentroom_ports::domain::ids::{OperationId, RoomId};
-use agentroom_ports::{ClaimedOperation, OperationRecord, ReceiptWrite, WorkflowStore};
+use agentroom_ports::{
+    ClaimedOperation, OperationRecord, Receipt, ReceiptWrite, Reconciler, StoreError, WorkflowStore,
+};
 
 use crate::config::RunnerConfig;
 use crate::crash::{self, crash_point};
 use crate::error::WorkflowError;
 use crate::lease::{self, Execution};
-use crate::owner::{Delivery, ReceiptOwner};
 use crate::provider::Provider;
 
 /// The generation of the lease an operation's creator takes in transaction 1.
@@ -56,50 +60,69 @@ impl From<ClaimedOperation> for Leased {
     }
 }
 
-/// How a run ended.
+/// What became of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunOutcome {
-    /// The receipt is recorded; `delivered` says whether the owner took it (if not, recovery
-    /// hands it over again).
-    Receipted {
-        /// Whether the owner applied it.
-        delivered: bool,
-    },
-    /// Another runner holds the operation (or it has a receipt already): this run's result,
-    /// if any, was dropped.
+pub enum Executed {
+    /// The provider returned. Nothing is recorded yet: the owner commits the receipt with the
+    /// decision it settles, fenced on the generation (DESIGN.md "A durable call", step 4), or,
+    /// failing that, has it recorded alone ([`Runner::record_alone`]).
+    Returned(Receipt),
+    /// Another runner holds the operation: whatever came back is dropped.
     Fenced,
-    /// It may have run and has no receipt: marked uncertain, reservation held, never replayed.
-    Uncertain {
-        /// Why.
-        reason: String,
-    },
-    /// Nothing reached the provider after the bounded retries; the owner was told.
+    /// Nothing reached the provider after the bounded retries (or it refused): never ran.
     NotSent {
         /// Why.
         reason: String,
     },
+    /// It may have run and has no receipt: marked uncertain (fenced on the generation), its
+    /// reservation held, never replayed (D2).
+    Uncertain {
+        /// Why.
+        reason: String,
+        /// For a call a control change aborted (D3), what the reconciler confirmed at once,
+        /// so a resumed objective goes on and a cancelled one closes without waiting for the
+        /// next recovery; `None` when nobody could (it stays uncertain, D2).
+        confirmed: Option<Reconciliation>,
+    },
 }
 
-/// Runs leased operations and recovers open ones.
-pub struct Runner<W: ?Sized, P: ?Sized, O: ?Sized> {
-    pub(crate) store: Arc<W>,
-    pub(crate) provider: Arc<P>,
-    pub(crate) owner: Arc<O>,
+impl Executed {
+    /// The call events the Room decides, in order (none when fenced).
+    pub fn events(&self) -> Vec<CallEvent> {
+        match self {
+            Executed::Returned(receipt) => vec![receipt.event()],
+            Executed::Fenced => Vec::new(),
+            Executed::NotSent { .. } => vec![CallEvent::NotSent],
+            Executed::Uncertain { confirmed, .. } => {
+                let mut events = vec![CallEvent::Uncertain];
+                events.extend(confirmed.clone().map(CallEvent::Reconciled));
+                events
+            }
+        }
+    }
+}
+
+/// Runs leased operations and recovers open ones, over the store's operation rows, the
+/// provider that executes calls and the reconciler that confirms uncertain ones.
+pub struct Runner {
+    pub(crate) store: Arc<dyn WorkflowStore>,
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) reconciler: Arc<dyn Reconciler>,
     pub(crate) config: RunnerConfig,
 }
 
-impl<W, P, O> Runner<W, P, O>
-where
-    W: WorkflowStore + ?Sized,
-    P: Provider + ?Sized,
-    O: ReceiptOwner + ?Sized,
-{
-    /// A runner over `store`, calling `provider`, reporting to `owner`.
-    pub fn new(store: Arc<W>, provider: Arc<P>, owner: Arc<O>, config: RunnerConfig) -> Self {
+impl Runner {
+    /// A runner over `store`, calling `provider`, asking `reconciler` about uncertain calls.
+    pub fn new(
+        store: Arc<dyn WorkflowStore>,
+        provider: Arc<dyn Provider>,
+        reconciler: Arc<dyn Reconciler>,
+        config: RunnerConfig,
+    ) -> Self {
         Self {
             store,
             provider,
-            owner,
+            reconciler,
             config,
         }
     }
@@ -109,10 +132,10 @@ where
         &self.config
     }
 
-    /// Runs `leased`: calls the provider while heartbeating, then records and delivers the
-    /// receipt, or marks the operation uncertain, or tells the owner it was never sent.
+    /// Runs `leased`: calls the provider while heartbeating (retrying calls that reached
+    /// nothing, bounded), and says what became of it. An uncertain call is marked so here.
     #[tracing::instrument(skip_all, fields(op = %leased.op(), generation = leased.generation))]
-    pub async fn run(&self, leased: Leased) -> Result<RunOutcome, WorkflowError> {
+    pub async fn execute(&self, leased: &Leased) -> Result<Executed, WorkflowError> {
         let op = leased.op();
         let generation = leased.generation;
         let execution = lease::execute(
@@ -126,65 +149,16 @@ where
         match execution {
             Execution::Returned(receipt) => {
                 crash_point(crash::AFTER_CALL);
-                // The receipt and the decision it settles in one commit, when the owner can.
-                let owner_failed = match self.owner.record_and_deliver(&leased, &receipt).await {
-                    Ok(Delivery::Recorded) => {
-                        // The receipt and its settling decision in one commit.
-                        crash_point(crash::AFTER_SETTLE);
-                        return Ok(RunOutcome::Receipted { delivered: true });
-                    }
-                    Ok(Delivery::Fenced) => {
-                        tracing::warn!(
-                            "receipt fenced: another runner holds the operation; result dropped"
-                        );
-                        return Ok(RunOutcome::Fenced);
-                    }
-                    Ok(Delivery::NotTaken) => false,
-                    Err(err) => {
-                        tracing::warn!(%err, "the owner did not commit the receipt with its decision: recording it alone");
-                        true
-                    }
-                };
-                let mut written =
-                    lease::write_receipt(&*self.store, &self.config, op, generation, &receipt)
-                        .await?;
-                if written == ReceiptWrite::Fenced && owner_failed {
-                    // The owner's commit may have gone through after all (its answer lost):
-                    // then the receipt found is this one, at this generation.
-                    let mine = self.record(op).await?;
-                    if mine.generation == generation && mine.receipt.as_ref() == Some(&receipt) {
-                        written = ReceiptWrite::Recorded;
-                    }
-                }
-                if written == ReceiptWrite::Fenced {
-                    tracing::warn!(
-                        "receipt fenced: another runner holds the operation; result dropped"
-                    );
-                    return Ok(RunOutcome::Fenced);
-                }
-                crash_point(crash::AFTER_RECEIPT);
-                let record = self.record(op).await?;
-                let delivered = match self.owner.deliver(&record, &receipt, generation).await {
-                    Ok(()) => true,
-                    Err(err) => {
-                        tracing::warn!(%err, "the owner did not take the receipt; recovery will");
-                        false
-                    }
-                };
-                Ok(RunOutcome::Receipted { delivered })
+                Ok(Executed::Returned(receipt))
             }
             Execution::Fenced => {
                 tracing::warn!("fenced: another runner holds the operation; result dropped");
-                Ok(RunOutcome::Fenced)
+                Ok(Executed::Fenced)
             }
             Execution::Uncertain(reason) => self.uncertain(op, generation, reason).await,
             Execution::NotSent(reason) => {
                 tracing::warn!(reason, "nothing reached the provider: giving up");
-                let record = self.record(op).await?;
-                if let Err(err) = self.owner.not_sent(&record, &reason).await {
-                    tracing::warn!(%err, "the owner did not take the unsent call; recovery will");
-                }
-                Ok(RunOutcome::NotSent { reason })
+                Ok(Executed::NotSent { reason })
             }
         }
     }
@@ -194,21 +168,82 @@ where
         op: OperationId,
         generation: i64,
         reason: String,
-    ) -> Result<RunOutcome, WorkflowError> {
+    ) -> Result<Executed, WorkflowError> {
         tracing::warn!(
             reason,
             "the call is uncertain: reservation held, never replayed"
         );
         if !lease::mark_uncertain(&*self.store, &self.config, op, generation).await? {
             tracing::warn!("marking uncertain was fenced: another runner holds the operation");
-            return Ok(RunOutcome::Fenced);
+            return Ok(Executed::Fenced);
         }
         crash_point(crash::AFTER_UNCERTAIN);
         let record = self.record(op).await?;
-        if let Err(err) = self.owner.uncertain(&record).await {
-            tracing::warn!(%err, "the owner did not take the uncertain call; recovery will");
+        // Not asked to stop (a timeout, a dropped connection): recovery asks the reconciler
+        // on its own schedule, as for any uncertain call (D2).
+        let confirmed = if record.cancel_requested {
+            self.confirm(&record).await
+        } else {
+            None
+        };
+        Ok(Executed::Uncertain { reason, confirmed })
+    }
+
+    /// What the reconciler confirms about an uncertain call, if anything (D2).
+    pub(crate) async fn confirm(&self, record: &OperationRecord) -> Option<Reconciliation> {
+        let op = record.op();
+        match self.reconciler.reconcile(record).await {
+            Ok(Some(outcome)) => {
+                tracing::info!(%op, ?outcome, "an uncertain call confirmed");
+                Some(outcome)
+            }
+            Ok(None) => {
+                tracing::info!(%op, "nobody can confirm it: it stays uncertain");
+                None
+            }
+            Err(err) => {
+                tracing::warn!(%op, %err, "the reconciler failed: it stays uncertain");
+                None
+            }
         }
-        Ok(RunOutcome::Uncertain { reason })
+    }
+
+    /// Records `receipt` alone, fenced on `leased`'s generation: the owner could not commit
+    /// it with its decision (the store failed, the Room did not expect it now, the host is
+    /// stopping). `true` when it is recorded at this generation (written now, or found written
+    /// by a commit whose answer was lost): then hand it to the Room, or recovery will. `false`
+    /// when another runner holds the operation: the result is dropped.
+    pub async fn record_alone(
+        &self,
+        leased: &Leased,
+        receipt: &Receipt,
+    ) -> Result<bool, WorkflowError> {
+        let (op, generation) = (leased.op(), leased.generation);
+        let mut written =
+            lease::write_receipt(&*self.store, &self.config, op, generation, receipt).await?;
+        if written == ReceiptWrite::Fenced {
+            // The owner's commit may have gone through after all (its answer lost): then the
+            // receipt found is this one, at this generation.
+            let mine = self.record(op).await?;
+            if mine.generation == generation && mine.receipt.as_ref() == Some(receipt) {
+                written = ReceiptWrite::Recorded;
+            }
+        }
+        if written == ReceiptWrite::Fenced {
+            tracing::warn!("receipt fenced: another runner holds the operation; result dropped");
+            return Ok(false);
+        }
+        crash_point(crash::AFTER_RECEIPT);
+        Ok(true)
+    }
+
+    /// Runs a store call with the runner's bounded retries and backoff.
+    pub async fn retrying<T, F, Fut>(&self, what: &str, call: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        lease::retrying(&self.config, what, call).await
     }
 
     pub(crate) async fn record(&self, op: OperationId) -> Result<OperationRecord, WorkflowError> {

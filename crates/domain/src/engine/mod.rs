@@ -18,8 +18,11 @@ mod admission;
 mod calls;
 mod control;
 mod events;
+mod outcome;
 mod results;
 mod reviews;
+
+pub use outcome::CallEvent;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -1,0 +1,173 @@
+//! The call loop, in one place: a call a decision reserved runs as its own task; the runner
+//! says what became of it and this turns each call event into the Room's next decision.
+//!
+//! - T3 at the call sink: between the commit that reserved a call and the moment it is sent,
+//!   its specialist or reviewer may have lost the role (another process, an operator). The
+//!   domain checked at dispatch; the sink asks the domain again, against the Room as stored
+//!   now, just before the provider is called. A refused call never ran: settled at zero.
+//! - A returned call's receipt is committed with the decision it settles, fenced on its
+//!   generation, in one commit (DESIGN.md "A durable call", step 4). When that commit cannot
+//!   be made (the store failed, the host is stopping, the Room did not expect it now) the
+//!   receipt is recorded alone and handed over again, by this task or the next recovery (D2).
+//! - A call a control change aborted (D3) comes back uncertain with what the reconciler
+//!   confirmed at once, so a resumed objective goes on and a cancelled one closes, never a
+//!   micro lost.
+//! - Recovery's evidence (receipts, confirmations, operators' resolutions) is decided the
+//!   same way, one call event at a time.
+
+use std::sync::Arc;
+
+use agentroom_ports::domain::authority::required_role;
+use agentroom_ports::domain::engine::CallEvent;
+use agentroom_ports::domain::ids::{OperationId, RoomId};
+use agentroom_ports::{CommitError, Receipt};
+use agentroom_workflows::{Executed, Leased, Recovery, RecoveryReport, Runner, WorkflowError};
+
+use crate::actor::Guard;
+use crate::ids::IdSeed;
+use crate::{CoordinatorError, Outcome, Shared};
+
+impl Shared {
+    /// Decides call event `event` of operation `op` in `room`, with `receipt` (not recorded
+    /// yet, at its lease generation) in the same commit. Ids derive from the operation and the
+    /// kind of event, so the Room decides each outcome once however often it is delivered.
+    pub(crate) async fn call_event(
+        self: &Arc<Self>,
+        room: &RoomId,
+        op: OperationId,
+        event: CallEvent,
+        receipt: Option<(i64, Receipt)>,
+    ) -> Result<Outcome, CoordinatorError> {
+        let seed = IdSeed::Outcome(op, event.kind());
+        let input = event.clone().input(op);
+        let guard = Guard::Outcome {
+            op,
+            event,
+            receipt: receipt.map(Box::new),
+        };
+        self.submit(room, input, seed, guard).await
+    }
+
+    /// Decides `events` in order; `true` when the last was taken.
+    async fn call_events(
+        self: &Arc<Self>,
+        room: &RoomId,
+        op: OperationId,
+        events: Vec<CallEvent>,
+    ) -> bool {
+        let mut taken = false;
+        for event in events {
+            let kind = event.kind();
+            taken = match self.call_event(room, op, event, None).await {
+                Ok(_) => true,
+                Err(err) => {
+                    tracing::warn!(%op, kind, %err, "the room did not take the call event; recovery hands it over again");
+                    false
+                }
+            };
+        }
+        taken
+    }
+
+    /// Why `call` may not be sent now (T3), if it may not: its principal no longer holds the
+    /// role it is called in, by the Room as stored now.
+    async fn refusal(&self, call: &Leased) -> Option<String> {
+        let request = &call.request;
+        let (Some(principal), Some(role)) = (&request.principal, required_role(request.role))
+        else {
+            return None;
+        };
+        let loaded = self
+            .runner
+            .retrying("load", || self.store.load(&call.room))
+            .await;
+        match loaded {
+            Ok(Some(room)) if room.state.may_be_called(Some(principal), request.role) => None,
+            Ok(_) => {
+                tracing::warn!(%principal, ?role, op = %request.op, "T3: not sent");
+                Some(format!("T3: {principal} no longer holds the role {role:?}"))
+            }
+            // Nothing was sent: the call is settled at zero and its work open again.
+            Err(err) => Some(format!("checking authorization: {err}")),
+        }
+    }
+
+    /// Runs `call` and has the Room decide what became of it.
+    async fn run_call(self: &Arc<Self>, call: &Leased) -> Result<(), WorkflowError> {
+        let executed = match self.refusal(call).await {
+            Some(reason) => Executed::NotSent { reason },
+            None => self.runner.execute(call).await?,
+        };
+        let (room, op) = (&call.room, call.op());
+        match executed {
+            Executed::Returned(receipt) => {
+                let event = receipt.event();
+                let committed = self
+                    .call_event(room, op, event, Some((call.generation, receipt.clone())))
+                    .await;
+                match committed {
+                    Ok(Outcome::Decided { .. }) => return Ok(()),
+                    Err(CoordinatorError::Commit(CommitError::Fenced { .. })) => {
+                        tracing::warn!(%op, "receipt fenced: another runner holds the operation; result dropped");
+                        return Ok(());
+                    }
+                    Ok(Outcome::AlreadyDone | Outcome::AlreadyDecided { .. }) => {}
+                    Err(err) => {
+                        tracing::warn!(%op, %err, "the receipt was not committed with its decision: recording it alone");
+                    }
+                }
+                if self.runner.record_alone(call, &receipt).await? {
+                    self.call_events(room, op, vec![receipt.event()]).await;
+                }
+            }
+            Executed::Fenced => {}
+            other => {
+                self.call_events(room, op, other.events()).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decides what a recovery pass found due, one operation at a time, and completes its
+    /// report.
+    pub(crate) async fn settle_recovered(
+        self: &Arc<Self>,
+        mut recovery: Recovery,
+    ) -> RecoveryReport {
+        for due in recovery.take_due() {
+            let (room, op) = (due.record.room.clone(), due.record.op());
+            let taken = self.call_events(&room, op, due.events.clone()).await;
+            recovery.taken(&due, taken);
+        }
+        recovery.report
+    }
+}
+
+/// Runs one leased call as its own task, counted in flight until the Room decided it.
+pub(crate) fn dispatch(shared: &Arc<Shared>, call: Leased) {
+    shared.in_flight.send_modify(|n| *n += 1);
+    shared.running.started(call.op(), call.generation);
+    let op = call.op();
+    let task = tokio::spawn({
+        let shared = Arc::clone(shared);
+        async move {
+            if let Err(err) = shared.run_call(&call).await {
+                tracing::warn!(%op, %err, "call failed; recovery will find it");
+            }
+            shared.running.ended(op);
+            shared.in_flight.send_modify(|n| *n = n.saturating_sub(1));
+        }
+    });
+    // A graceful stop aborts the calls still running after its grace (`shutdown`).
+    shared.running.attach(op, task.abort_handle());
+}
+
+/// The runner of a coordinator's calls.
+pub(crate) fn runner(shared: &crate::CoordinatorBuilder) -> Runner {
+    Runner::new(
+        shared.store.clone(),
+        Arc::clone(&shared.provider),
+        Arc::clone(&shared.reconciler),
+        shared.config.runner.clone(),
+    )
+}
