@@ -21,24 +21,30 @@ struct Setup {
     room: Room,
     provider: Arc<TestProvider>,
     owner: Arc<TestOwner>,
-    runner: Runner<agentroom_ports::memory::MemoryStore, TestProvider, TestOwner>,
 }
 
 async fn setup(name: &str) -> Setup {
     let room = Room::new(name).await;
     let provider = TestProvider::new(Behaviour::Hang);
     let owner = TestOwner::new(Arc::clone(&room.store)).await;
-    let runner = Runner::new(
-        Arc::clone(&room.store),
-        Arc::clone(&provider),
-        Arc::clone(&owner),
-        config("recovery", 60_000),
-    );
     Setup {
         room,
         provider,
         owner,
-        runner,
+    }
+}
+
+impl Setup {
+    /// One recovery pass asking `reconciler`, its due events decided by the owner.
+    async fn recover(&self, reconciler: &Arc<TestReconciler>) -> RecoveryReport {
+        let runner = Runner::new(
+            Arc::clone(&self.room.store) as _,
+            Arc::clone(&self.provider) as _,
+            Arc::clone(reconciler) as _,
+            config("recovery", 60_000),
+        );
+        let recovery = runner.recover().await.unwrap();
+        self.owner.settle(recovery).await
     }
 }
 
@@ -59,7 +65,7 @@ async fn d2_a_receipted_operation_is_handed_to_its_owner() {
         assert_eq!(written, ReceiptWrite::Recorded);
 
         s.owner.failing.store(true, Ordering::SeqCst);
-        let report = s.runner.recover(&TestReconciler::new(None)).await.unwrap();
+        let report = s.recover(&Arc::new(TestReconciler::new(None))).await;
         assert_eq!(report.undelivered, vec![request.op], "the owner was down");
         assert_eq!(
             s.room.record(request.op).await.status,
@@ -67,7 +73,7 @@ async fn d2_a_receipted_operation_is_handed_to_its_owner() {
         );
 
         s.owner.failing.store(false, Ordering::SeqCst);
-        let report = s.runner.recover(&TestReconciler::new(None)).await.unwrap();
+        let report = s.recover(&Arc::new(TestReconciler::new(None))).await;
         assert_eq!(
             report,
             RecoveryReport {
@@ -81,7 +87,7 @@ async fn d2_a_receipted_operation_is_handed_to_its_owner() {
         );
         assert_eq!(s.room.balances().await.spent, UsdMicros::new(300));
         assert_eq!(s.provider.calls(), 0);
-        let report = s.runner.recover(&TestReconciler::new(None)).await.unwrap();
+        let report = s.recover(&Arc::new(TestReconciler::new(None))).await;
         assert_eq!(report, RecoveryReport::default(), "applied once");
     })
     .await;
@@ -94,8 +100,8 @@ async fn d2_an_expired_operation_without_receipt_becomes_uncertain_and_is_never_
         let decision = s.room.driver.owner_message("crashed mid-call");
         let op = call_of(&decision).op;
         s.room.commit_leased(&decision, "gone", 0).await;
-        let reconciler = TestReconciler::new(None);
-        let report = s.runner.recover(&reconciler).await.unwrap();
+        let reconciler = Arc::new(TestReconciler::new(None));
+        let report = s.recover(&reconciler).await;
         assert_eq!(report.claimed, vec![op]);
         assert_eq!(report.uncertain, vec![op]);
         assert_eq!(reconciler.asked(), 1);
@@ -138,10 +144,8 @@ async fn d2_a_confirmed_reconciliation_goes_to_the_owner() {
             }
         ));
         let report = s
-            .runner
-            .recover(&TestReconciler::new(Some(executed)))
-            .await
-            .unwrap();
+            .recover(&Arc::new(TestReconciler::new(Some(executed))))
+            .await;
         assert_eq!(report.claimed, vec![request.op]);
         assert_eq!(report.reconciled, vec![request.op]);
         assert_eq!(
@@ -171,14 +175,14 @@ async fn d2_uncertain_operations_are_asked_again_then_dead_lettered_after_three_
         let decision = s.room.driver.owner_message("nobody knows");
         let op = call_of(&decision).op;
         s.room.commit_leased(&decision, "gone", 0).await;
-        let reconciler = TestReconciler::new(None);
-        let first = s.runner.recover(&reconciler).await.unwrap();
+        let reconciler = Arc::new(TestReconciler::new(None));
+        let first = s.recover(&reconciler).await;
         assert_eq!(
             (first.claimed.clone(), first.uncertain.clone()),
             (vec![op], vec![op])
         );
         reconciler.failing.store(true, Ordering::SeqCst);
-        let second = s.runner.recover(&reconciler).await.unwrap();
+        let second = s.recover(&reconciler).await;
         assert_eq!(
             second.uncertain,
             vec![op],
@@ -186,7 +190,7 @@ async fn d2_uncertain_operations_are_asked_again_then_dead_lettered_after_three_
         );
         assert_eq!(s.room.record(op).await.recovery_attempts, 2);
         reconciler.failing.store(false, Ordering::SeqCst);
-        let third = s.runner.recover(&reconciler).await.unwrap();
+        let third = s.recover(&reconciler).await;
         assert_eq!(third.dead_lettered, vec![op]);
         assert_eq!(reconciler.asked(), 3);
         let record = s.room.record(op).await;
@@ -200,7 +204,7 @@ async fn d2_uncertain_operations_are_asked_again_then_dead_lettered_after_three_
             "{:?}",
             record.dead_letter_reason
         );
-        let fourth = s.runner.recover(&reconciler).await.unwrap();
+        let fourth = s.recover(&reconciler).await;
         assert_eq!(
             fourth,
             RecoveryReport::default(),
@@ -231,9 +235,9 @@ async fn d2_an_operators_resolution_reaches_the_room_once() {
             let decision = s.room.driver.owner_message("nobody knows");
             let op = call_of(&decision).op;
             s.room.commit_leased(&decision, "gone", 0).await;
-            let reconciler = TestReconciler::new(None);
+            let reconciler = Arc::new(TestReconciler::new(None));
             for _ in 0..3 {
-                s.runner.recover(&reconciler).await.unwrap();
+                s.recover(&reconciler).await;
             }
             assert_eq!(s.room.record(op).await.status, OperationStatus::DeadLetter);
             let resolution = Resolution {
@@ -243,7 +247,7 @@ async fn d2_an_operators_resolution_reaches_the_room_once() {
                 at: Timestamp::from_millis(5),
             };
             assert!(s.room.store.resolve(op, &resolution).await.unwrap());
-            let report = s.runner.recover(&reconciler).await.unwrap();
+            let report = s.recover(&reconciler).await;
             assert_eq!(report.resolved, vec![op]);
             let balances = s.room.balances().await;
             assert_eq!(
@@ -274,7 +278,7 @@ async fn d2_an_operators_resolution_reaches_the_room_once() {
                 Some(&resolution),
                 "the record stays"
             );
-            let again = s.runner.recover(&reconciler).await.unwrap();
+            let again = s.recover(&reconciler).await;
             assert!(again.resolved.is_empty(), "applied once");
             assert_eq!(s.provider.calls(), 0, "never called");
         })
@@ -291,8 +295,8 @@ async fn d6_live_leases_of_other_runners_are_left_alone() {
         s.room
             .commit_leased(&decision, "other-runner", 60_000)
             .await;
-        let reconciler = TestReconciler::new(None);
-        let report = s.runner.recover(&reconciler).await.unwrap();
+        let reconciler = Arc::new(TestReconciler::new(None));
+        let report = s.recover(&reconciler).await;
         assert_eq!(
             report,
             RecoveryReport {

@@ -1,5 +1,6 @@
-//! The runner on a leased operation: receipts fenced on the generation and handed to the
-//! owner; fencing, cancellation and a provider that ignores its abort.
+//! The runner on a leased operation: what became of the call (returned, fenced, not sent,
+//! uncertain), receipts recorded alone fenced on the generation, fencing, cancellation and a
+//! provider that ignores its abort. The Room's side is the support's `TestOwner`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -8,15 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use agentroom_ports::conformance::lease;
-use agentroom_ports::domain::engine::CallRequest;
-use agentroom_ports::domain::engine::Reconciliation;
+use agentroom_ports::domain::engine::{CallEvent, CallRequest, Reconciliation};
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::OperationState;
-use agentroom_ports::{OperationRecord, Receipt};
 use agentroom_ports::{OperationStatus, WorkflowStore};
-use agentroom_workflows::{
-    AbortReason, CallOutcome, Delivery, Leased, OwnerError, ReceiptOwner, RunOutcome, Runner,
-};
+use agentroom_workflows::{AbortReason, CallOutcome, Executed, Leased, Runner};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,21 +28,25 @@ async fn the_receipt_is_recorded_on_the_generation_and_the_owner_applies_it() {
             delay: ms(5),
         });
         let owner = TestOwner::new(Arc::clone(&room.store)).await;
-        let runner = Runner::new(
+        let runner = runner(
             Arc::clone(&room.store),
             Arc::clone(&provider),
-            Arc::clone(&owner),
             config("runner-a", 300),
         );
-        let outcome = runner
-            .run(Leased::created(room.id(), request.clone()))
-            .await
-            .unwrap();
-        assert_eq!(outcome, RunOutcome::Receipted { delivered: true });
+        let leased = Leased::created(room.id(), request.clone());
+        let outcome = runner.execute(&leased).await.unwrap();
+        owner.take(&runner, &leased, &outcome).await;
+        assert_eq!(outcome, Executed::Returned(answer(&request, 700)));
+        assert_eq!(
+            outcome.events(),
+            vec![answer(&request, 700).event()],
+            "one call event: returned"
+        );
         assert_eq!(owner.took(), vec![(request.op, "deliver")]);
         let record = room.record(request.op).await;
         assert_eq!(record.status, OperationStatus::Applied);
         assert_eq!(record.receipt, Some(answer(&request, 700)));
+        assert_eq!(record.generation, 1, "recorded on the creator's generation");
         let balances = room.balances().await;
         assert_eq!(
             (balances.spent, balances.reserved),
@@ -65,10 +66,9 @@ async fn d3_a_fenced_runner_aborts_and_its_result_is_dropped() {
         room.commit_leased(&decision, "runner-a", 0).await;
         let provider = TestProvider::new(Behaviour::UntilAborted);
         let owner = TestOwner::new(Arc::clone(&room.store)).await;
-        let runner = Runner::new(
+        let runner = runner(
             Arc::clone(&room.store),
             Arc::clone(&provider),
-            Arc::clone(&owner),
             config("runner-a", 60),
         );
         let claimed = room
@@ -77,11 +77,10 @@ async fn d3_a_fenced_runner_aborts_and_its_result_is_dropped() {
             .await
             .unwrap();
         assert_eq!(claimed[0].generation, 2);
-        let outcome = runner
-            .run(Leased::created(room.id(), request.clone()))
-            .await
-            .unwrap();
-        assert_eq!(outcome, RunOutcome::Fenced);
+        let leased = Leased::created(room.id(), request.clone());
+        let outcome = runner.execute(&leased).await.unwrap();
+        owner.take(&runner, &leased, &outcome).await;
+        assert_eq!(outcome, Executed::Fenced);
         assert_eq!(provider.aborts(), vec![AbortReason::Fenced]);
         let record = room.record(request.op).await;
         assert_eq!(
@@ -107,21 +106,19 @@ async fn d2_a_result_that_arrives_after_the_fence_is_dropped() {
             delay: ms(80),
         });
         let owner = TestOwner::new(Arc::clone(&room.store)).await;
-        let runner = Runner::new(
+        let runner = runner(
             Arc::clone(&room.store),
             Arc::clone(&provider),
-            Arc::clone(&owner),
             config("runner-a", 60),
         );
         room.store
             .claim_expired(lease("runner-b", 60_000), 10)
             .await
             .unwrap();
-        let outcome = runner
-            .run(Leased::created(room.id(), request.clone()))
-            .await
-            .unwrap();
-        assert_eq!(outcome, RunOutcome::Fenced);
+        let leased = Leased::created(room.id(), request.clone());
+        let outcome = runner.execute(&leased).await.unwrap();
+        owner.take(&runner, &leased, &outcome).await;
+        assert_eq!(outcome, Executed::Fenced);
         assert_eq!(provider.aborts(), vec![AbortReason::Fenced]);
         assert_eq!(room.record(request.op).await.receipt, None, "dropped");
         assert_eq!(room.balances().await.spent, UsdMicros::ZERO);
@@ -138,20 +135,19 @@ async fn d3_a_cancelled_call_that_ignores_its_abort_is_dropped_and_uncertain() {
         room.commit_leased(&decision, "runner-a", 60).await;
         let provider = TestProvider::new(Behaviour::Hang);
         let owner = TestOwner::new(Arc::clone(&room.store)).await;
-        let runner = Runner::new(
+        let runner = runner(
             Arc::clone(&room.store),
             Arc::clone(&provider),
-            Arc::clone(&owner),
             config("runner-a", 60).with_abort_grace(ms(50)),
         );
         Room::cancel_elsewhere(&room.store, &room.id(), request.op).await;
-        let outcome = runner
-            .run(Leased::created(room.id(), request.clone()))
-            .await
-            .unwrap();
+        let leased = Leased::created(room.id(), request.clone());
+        let outcome = runner.execute(&leased).await.unwrap();
+        owner.take(&runner, &leased, &outcome).await;
         match outcome {
-            RunOutcome::Uncertain { reason } => {
+            Executed::Uncertain { reason, confirmed } => {
                 assert!(reason.contains("did not stop"), "{reason}");
+                assert_eq!(confirmed, None, "nobody to confirm it");
             }
             other => panic!("expected uncertain, got {other:?}"),
         }
@@ -186,17 +182,16 @@ async fn not_sent_retries_are_bounded_and_the_owner_releases_the_call() {
         };
         let provider = TestProvider::script(vec![refused; 5]);
         let owner = TestOwner::new(Arc::clone(&room.store)).await;
-        let runner = Runner::new(
+        let runner = runner(
             Arc::clone(&room.store),
             Arc::clone(&provider),
-            Arc::clone(&owner),
             config("runner-a", 60).with_not_sent_retries(1, ms(5), ms(5)),
         );
-        let outcome = runner
-            .run(Leased::created(room.id(), request.clone()))
-            .await
-            .unwrap();
-        assert!(matches!(outcome, RunOutcome::NotSent { .. }), "{outcome:?}");
+        let leased = Leased::created(room.id(), request.clone());
+        let outcome = runner.execute(&leased).await.unwrap();
+        owner.take(&runner, &leased, &outcome).await;
+        assert!(matches!(outcome, Executed::NotSent { .. }), "{outcome:?}");
+        assert_eq!(outcome.events(), vec![CallEvent::NotSent]);
         assert_eq!(provider.calls(), 2);
         assert_eq!(owner.took(), vec![(request.op, "not_sent")]);
         let stored = room.load().await;
@@ -216,29 +211,21 @@ async fn run_with_heartbeats(
     name: &str,
     fault: HeartbeatFault,
     behaviour: Behaviour,
-) -> (
-    Room,
-    CallRequest,
-    Arc<Heartbeats>,
-    Arc<TestOwner>,
-    RunOutcome,
-) {
+) -> (Room, CallRequest, Arc<Heartbeats>, Arc<TestOwner>, Executed) {
     let mut room = Room::new(name).await;
     let decision = room.driver.owner_message("heartbeats under fault");
     let request = call_of(&decision);
     room.commit_leased(&decision, "runner-a", 300).await;
     let store = Heartbeats::new(Arc::clone(&room.store), fault);
     let owner = TestOwner::new(Arc::clone(&room.store)).await;
-    let runner = Runner::new(
+    let runner = runner(
         Arc::clone(&store),
         TestProvider::new(behaviour),
-        Arc::clone(&owner),
         config("runner-a", 300).with_abort_grace(ms(50)),
     );
-    let outcome = runner
-        .run(Leased::created(room.id(), request.clone()))
-        .await
-        .unwrap();
+    let leased = Leased::created(room.id(), request.clone());
+    let outcome = runner.execute(&leased).await.unwrap();
+    owner.take(&runner, &leased, &outcome).await;
     (room, request, store, owner, outcome)
 }
 
@@ -256,7 +243,7 @@ async fn d3_a_heartbeat_slower_than_its_interval_still_keeps_the_lease() {
             },
         )
         .await;
-        assert_eq!(outcome, RunOutcome::Receipted { delivered: true });
+        assert!(matches!(outcome, Executed::Returned(_)), "{outcome:?}");
         assert!(store.sent.load(Ordering::SeqCst) >= 3, "it heartbeated");
         assert_eq!(owner.took(), vec![(request.op, "deliver")]);
         assert_eq!(
@@ -277,7 +264,10 @@ async fn d3_no_heartbeat_through_for_a_whole_lease_aborts_the_call_and_leaves_it
             let (room, request, _store, owner, outcome) =
                 run_with_heartbeats(name, fault, Behaviour::UntilAborted).await;
             match outcome {
-                RunOutcome::Uncertain { reason } => {
+                Executed::Uncertain {
+                    reason,
+                    confirmed: None,
+                } => {
                     assert!(reason.contains("lease lost"), "{name}: {reason}");
                 }
                 other => panic!("{name}: expected uncertain, got {other:?}"),
@@ -298,148 +288,161 @@ async fn d3_no_heartbeat_through_for_a_whole_lease_aborts_the_call_and_leaves_it
     }
 }
 
-/// How [`Scripted`] answers `record_and_deliver`.
-enum Script {
-    /// With this, having written nothing.
-    Answer(fn() -> Result<Delivery, OwnerError>),
-    /// Its commit goes through (the receipt is written) but the answer is lost on the way.
-    AnswerLost(Arc<agentroom_ports::memory::MemoryStore>),
-}
-
-/// An owner that answers `record_and_deliver` as scripted and passes everything else on.
-struct Scripted {
-    owner: Arc<TestOwner>,
-    script: Script,
-}
-
-#[async_trait::async_trait]
-impl ReceiptOwner for Scripted {
-    async fn record_and_deliver(
-        &self,
-        leased: &Leased,
-        receipt: &Receipt,
-    ) -> Result<Delivery, OwnerError> {
-        match &self.script {
-            Script::Answer(answer) => answer(),
-            Script::AnswerLost(store) => {
-                let written = store
-                    .record_receipt(leased.op(), leased.generation, receipt)
-                    .await
-                    .unwrap();
-                assert_eq!(written, agentroom_ports::ReceiptWrite::Recorded);
-                Err(OwnerError(
-                    "the connection dropped before the answer".to_owned(),
-                ))
-            }
-        }
-    }
-
-    async fn deliver(
-        &self,
-        record: &OperationRecord,
-        receipt: &Receipt,
-        generation: i64,
-    ) -> Result<(), OwnerError> {
-        self.owner.deliver(record, receipt, generation).await
-    }
-
-    async fn uncertain(&self, record: &OperationRecord) -> Result<(), OwnerError> {
-        self.owner.uncertain(record).await
-    }
-
-    async fn reconciled(
-        &self,
-        record: &OperationRecord,
-        outcome: &Reconciliation,
-    ) -> Result<(), OwnerError> {
-        self.owner.reconciled(record, outcome).await
-    }
-
-    async fn not_sent(&self, record: &OperationRecord, reason: &str) -> Result<(), OwnerError> {
-        self.owner.not_sent(record, reason).await
-    }
-}
-
-/// Runs one answered call whose owner answers `record_and_deliver` as `script` says.
-async fn run_with_owner_answering(
-    name: &str,
-    script: impl FnOnce(&Room) -> Script,
-) -> (Room, CallRequest, Arc<TestOwner>, RunOutcome) {
+/// Runs one answered call, whose receipt the Room's commit did not take: the runner records
+/// it alone.
+/// `lease_ms` is the lease its creator's commit took (0: expired at once; the call returns
+/// before its first heartbeat).
+async fn returned_call(name: &str, lease_ms: u64) -> (Room, CallRequest, Runner, Leased, Executed) {
     let mut room = Room::new(name).await;
     let decision = room.driver.owner_message("answered");
     let request = call_of(&decision);
-    room.commit_leased(&decision, "runner-a", 300).await;
-    let owner = TestOwner::new(Arc::clone(&room.store)).await;
-    let runner = Runner::new(
+    room.commit_leased(&decision, "runner-a", lease_ms).await;
+    let runner = runner(
         Arc::clone(&room.store),
         TestProvider::new(Behaviour::Answer {
             micros: 700,
             delay: ms(5),
         }),
-        Arc::new(Scripted {
-            owner: Arc::clone(&owner),
-            script: script(&room),
-        }),
         config("runner-a", 300),
     );
-    let outcome = runner
-        .run(Leased::created(room.id(), request.clone()))
-        .await
-        .unwrap();
-    (room, request, owner, outcome)
+    let leased = Leased::created(room.id(), request.clone());
+    let outcome = runner.execute(&leased).await.unwrap();
+    assert_eq!(outcome, Executed::Returned(answer(&request, 700)));
+    (room, request, runner, leased, outcome)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn d3_a_receipt_the_owner_found_fenced_is_dropped_and_never_written_alone() {
+async fn d3_a_receipt_another_runner_holds_the_operation_for_is_dropped_and_never_written() {
     within(async {
-        let (room, request, owner, outcome) =
-            run_with_owner_answering("owner-fenced", |_| Script::Answer(|| Ok(Delivery::Fenced)))
-                .await;
-        assert_eq!(outcome, RunOutcome::Fenced);
-        assert!(owner.took().is_empty());
+        let (room, request, runner, leased, _) = returned_call("receipt-fenced", 0).await;
+        // Its lease expired and runner B claimed the operation (generation 2).
+        let claimed = room
+            .store
+            .claim_expired(lease("runner-b", 60_000), 10)
+            .await
+            .unwrap();
+        assert_eq!(claimed[0].generation, 2);
+        let receipt = answer(&request, 700);
+        assert!(
+            !runner.record_alone(&leased, &receipt).await.unwrap(),
+            "fenced"
+        );
         let record = room.record(request.op).await;
         assert_eq!(record.receipt, None, "dropped");
         assert_eq!(record.status, OperationStatus::InFlight);
+        assert_eq!(record.generation, 2, "runner B's lease is untouched");
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_receipt_the_owner_could_not_commit_is_recorded_alone_and_delivered() {
-    for (name, script) in [
-        (
-            "owner-failed",
-            (|| Err(OwnerError("the store is down".to_owned())))
-                as fn() -> Result<Delivery, OwnerError>,
-        ),
-        ("owner-not-taken", || Ok(Delivery::NotTaken)),
-    ] {
-        within(async {
-            let (room, request, owner, outcome) =
-                run_with_owner_answering(name, |_| Script::Answer(script)).await;
-            assert_eq!(outcome, RunOutcome::Receipted { delivered: true }, "{name}");
-            assert_eq!(owner.took(), vec![(request.op, "deliver")], "{name}");
-            let record = room.record(request.op).await;
-            assert_eq!(record.receipt, Some(answer(&request, 700)), "{name}");
-            assert_eq!(record.status, OperationStatus::Applied, "{name}");
-        })
-        .await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_receipt_committed_by_an_owner_whose_answer_was_lost_is_found_and_delivered() {
+async fn d2_a_receipt_the_room_could_not_commit_is_recorded_alone_and_then_delivered() {
     within(async {
-        let (room, request, owner, outcome) = run_with_owner_answering("answer-lost", |room| {
-            Script::AnswerLost(Arc::clone(&room.store))
-        })
-        .await;
-        // Not "fenced, dropped": the receipt found is this one, at this generation.
-        assert_eq!(outcome, RunOutcome::Receipted { delivered: true });
+        let (room, request, runner, leased, outcome) = returned_call("receipt-alone", 300).await;
+        let owner = TestOwner::new(Arc::clone(&room.store)).await;
+        assert!(owner.take(&runner, &leased, &outcome).await);
         assert_eq!(owner.took(), vec![(request.op, "deliver")]);
         let record = room.record(request.op).await;
         assert_eq!(record.receipt, Some(answer(&request, 700)));
+        assert_eq!(record.generation, 1);
         assert_eq!(record.status, OperationStatus::Applied);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_committed_by_a_commit_whose_answer_was_lost_is_found_and_delivered() {
+    within(async {
+        let (room, request, runner, leased, outcome) = returned_call("answer-lost", 300).await;
+        // The Room's commit went through (the receipt is written) but its answer was lost.
+        let receipt = answer(&request, 700);
+        let written = room
+            .store
+            .record_receipt(request.op, 1, &receipt)
+            .await
+            .unwrap();
+        assert_eq!(written, agentroom_ports::ReceiptWrite::Recorded);
+        // Not "fenced, dropped": the receipt found is this one, at this generation.
+        assert!(runner.record_alone(&leased, &receipt).await.unwrap());
+        let owner = TestOwner::new(Arc::clone(&room.store)).await;
+        assert!(owner.take(&runner, &leased, &outcome).await);
+        assert_eq!(owner.took(), vec![(request.op, "deliver")]);
+        let record = room.record(request.op).await;
+        assert_eq!(record.receipt, Some(receipt));
+        assert_eq!(record.status, OperationStatus::Applied);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_an_aborted_call_comes_back_uncertain_with_what_the_reconciler_confirmed() {
+    within(async {
+        let mut room = Room::new("aborted-confirmed").await;
+        let decision = room.driver.owner_message("stop me");
+        let request = call_of(&decision);
+        room.commit_leased(&decision, "runner-a", 60).await;
+        let confirmed = Reconciliation::NotExecuted;
+        let reconciler = Arc::new(TestReconciler::new(Some(confirmed.clone())));
+        let runner = Runner::new(
+            Arc::clone(&room.store) as _,
+            TestProvider::new(Behaviour::UntilAborted),
+            Arc::clone(&reconciler) as _,
+            config("runner-a", 60),
+        );
+        Room::cancel_elsewhere(&room.store, &room.id(), request.op).await;
+        let leased = Leased::created(room.id(), request.clone());
+        let outcome = runner.execute(&leased).await.unwrap();
+        assert!(
+            matches!(&outcome, Executed::Uncertain { confirmed: Some(c), .. } if *c == confirmed),
+            "{outcome:?}"
+        );
+        assert_eq!(
+            outcome.events(),
+            vec![CallEvent::Uncertain, CallEvent::Reconciled(confirmed)]
+        );
+        assert_eq!(reconciler.asked(), 1, "asked at once (D3)");
+        let owner = TestOwner::new(Arc::clone(&room.store)).await;
+        assert!(owner.take(&runner, &leased, &outcome).await);
+        assert_eq!(
+            owner.took(),
+            vec![(request.op, "uncertain"), (request.op, "reconciled")]
+        );
+        let stored = room.load().await;
+        assert_eq!(stored.state.ledger().held_by(request.op), None, "released");
+        assert_eq!(
+            room.record(request.op).await.status,
+            OperationStatus::Applied
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d2_a_call_that_times_out_unasked_is_left_to_recovery_not_reconciled_at_once() {
+    within(async {
+        let mut room = Room::new("uncertain-unasked").await;
+        let decision = room.driver.owner_message("reset");
+        let request = call_of(&decision);
+        room.commit_leased(&decision, "runner-a", 300).await;
+        let reconciler = Arc::new(TestReconciler::new(Some(Reconciliation::NotExecuted)));
+        let runner = Runner::new(
+            Arc::clone(&room.store) as _,
+            TestProvider::script(vec![CallOutcome::Uncertain {
+                reason: "connection reset after sending".to_owned(),
+            }]),
+            Arc::clone(&reconciler) as _,
+            config("runner-a", 300),
+        );
+        let outcome = runner
+            .execute(&Leased::created(room.id(), request.clone()))
+            .await
+            .unwrap();
+        assert_eq!(outcome.events(), vec![CallEvent::Uncertain]);
+        assert_eq!(reconciler.asked(), 0, "recovery asks on its own schedule");
+        assert_eq!(
+            room.record(request.op).await.status,
+            OperationStatus::Uncertain
+        );
     })
     .await;
 }

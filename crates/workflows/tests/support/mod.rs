@@ -1,5 +1,5 @@
 //! Shared test support: a Room in the in-memory store, small providers, an owner that decides
-//! outcomes with the domain and commits them, a scripted reconciler.
+//! call events with the domain and commits them, a scripted reconciler.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -16,21 +16,21 @@ use std::time::Duration;
 
 use agentroom_ports::conformance::Driver;
 use agentroom_ports::domain::engine::{
-    CallRequest, CallResult, Charge, Decision, Effect, Input, InputError, Proposal, ProposalKind,
+    CallEvent, CallRequest, CallResult, Charge, Decision, Effect, Input, Proposal, ProposalKind,
     ReasonerResult, Reconciliation,
 };
 use agentroom_ports::domain::ids::{OperationId, RoomId, Timestamp};
 use agentroom_ports::domain::ledger::Balances;
 use agentroom_ports::domain::money::UsdMicros;
-use agentroom_ports::domain::state::{OperationState, RoomState};
+use agentroom_ports::domain::state::RoomState;
 use agentroom_ports::memory::MemoryStore;
 use agentroom_ports::{
     Commit, CommitError, OperationRecord, Receipt, ReconcileError, Reconciler, RoomStore,
     StoredRoom, WorkflowStore,
 };
 use agentroom_workflows::{
-    Abort, AbortReason, CallOutcome, Decider, OwnerError, Provider, ReceiptOwner, RunnerConfig,
-    settled_by,
+    Abort, AbortReason, CallOutcome, Executed, Leased, Provider, Recovery, RecoveryReport, Runner,
+    RunnerConfig,
 };
 use async_trait::async_trait;
 
@@ -168,12 +168,6 @@ impl TestDecider {
     }
 }
 
-impl Decider for TestDecider {
-    fn decide(&self, state: &RoomState, input: Input) -> Result<Decision, InputError> {
-        Ok(self.decide_now(state, input))
-    }
-}
-
 /// What a provider saw.
 #[derive(Debug, Default)]
 pub struct Seen {
@@ -265,13 +259,24 @@ impl Provider for TestProvider {
     }
 }
 
-/// The operation's owner: decides each outcome with the domain and commits it, marking the
-/// operation applied where the outcome settles it.
+/// The Room's side in these tests (the coordinator's, in its simplest form): decides each
+/// call event with the domain while the operation is in a state the event fits, commits it,
+/// and marks the operation applied where the decision settled it.
 pub struct TestOwner {
     pub store: Arc<MemoryStore>,
     decider: TestDecider,
     pub failing: AtomicBool,
     pub log: Mutex<Vec<(OperationId, &'static str)>>,
+}
+
+/// The name the tests log a call event under.
+fn logged(event: &CallEvent) -> &'static str {
+    match event {
+        CallEvent::Returned { .. } => "deliver",
+        CallEvent::NotSent => "not_sent",
+        CallEvent::Uncertain => "uncertain",
+        CallEvent::Reconciled(_) => "reconciled",
+    }
 }
 
 impl TestOwner {
@@ -288,38 +293,69 @@ impl TestOwner {
         self.log.lock().unwrap().clone()
     }
 
-    /// Decides `input` (if the operation's domain state allows it) and commits it.
-    async fn apply(
-        &self,
-        record: &OperationRecord,
-        what: &'static str,
-        input: impl Fn(OperationState) -> Option<Input>,
-        applied: bool,
-    ) -> Result<(), OwnerError> {
-        if self.failing.load(Ordering::SeqCst) {
-            return Err(OwnerError("the owner is down".to_owned()));
+    /// What a run came to: a returned call's receipt recorded alone (fenced) and then
+    /// decided, any other event decided. `false` when fenced or not taken.
+    pub async fn take(&self, runner: &Runner, leased: &Leased, executed: &Executed) -> bool {
+        if let Executed::Returned(receipt) = executed
+            && !runner.record_alone(leased, receipt).await.unwrap()
+        {
+            return false;
         }
-        let room = &record.room;
-        let op = record.op();
+        let events = executed.events();
+        !events.is_empty() && self.decide_all(&leased.room, leased.op(), events).await
+    }
+
+    /// Decides what a recovery pass found due and completes its report.
+    pub async fn settle(&self, mut recovery: Recovery) -> RecoveryReport {
+        for due in recovery.take_due() {
+            let taken = self
+                .decide_all(&due.record.room, due.record.op(), due.events.clone())
+                .await;
+            recovery.taken(&due, taken);
+        }
+        recovery.report
+    }
+
+    /// Decides `events` in order; whether the last was taken.
+    pub async fn decide_all(&self, room: &RoomId, op: OperationId, events: Vec<CallEvent>) -> bool {
+        let mut taken = false;
+        for event in events {
+            taken = self.decide(room, op, event).await.is_ok();
+        }
+        taken
+    }
+
+    /// Decides `event` (if the operation's domain state still fits it) and commits it.
+    pub async fn decide(
+        &self,
+        room: &RoomId,
+        op: OperationId,
+        event: CallEvent,
+    ) -> Result<(), String> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err("the owner is down".to_owned());
+        }
+        let what = logged(&event);
         for _ in 0..8 {
             let stored = self
                 .store
                 .load(room)
                 .await
-                .map_err(|e| OwnerError(e.to_string()))?
-                .ok_or_else(|| OwnerError("no room".to_owned()))?;
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "no room".to_owned())?;
             let state = stored.state.operation(op).map(|o| o.state());
-            let decision = state
-                .and_then(&input)
-                .map(|input| self.decider.decide_now(&stored.state, input));
-            if decision.is_none() && !applied {
+            let decision = state.filter(|state| event.fits(*state)).map(|_| {
+                self.decider
+                    .decide_now(&stored.state, event.clone().input(op))
+            });
+            if decision.is_none() && !event.settles() {
                 return Ok(()); // nothing to decide: already done
             }
             let mut commit = match &decision {
                 Some(decision) => Commit::decided(room, &stored.state, decision, AT, what, None),
                 None => Commit::state(&stored.state, &stored.state, AT, what),
             };
-            if applied && decision.as_ref().is_none_or(|d| settled_by(d, op)) {
+            if event.settles() && decision.as_ref().is_none_or(|d| d.settles(op)) {
                 commit.applied.push(op);
             }
             match self.store.commit(room, stored.revision, commit).await {
@@ -328,90 +364,20 @@ impl TestOwner {
                     return Ok(());
                 }
                 Err(CommitError::Conflict { .. }) => continue,
-                Err(err) => return Err(OwnerError(err.to_string())),
+                Err(err) => return Err(err.to_string()),
             }
         }
-        Err(OwnerError("still conflicting".to_owned()))
+        Err("still conflicting".to_owned())
     }
 }
 
-fn running(state: OperationState) -> bool {
-    matches!(
-        state,
-        OperationState::InFlight | OperationState::CancelRequested
-    )
-}
-
-#[async_trait]
-impl ReceiptOwner for TestOwner {
-    async fn deliver(
-        &self,
-        record: &OperationRecord,
-        receipt: &Receipt,
-        _generation: i64,
-    ) -> Result<(), OwnerError> {
-        let op = record.op();
-        self.apply(
-            record,
-            "deliver",
-            |state| {
-                running(state).then(|| Input::CallReturned {
-                    op,
-                    charge: receipt.charge,
-                    result: receipt.result.clone(),
-                })
-            },
-            true,
-        )
-        .await
-    }
-
-    async fn uncertain(&self, record: &OperationRecord) -> Result<(), OwnerError> {
-        let op = record.op();
-        self.apply(
-            record,
-            "uncertain",
-            |state| running(state).then_some(Input::CallUncertain { op }),
-            false,
-        )
-        .await
-    }
-
-    async fn reconciled(
-        &self,
-        record: &OperationRecord,
-        outcome: &Reconciliation,
-    ) -> Result<(), OwnerError> {
-        let op = record.op();
-        self.apply(
-            record,
-            "reconciled",
-            |state| {
-                (state == OperationState::Uncertain).then(|| Input::Reconciled {
-                    op,
-                    outcome: outcome.clone(),
-                })
-            },
-            true,
-        )
-        .await
-    }
-
-    async fn not_sent(&self, record: &OperationRecord, _reason: &str) -> Result<(), OwnerError> {
-        let op = record.op();
-        self.apply(
-            record,
-            "not_sent",
-            |state| {
-                running(state).then_some(Input::CallSettled {
-                    op,
-                    charge: Charge::Actual(UsdMicros::ZERO),
-                })
-            },
-            true,
-        )
-        .await
-    }
+/// A runner over the test store and provider, with no reconciler to ask.
+pub fn runner<W: WorkflowStore + 'static>(
+    store: Arc<W>,
+    provider: Arc<TestProvider>,
+    config: RunnerConfig,
+) -> Runner {
+    Runner::new(store, provider, Arc::new(TestReconciler::new(None)), config)
 }
 
 /// Answers with a fixed outcome and counts how often it was asked.
