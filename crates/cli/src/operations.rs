@@ -1,16 +1,27 @@
 //! `agentroom operations list|resolve`: operators see uncertain and dead-lettered calls and
 //! record what they confirmed, with who and why (D2).
 
+use agentroom_coordinator::{Coordinator, CoordinatorConfig, ResolveOutcome};
 use agentroom_ports::domain::ids::OperationId;
 use agentroom_ports::{
-    Clock, OperationFilter, OperationRecord, OperationStatus, Resolution, ResolutionOutcome,
-    SystemClock,
+    OperationFilter, OperationRecord, OperationStatus, Resolution, ResolutionOutcome,
 };
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
-use crate::store::StoreArgs;
+use crate::store::{Missing, StoreArgs};
+
+/// The host's service over an existing, migrated database: operator commands never create
+/// one.
+async fn service(store: &StoreArgs) -> anyhow::Result<Coordinator> {
+    let store = store.open_rooms(Missing::Refuse).await?;
+    Ok(Coordinator::builder(
+        store,
+        CoordinatorConfig::for_command("agentroom-operations"),
+    )
+    .build())
+}
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
@@ -68,7 +79,7 @@ pub(crate) struct ResolveArgs {
 pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
     match command {
         Command::List { state, json, store } => {
-            let workflows = store.open_workflows().await?;
+            let service = service(&store).await?;
             let filter = match state {
                 None => OperationFilter::Open,
                 Some(StateFilter::Uncertain) => OperationFilter::Status(OperationStatus::Uncertain),
@@ -78,7 +89,7 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
                 Some(StateFilter::InFlight) => OperationFilter::Status(OperationStatus::InFlight),
                 Some(StateFilter::Resolved) => OperationFilter::Status(OperationStatus::Resolved),
             };
-            let records = workflows.operations(filter).await?;
+            let records = service.operations(filter).await?;
             Ok(if json {
                 as_json(&records)
             } else {
@@ -93,10 +104,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<String> {
     if args.operator.trim().is_empty() || args.reason.trim().is_empty() {
         bail!("--operator and --reason must say who resolves it and why");
     }
-    let workflows = args.store.open_workflows().await?;
-    let Some(record) = workflows.operation(args.op).await? else {
-        bail!("no operation {}", args.op);
-    };
+    let service = service(&args.store).await?;
     let outcome = if args.confirm_succeeded {
         ResolutionOutcome::Succeeded
     } else {
@@ -106,18 +114,20 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<String> {
         outcome,
         operator: args.operator,
         reason: args.reason,
-        at: SystemClock.now(),
+        at: service.now(),
     };
-    let done = workflows
-        .resolve(args.op, &resolution)
+    let resolved = service
+        .resolve_on_host(args.op, &resolution)
         .await
         .with_context(|| format!("resolving {}", args.op))?;
-    if !done {
-        bail!(
+    match resolved {
+        None => bail!("no operation {}", args.op),
+        Some((record, ResolveOutcome::NotResolvable(_))) => bail!(
             "operation {} is {}, not uncertain or dead-lettered; nothing was changed",
             args.op,
             record.status.as_str()
-        );
+        ),
+        Some((_, ResolveOutcome::Recorded)) => {}
     }
     Ok(format!(
         "operation {} resolved as {} by {}; its Room applies the resolution at the next \

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use agentroom_coordinator::Store;
 use agentroom_planning::PlanningRepository;
-use agentroom_ports::WorkflowStore;
 use agentroom_store_sqlite::{Durability, SqlitePlanning, SqliteRooms};
 use anyhow::Context;
 use clap::Args;
@@ -59,23 +58,6 @@ impl StoreArgs {
             create_embedded(&self.root, &path)?;
         }
         let store = SqlitePlanning::open(&path, self.durability())?;
-        Ok(Arc::new(store))
-    }
-}
-
-impl StoreArgs {
-    /// Opens the workflow store (operations) of an existing, migrated database. Unlike the
-    /// planning commands, operator commands never create one.
-    pub(crate) async fn open_workflows(&self) -> anyhow::Result<Arc<dyn WorkflowStore>> {
-        if let Some(url) = &self.database_url {
-            let store = agentroom_store_postgres::PgRooms::connect(url)
-                .await
-                .with_context(|| format!("opening {}", redact(url)))?;
-            return Ok(Arc::new(store));
-        }
-        let path = self.sqlite_path();
-        let store = SqliteRooms::open(&path, self.durability())
-            .with_context(|| format!("opening {}", path.display()))?;
         Ok(Arc::new(store))
     }
 }

@@ -73,19 +73,19 @@ impl Shared {
     /// role it is called in, by the Room as stored now.
     async fn refusal(&self, call: &Leased) -> Option<String> {
         let request = &call.request;
-        let (Some(principal), Some(role)) = (&request.principal, required_role(request.role))
-        else {
-            return None;
-        };
+        // The reasoner is the Room's own: no role to hold.
+        let role = required_role(request.role)?;
+        let principal = request.principal.as_ref();
         let loaded = self
             .runner
             .retrying("load", || self.store.load(&call.room))
             .await;
         match loaded {
-            Ok(Some(room)) if room.state.may_be_called(Some(principal), request.role) => None,
+            Ok(Some(room)) if room.state.may_be_called(principal, request.role) => None,
             Ok(_) => {
-                tracing::warn!(%principal, ?role, op = %request.op, "T3: not sent");
-                Some(format!("T3: {principal} no longer holds the role {role:?}"))
+                let who = principal.map_or_else(|| "nobody".to_owned(), ToString::to_string);
+                tracing::warn!(%who, ?role, op = %request.op, "T3: not sent");
+                Some(format!("T3: {who} holds no role {role:?} in the room now"))
             }
             // Nothing was sent: the call is settled at zero and its work open again.
             Err(err) => Some(format!("checking authorization: {err}")),

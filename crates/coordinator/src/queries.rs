@@ -120,12 +120,13 @@ impl Coordinator {
         Ok(WorkflowStore::room_operations(&*self.shared.store, room, status).await?)
     }
 
-    /// Every Room's operations of `status` on this store (the host's metrics).
-    pub async fn operations_by_status(
+    /// Every Room's operations on this store that `filter` selects, oldest first (the host's
+    /// metrics, the operator's list).
+    pub async fn operations(
         &self,
-        status: OperationStatus,
+        filter: OperationFilter,
     ) -> Result<Vec<OperationRecord>, CoordinatorError> {
-        Ok(WorkflowStore::operations(&*self.shared.store, OperationFilter::Status(status)).await?)
+        Ok(WorkflowStore::operations(&*self.shared.store, filter).await?)
     }
 
     /// Operation `op` if it belongs to `room` (another Room's operation is not found).
@@ -150,10 +151,33 @@ impl Coordinator {
         let Some(record) = self.operation(room, op).await? else {
             return Ok(None);
         };
-        if WorkflowStore::resolve(&*self.shared.store, op, resolution).await? {
-            Ok(Some(ResolveOutcome::Recorded))
+        self.record_resolution(&record, resolution).await.map(Some)
+    }
+
+    /// Records an operator's resolution of operation `op`, whichever Room it belongs to (the
+    /// host operator's command); `None` when the store has no such operation.
+    pub async fn resolve_on_host(
+        &self,
+        op: OperationId,
+        resolution: &Resolution,
+    ) -> Result<Option<(OperationRecord, ResolveOutcome)>, CoordinatorError> {
+        let Some(record) = WorkflowStore::operation(&*self.shared.store, op).await? else {
+            return Ok(None);
+        };
+        let outcome = self.record_resolution(&record, resolution).await?;
+        Ok(Some((record, outcome)))
+    }
+
+    /// The resolution, recorded once; the Room applies it at the next recovery (D2).
+    async fn record_resolution(
+        &self,
+        record: &OperationRecord,
+        resolution: &Resolution,
+    ) -> Result<ResolveOutcome, CoordinatorError> {
+        if WorkflowStore::resolve(&*self.shared.store, record.op(), resolution).await? {
+            Ok(ResolveOutcome::Recorded)
         } else {
-            Ok(Some(ResolveOutcome::NotResolvable(record.status)))
+            Ok(ResolveOutcome::NotResolvable(record.status))
         }
     }
 

@@ -1,6 +1,7 @@
 //! `UsdMicros`: money as integer USD micros (1 USD = 1,000,000), with checked arithmetic.
 
 use std::fmt;
+use std::str::FromStr;
 
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
@@ -102,6 +103,62 @@ impl fmt::Display for UsdMicros {
     }
 }
 
+/// Text that is not an amount in dollars ([`UsdMicros`]'s `FromStr`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseMoneyError {
+    /// Not digits with at most one decimal point (and an optional `-` and `$`).
+    #[error("`{0}` is not an amount in dollars such as 2.50")]
+    NotAnAmount(String),
+    /// More than six decimals: a micro is the smallest amount.
+    #[error("`{0}` has more than six decimals; a micro ($0.000001) is the smallest amount")]
+    TooPrecise(String),
+    /// It does not fit in an `i64` of micros.
+    #[error("`{0}` is too large an amount")]
+    Overflow(String),
+}
+
+impl FromStr for UsdMicros {
+    type Err = ParseMoneyError;
+
+    /// Dollars with at most six decimals, exactly (never through a float): `2.50`, `$2.50`,
+    /// `3`, `.5`, `-$0.000001`. The one parse of money; [`fmt::Display`] is its format and
+    /// parses back to the same amount.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let not_an_amount = || ParseMoneyError::NotAnAmount(text.to_owned());
+        let (negative, rest) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let digits = rest.strip_prefix('$').unwrap_or(rest);
+        let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+        let is_digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+        if (whole.is_empty() && fraction.is_empty()) || !is_digits(whole) || !is_digits(fraction) {
+            return Err(not_an_amount());
+        }
+        if fraction.len() > 6 {
+            return Err(ParseMoneyError::TooPrecise(text.to_owned()));
+        }
+        let overflow = || ParseMoneyError::Overflow(text.to_owned());
+        // Digits only, checked above: a parse can fail only by overflowing.
+        let whole: i64 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| overflow())?
+        };
+        let fraction: i64 = format!("{fraction:0<6}").parse().map_err(|_| overflow())?;
+        // Negative amounts are built downwards, so the most negative one fits too.
+        let whole = whole.checked_mul(1_000_000);
+        let micros = if negative {
+            whole
+                .and_then(|m| 0_i64.checked_sub(m))
+                .and_then(|m| m.checked_sub(fraction))
+        } else {
+            whole.and_then(|m| m.checked_add(fraction))
+        };
+        micros.map(Self).ok_or_else(overflow)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +197,40 @@ mod tests {
             UsdMicros::from_usd_decimal(&huge, Rounding::Up),
             Err(MoneyError::Overflow)
         );
+    }
+
+    #[test]
+    fn dollars_parse_to_micros_exactly_and_display_parses_back() {
+        let parse = |text: &str| text.parse::<UsdMicros>();
+        assert_eq!(parse("2.50"), Ok(UsdMicros::new(2_500_000)));
+        assert_eq!(parse("$0.000001"), Ok(UsdMicros::new(1)));
+        assert_eq!(parse("3"), Ok(UsdMicros::new(3_000_000)));
+        assert_eq!(parse(".5"), Ok(UsdMicros::new(500_000)));
+        assert_eq!(parse("-$2.500001"), Ok(UsdMicros::new(-2_500_001)));
+        for micros in [0, 1, 9_500, 1_000_000, -2_500_001, i64::MAX, i64::MIN] {
+            let amount = UsdMicros::new(micros);
+            assert_eq!(parse(&amount.to_string()), Ok(amount), "{amount}");
+        }
+        for bad in [
+            "", ".", "-", "$", "1e3", "abc", "1.2.3", "+1", " 1", "1,5", "$-1",
+        ] {
+            assert_eq!(
+                parse(bad),
+                Err(ParseMoneyError::NotAnAmount(bad.to_owned())),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            parse("1.0000001"),
+            Err(ParseMoneyError::TooPrecise("1.0000001".to_owned()))
+        );
+        for huge in ["99999999999999", "9223372036855", "99999999999999999999"] {
+            assert_eq!(
+                parse(huge),
+                Err(ParseMoneyError::Overflow(huge.to_owned())),
+                "{huge}"
+            );
+        }
     }
 
     #[test]

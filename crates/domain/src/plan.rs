@@ -209,6 +209,23 @@ pub enum PlanTrigger {
     },
 }
 
+/// How a plan version differs from the version it superseded, task key by task key (O2):
+/// what it added, removed, changed (same key, another spec) and left unchanged, and which of
+/// its tasks it carried over completed (O3).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanChanges {
+    /// Keys new in this version.
+    pub added: Vec<TaskKey>,
+    /// Keys of the previous version this one dropped.
+    pub removed: Vec<TaskKey>,
+    /// Keys kept with another spec.
+    pub changed: Vec<TaskKey>,
+    /// Keys kept with the same spec.
+    pub unchanged: Vec<TaskKey>,
+    /// Tasks carried over completed and unchanged, with their results (O3).
+    pub reused: Vec<TaskKey>,
+}
+
 /// One version of an objective's plan. Append-only: a successor supersedes it (O2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanVersion {
@@ -275,6 +292,31 @@ impl PlanVersion {
                 }
             }
         }
+    }
+    /// How this version differs from `previous`, the version it superseded (`None` for the
+    /// first: every task is added).
+    pub fn changes_since(&self, previous: Option<&PlanVersion>) -> PlanChanges {
+        let mut changes = PlanChanges::default();
+        for task in &self.tasks {
+            let list = match previous.and_then(|p| p.task_by_key(&task.key)) {
+                None => &mut changes.added,
+                Some(before) if before.spec != task.spec => &mut changes.changed,
+                Some(_) => &mut changes.unchanged,
+            };
+            list.push(task.key.clone());
+            if task.reused {
+                changes.reused.push(task.key.clone());
+            }
+        }
+        if let Some(previous) = previous {
+            changes.removed = previous
+                .tasks
+                .iter()
+                .filter(|t| self.task_by_key(&t.key).is_none())
+                .map(|t| t.key.clone())
+                .collect();
+        }
+        changes
     }
     /// Whether every dep of `task` is completed.
     pub fn deps_completed(&self, task: &Task) -> bool {

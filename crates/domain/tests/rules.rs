@@ -159,6 +159,51 @@ fn o3_completed_unchanged_task_keeps_its_identity_and_result() {
 }
 
 #[test]
+fn o2_o3_a_plan_version_says_what_it_added_removed_changed_and_reused() {
+    let mut room = Room::new();
+    let call = up_to_review(&mut room);
+    let d = room.review(&call, &one_unmet());
+    let replan = reasoner_call(&d);
+    let mut retitled = report("write", &["gather", "more"]);
+    retitled.title = "write it again".into();
+    room.plan(
+        &replan,
+        plan_of(vec![
+            task("gather", "research", &[]),
+            task("more", "research", &[]),
+            retitled,
+        ]),
+    );
+    let plans = room.objective().plans();
+    let first = plans[0].changes_since(None);
+    assert_eq!(
+        first.added.len(),
+        plans[0].tasks().len(),
+        "the first adds every task"
+    );
+    assert!(first.removed.is_empty() && first.changed.is_empty() && first.unchanged.is_empty());
+    let second = plans[1].changes_since(Some(&plans[0]));
+    assert_eq!(second.added, vec![key("more")]);
+    assert_eq!(
+        second.unchanged,
+        vec![key("gather")],
+        "same key, same spec (O3)"
+    );
+    assert_eq!(second.changed, vec![key("write")], "same key, another spec");
+    assert!(second.removed.is_empty());
+    assert_eq!(
+        second.reused,
+        vec![key("gather")],
+        "completed and unchanged: reused (O3)"
+    );
+    // Back the other way, the new task is removed.
+    assert_eq!(
+        plans[0].changes_since(Some(&plans[1])).removed,
+        vec![key("more")]
+    );
+}
+
+#[test]
 fn o3_a_changed_spec_or_unresolved_work_gets_a_fresh_identity() {
     let mut room = Room::new();
     let d = room.start_objective();

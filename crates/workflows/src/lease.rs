@@ -1,7 +1,7 @@
 //! Holding a lease while a call runs: heartbeats at most a third of the lease apart, fenced on
 //! the generation; the abort fires when the heartbeat says fenced or cancel, or when no
-//! heartbeat got through for a whole lease (D3). Also the call loop shared by the runner and
-//! `durable_call`: bounded retries with backoff of calls that reached nothing.
+//! heartbeat got through for a whole lease (D3). Also the runner's call loop: bounded retries
+//! with backoff of calls that reached nothing.
 
 use std::future::Future;
 use std::time::Duration;

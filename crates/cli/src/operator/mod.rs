@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agentroom_domain::ids::RoomId;
+use agentroom_domain::money::{ParseMoneyError, UsdMicros};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -471,36 +472,16 @@ fn positive_micros(text: &str) -> Result<i64, String> {
     Ok(micros)
 }
 
-/// Dollars with at most six decimals, exactly, as micros (no floating point).
+/// Dollars with at most six decimals, exactly (the domain's one money parse), as micros;
+/// only a positive amount raises a limit.
 fn parse_usd(text: &str) -> Result<i64, String> {
-    let bad = || format!("`{text}` is not an amount in dollars such as 2.50");
-    let digits = text.strip_prefix('$').unwrap_or(text);
-    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
-    if whole.is_empty() && fraction.is_empty()
-        || fraction.len() > 6
-        || !whole.bytes().all(|b| b.is_ascii_digit())
-        || !fraction.bytes().all(|b| b.is_ascii_digit())
-    {
-        return Err(bad());
-    }
-    let whole: i64 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().map_err(|_| bad())?
-    };
-    let fraction: i64 = if fraction.is_empty() {
-        0
-    } else {
-        format!("{fraction:0<6}").parse().map_err(|_| bad())?
-    };
-    let micros = whole
-        .checked_mul(1_000_000)
-        .and_then(|m| m.checked_add(fraction))
-        .ok_or_else(bad)?;
-    if micros <= 0 {
+    let amount: UsdMicros = text
+        .parse()
+        .map_err(|err: ParseMoneyError| err.to_string())?;
+    if !amount.is_positive() {
         return Err(format!("the amount must be positive, not {text}"));
     }
-    Ok(micros)
+    Ok(amount.micros())
 }
 
 fn read_token(target: &Target) -> Result<String, OperatorError> {

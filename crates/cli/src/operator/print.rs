@@ -9,6 +9,7 @@ use agentroom_api_model::responses::{
 };
 use agentroom_domain::ids::RoomId;
 use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::Criterion;
 use agentroom_domain::plan::TaskState;
 use serde::Serialize;
@@ -23,11 +24,9 @@ pub(super) fn json_text(value: &Value) -> String {
     text
 }
 
-/// `$1.234567` for micros, exactly.
+/// `$1.234567` for micros, exactly (the domain's one money format).
 pub(super) fn dollars(micros: i64) -> String {
-    let sign = if micros < 0 { "-" } else { "" };
-    let abs = micros.unsigned_abs();
-    format!("{sign}${}.{:06}", abs / 1_000_000, abs % 1_000_000)
+    UsdMicros::new(micros).to_string()
 }
 
 /// A value as one line of text, with control characters shown escaped (a title cannot

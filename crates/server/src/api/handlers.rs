@@ -17,7 +17,7 @@ use agentroom_api_model::responses::{
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
 use agentroom_domain::engine::{self, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{EventId, ObjectiveId};
+use agentroom_domain::ids::{EventId, ObjectiveId, TaskKey};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
@@ -395,33 +395,8 @@ pub(crate) async fn plans(
     let mut previous: Option<&PlanVersion> = None;
     let mut versions = Vec::new();
     for plan in objective.plans() {
-        let mut added = Vec::new();
-        let mut changed = Vec::new();
-        let mut kept = Vec::new();
-        for task in plan.tasks() {
-            match previous.and_then(|p| p.task_by_key(task.key())) {
-                None => added.push(task.key().to_string()),
-                Some(before) if before.spec() != task.spec() => {
-                    changed.push(task.key().to_string());
-                }
-                Some(_) => kept.push(task.key().to_string()),
-            }
-        }
-        let removed: Vec<String> = previous
-            .map(|p| {
-                p.tasks()
-                    .iter()
-                    .filter(|t| plan.task_by_key(t.key()).is_none())
-                    .map(|t| t.key().to_string())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let reused: Vec<String> = plan
-            .tasks()
-            .iter()
-            .filter(|t| t.is_reused())
-            .map(|t| t.key().to_string())
-            .collect();
+        let changes = plan.changes_since(previous);
+        let keys = |keys: Vec<TaskKey>| keys.iter().map(ToString::to_string).collect::<Vec<_>>();
         let tasks: Vec<TaskView> = plan
             .tasks()
             .iter()
@@ -438,11 +413,11 @@ pub(crate) async fn plans(
             current: objective.current_plan().map(|c| c.id()) == Some(plan.id()),
             tasks,
             diff: PlanDiff {
-                added,
-                removed,
-                changed,
-                unchanged: kept,
-                reused,
+                added: keys(changes.added),
+                removed: keys(changes.removed),
+                changed: keys(changes.changed),
+                unchanged: keys(changes.unchanged),
+                reused: keys(changes.reused),
             },
         });
         previous = Some(plan);

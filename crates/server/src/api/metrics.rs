@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentroom_ports::OperationStatus;
+use agentroom_ports::{OperationFilter, OperationStatus};
 use axum::Extension;
 use axum::extract::{Request, State};
 use axum::http::HeaderValue;
@@ -124,7 +124,11 @@ pub(crate) async fn metrics(
     );
     for status in STATUSES {
         let mut by_role: BTreeMap<&'static str, u64> = BTreeMap::new();
-        for record in api.rooms.operations_by_status(status).await? {
+        for record in api
+            .rooms
+            .operations(OperationFilter::Status(status))
+            .await?
+        {
             *by_role.entry(record.request.role.as_str()).or_insert(0) += 1;
         }
         for (role, n) in by_role {
