@@ -10,6 +10,7 @@
     reason = "test support: a failed unwrap here is a failed test"
 )]
 
+pub mod calls;
 pub mod slow;
 
 use std::path::Path;
