@@ -1,40 +1,53 @@
-//! Durable call overhead on PostgreSQL (DESIGN.md "A durable call, step by step"):
-//! transaction 1 (state + reservation + operation row + lease), a no-op provider, transaction
-//! 2 (fenced receipt + settled state), each figure printed next to the raw commit floor this
-//! binary measures against the same server in the same run. The one-connection figure also
-//! prints the CPU one call costs this process and its server backend (from `/proc`, when the
-//! server runs on this machine), the figures `../shared/anchors` reports for DBOS and
-//! LangGraph steps.
+//! Durable call overhead on PostgreSQL (DESIGN.md "A durable call, step by step"), measured
+//! through the product's one application service: every durable-call figure posts owner
+//! messages to a [`Coordinator`] over the PostgreSQL store and waits until the Room is quiet
+//! (`post` + `wait_idle`), the path `agentroom serve` runs. A message is three commits: the
+//! event persisted (T1); transaction 1, the event accepted with its reasoner call's
+//! reservation, operation row and lease; and, once the no-op provider answered, transaction 2,
+//! the fenced receipt with the settled state. Each figure is printed next to the raw commit
+//! floor this binary measures against the same server in the same run, with the commits per
+//! call it measured (the Room's revisions and persisted events). The one-connection figure
+//! also prints the CPU one call costs this process and the store's server backends (from
+//! `/proc`, when the server runs on this machine), the figures `../shared/anchors` reports
+//! for DBOS and LangGraph steps.
 
-use std::sync::{Arc, Mutex};
-
-use sqlx::Connection;
-use sqlx::postgres::PgPoolOptions;
+use std::str::FromStr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentroom_coordinator::{CollectingNotifier, Coordinator, CoordinatorConfig, Outcome};
-use agentroom_domain::catalog::MemoryCatalog;
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use agentroom_coordinator::{
+    CollectingNotifier, Coordinator, CoordinatorConfig, InputId, Outcome, RunnerConfig,
+};
 use agentroom_domain::engine::{
-    CallRequest, CallResult, Charge, Decision, Env, Input, InputError, MembershipChange, Proposal,
-    ProposalKind, ReasonerResult, decide,
+    CallRequest, CallResult, Charge, MembershipChange, Proposal, ProposalKind, ReasonerResult,
 };
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{DerivedIds, EventId, PrincipalId, RoomId};
+use agentroom_domain::ids::{EventId, PrincipalId, RoomId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
 use agentroom_domain::room::Role;
 use agentroom_domain::state::{Quotes, RoomSetup, RoomState};
-use agentroom_ports::{Clock, Commit, Receipt, RoomStore, StoredRoom, SystemClock};
+use agentroom_ports::{Receipt, StoredRoom};
 use agentroom_store_postgres::PgRooms;
-use agentroom_workflows::{
-    Abort, CallEnd, CallOutcome, Decider, DurableCall, Provider, RunnerConfig,
-};
+use agentroom_workflows::{Abort, CallOutcome, Provider};
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::floor;
+
+/// The namespace of the bench's event ids.
+const NAMESPACE: Uuid = Uuid::from_u128(0x6265_6e63_685f_6475_7261_626c_6500_0000);
+/// What the no-op provider charges each call.
+const CHARGED_MICROS: i64 = 400;
+/// The runners' lease: far longer than any call here, so no heartbeat runs while measuring.
+const LEASE: Duration = Duration::from_secs(30);
+/// Messages posted on a Room before it is measured.
+const WARMUP: usize = 50;
 
 /// Options of `agentroom-bench durable`.
 #[derive(Debug, Clone, clap::Args)]
@@ -43,10 +56,10 @@ pub(crate) struct Args {
     /// and dropped.
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
-    /// Durable calls measured on one connection.
+    /// Owner messages (one durable call each) measured on one connection.
     #[arg(long, default_value_t = 1_000)]
     calls: usize,
-    /// Calls per caller in the concurrent figures.
+    /// Messages per caller in the concurrent figures.
     #[arg(long, default_value_t = 200)]
     per_caller: usize,
     /// Revisions a Room is brought to before the "aged Room" figure.
@@ -59,60 +72,7 @@ pub(crate) struct Args {
 }
 
 fn p(id: &str) -> anyhow::Result<PrincipalId> {
-    Ok(PrincipalId::parse(id)?)
-}
-
-/// Decides with ids derived from the input's position in this decider's namespace.
-struct BenchDecider {
-    namespace: u128,
-    inputs: Mutex<u128>,
-    catalog: MemoryCatalog,
-    clock: SystemClock,
-}
-
-impl BenchDecider {
-    fn new(namespace: u128) -> Self {
-        Self {
-            namespace,
-            inputs: Mutex::new(0),
-            catalog: MemoryCatalog::new(),
-            clock: SystemClock,
-        }
-    }
-
-    fn next(&self) -> u128 {
-        let mut inputs = self
-            .inputs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *inputs += 1;
-        *inputs
-    }
-
-    fn message(&self, room: &RoomId) -> anyhow::Result<Input> {
-        let n = self.next();
-        Ok(Input::EventAccepted(Event {
-            id: EventId::from_uuid(Uuid::from_u128(self.namespace ^ (n << 32) ^ 0xe7e7)),
-            room: room.clone(),
-            author: p("olive")?,
-            body: EventBody::OwnerMessage {
-                text: format!("question {n}"),
-            },
-        }))
-    }
-}
-
-impl Decider for BenchDecider {
-    fn decide(&self, state: &RoomState, input: Input) -> Result<Decision, InputError> {
-        let n = self.next();
-        let mut ids = DerivedIds::new(Uuid::from_u128(self.namespace ^ (n << 64)));
-        let mut env = Env {
-            now: self.clock.now(),
-            ids: &mut ids,
-            catalog: &self.catalog,
-        };
-        decide(state, input, &mut env)
-    }
+    PrincipalId::parse(id).with_context(|| format!("principal {id}"))
 }
 
 /// Answers at once: an ordinary answer charged 400 micros.
@@ -123,7 +83,7 @@ impl Provider for NoOp {
     async fn call(&self, request: &CallRequest, _abort: Abort) -> CallOutcome {
         CallOutcome::Returned(Receipt {
             model: None,
-            charge: Charge::Actual(UsdMicros::new(400)),
+            charge: Charge::Actual(UsdMicros::new(CHARGED_MICROS)),
             result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
                 observed: request.observed,
                 kind: ProposalKind::Answer {
@@ -134,11 +94,38 @@ impl Provider for NoOp {
     }
 }
 
-async fn create_room(
-    store: &PgRooms,
-    name: &str,
-    decider: &BenchDecider,
-) -> anyhow::Result<StoredRoom> {
+/// The PostgreSQL store over a pool of at most `connections`, its connections named `app` so
+/// that their server backends can be found (`pg_stat_activity.application_name`).
+async fn store_on(url: &str, connections: u32, app: &str) -> anyhow::Result<Arc<PgRooms>> {
+    let options = PgConnectOptions::from_str(url)
+        .context("parsing the database URL")?
+        .application_name(app);
+    let pool = PgPoolOptions::new()
+        .max_connections(connections)
+        .connect_with(options)
+        .await
+        .with_context(|| format!("connecting the {app} pool"))?;
+    let store = PgRooms::from_pool(pool)
+        .await
+        .context("opening the room store")?;
+    Ok(Arc::new(store))
+}
+
+/// A coordinator over `store` running calls with the no-op provider: one host process.
+fn coordinator(store: Arc<PgRooms>, config: CoordinatorConfig) -> Coordinator {
+    Coordinator::builder(store, config)
+        .provider(Arc::new(NoOp))
+        .notifier(Arc::new(CollectingNotifier::new()))
+        .build()
+}
+
+fn runner(name: &str) -> RunnerConfig {
+    RunnerConfig::new(name, LEASE)
+}
+
+/// Creates the Room `name` (owner `olive`) and grants `oscar` the operator role through the
+/// service, as `agentroom room create` and the drill do.
+async fn create_room(coordinator: &Coordinator, name: &str) -> anyhow::Result<RoomId> {
     let state = RoomState::new(RoomSetup {
         room: RoomId::parse(name)?,
         owner: p("olive")?,
@@ -151,112 +138,145 @@ async fn create_room(
         },
         limit: UsdMicros::new(1_000_000_000_000),
     })?;
-    let revision = store.create(&state, SystemClock.now()).await?;
-    let decision = decider.decide(
-        &state,
-        Input::ChangeMembership {
-            by: p("olive")?,
-            principal: p("oscar")?,
-            role: Role::Operator,
-            change: MembershipChange::Grant,
-        },
-    )?;
-    let commit = Commit::decided(
-        state.room(),
-        &state,
-        &decision,
-        SystemClock.now(),
-        "change_membership",
-        None,
-    );
-    let revision = store.commit(state.room(), revision, commit).await?;
-    Ok(StoredRoom {
-        state: decision.state,
-        revision,
+    let room = state.room().clone();
+    coordinator
+        .create_room(&state)
+        .await
+        .with_context(|| format!("creating room {room}"))?;
+    coordinator
+        .change_membership(
+            &room,
+            InputId::named("bench-grant-oscar"),
+            p("olive")?,
+            p("oscar")?,
+            Role::Operator,
+            MembershipChange::Grant,
+        )
+        .await
+        .with_context(|| format!("granting oscar the operator role in room {room}"))?;
+    Ok(room)
+}
+
+/// Owner messages through one coordinator to one Room, each waited for until the Room is
+/// quiet: persisted (T1), accepted with its call reserved (transaction 1), the call run and
+/// settled with its receipt (transaction 2).
+struct Poster {
+    coordinator: Coordinator,
+    room: RoomId,
+    owner: PrincipalId,
+    /// Who posts, distinct per poster on a Room, so that event ids never collide.
+    caller: String,
+    posted: u64,
+}
+
+impl Poster {
+    fn new(coordinator: Coordinator, room: RoomId, caller: &str) -> anyhow::Result<Self> {
+        Ok(Self {
+            coordinator,
+            room,
+            owner: p("olive")?,
+            caller: caller.to_owned(),
+            posted: 0,
+        })
+    }
+
+    async fn message(&mut self) -> anyhow::Result<()> {
+        self.posted += 1;
+        let n = self.posted;
+        let id = format!("{}/{}/{n}", self.room, self.caller);
+        let event = Event {
+            id: EventId::from_uuid(Uuid::new_v5(&NAMESPACE, id.as_bytes())),
+            room: self.room.clone(),
+            author: self.owner.clone(),
+            body: EventBody::OwnerMessage {
+                text: format!("question {n}"),
+            },
+        };
+        let outcome = self
+            .coordinator
+            .post(&event)
+            .await
+            .with_context(|| format!("posting message {id}"))?;
+        if !matches!(outcome, Outcome::Decided { ref calls, .. } if calls.len() == 1) {
+            bail!("owner message {id} reserved no reasoner call: {outcome:?}");
+        }
+        self.coordinator.wait_idle().await;
+        Ok(())
+    }
+
+    async fn room(&self) -> anyhow::Result<StoredRoom> {
+        self.coordinator
+            .room(&self.room)
+            .await
+            .with_context(|| format!("loading room {}", self.room))
+    }
+}
+
+/// Where a Room stands: what the checks after a figure compare.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    /// Commits so far: its revisions (each commit moves it by one) and its persisted events
+    /// (each a commit of its own, T1).
+    commits: i64,
+    spent: i64,
+    revision: i64,
+}
+
+async fn mark(store: &PgRooms, poster: &Poster) -> anyhow::Result<Mark> {
+    let room = poster.room().await?;
+    let (events,): (i64,) = sqlx::query_as("SELECT count(*) FROM room_events WHERE room_id = $1")
+        .bind(poster.room.as_str())
+        .fetch_one(store.pool())
+        .await
+        .with_context(|| format!("counting the events of room {}", poster.room))?;
+    Ok(Mark {
+        commits: room.revision.0 + events,
+        spent: room.state.ledger().balances().spent.micros(),
+        revision: room.revision.0,
     })
 }
 
-/// One durable call on `room`; returns the Room after it. Reloads and decides again when
-/// another caller moved the Room first.
-async fn one_call(
+/// Checks that the `messages` posted between `before` and now each had their call answered
+/// and settled with its receipt (charged, nothing left open), and returns the commits they
+/// took.
+async fn settled(
     store: &PgRooms,
-    decider: &BenchDecider,
-    config: &RunnerConfig,
-    mut room: StoredRoom,
-) -> anyhow::Result<(StoredRoom, u32)> {
-    let clock = SystemClock;
-    let durable = DurableCall::new(store, &NoOp, decider, &clock, config);
-    let mut conflicts = 0;
-    loop {
-        let input = decider.message(room.state.room())?;
-        let decision = decider.decide(&room.state, input)?;
-        match durable.run(&room, &decision, "event_accepted").await {
-            Ok(outcome) => {
-                let Some(done) = outcome.calls.into_iter().next() else {
-                    bail!("the decision reserved no call");
-                };
-                if done.end != CallEnd::Applied {
-                    bail!("a durable call ended {:?}", done.end);
-                }
-                let Some(after) = done.room else {
-                    bail!("transaction 2 left no Room");
-                };
-                return Ok((after, conflicts));
-            }
-            Err(agentroom_workflows::WorkflowError::Conflict { .. }) => {
-                conflicts += 1;
-                let Some(stored) = store.load(room.state.room()).await? else {
-                    bail!("the Room vanished");
-                };
-                room = stored;
-            }
-            Err(other) => return Err(other.into()),
-        }
+    poster: &Poster,
+    before: Mark,
+    messages: usize,
+) -> anyhow::Result<i64> {
+    let after = mark(store, poster).await?;
+    let open = poster.room().await?.state.operations().len();
+    let expected = CHARGED_MICROS * i64::try_from(messages)?;
+    if open > 0 || after.spent - before.spent != expected {
+        bail!(
+            "room {}: {open} calls open, {} micros charged for {messages} answers, not {expected}",
+            poster.room,
+            after.spent - before.spent
+        );
     }
+    Ok(after.commits - before.commits)
 }
 
-/// Owner messages through the product's own path, the coordinator on `store`: each is
-/// persisted (T1), accepted with its reasoner call reserved and leased (transaction 1), the
-/// no-op provider answers, and the receipt is committed with the settling decision
-/// (transaction 2). Per-message latencies (µs, sorted) and the Room revisions each took.
-async fn through_coordinator(store: PgRooms, messages: usize) -> anyhow::Result<(Vec<f64>, f64)> {
-    let store = Arc::new(store);
-    let coordinator = Coordinator::builder(
-        store.clone(),
-        CoordinatorConfig::new(RunnerConfig::new(
-            "bench-coordinator",
-            Duration::from_secs(30),
-        )),
+/// The server backends of the connections named `app`.
+async fn backends(probe: &PgPool, app: &str) -> anyhow::Result<Vec<String>> {
+    let pids: Vec<(i32,)> = sqlx::query_as(
+        "SELECT pid FROM pg_stat_activity \
+         WHERE datname = current_database() AND application_name = $1",
     )
-    .provider(Arc::new(NoOp))
-    .notifier(Arc::new(CollectingNotifier::new()))
-    .build();
-    let decider = BenchDecider::new(0xc00d_1a7e);
-    let room = create_room(&store, "bench-coordinator", &decider).await?;
-    let id = room.state.room().clone();
-    let started_at = room.revision.0;
-    let mut times = Vec::with_capacity(messages);
-    for n in 0..messages + 20 {
-        let Input::EventAccepted(event) = decider.message(&id)? else {
-            bail!("the bench's message is an event");
-        };
-        let started = Instant::now();
-        let outcome = coordinator.post(&event).await?;
-        coordinator.wait_idle().await;
-        let elapsed = started.elapsed().as_secs_f64() * 1e6;
-        if !matches!(outcome, Outcome::Decided { ref calls, .. } if calls.len() == 1) {
-            bail!("an owner message reserved no reasoner call: {outcome:?}");
-        }
-        if n >= 20 {
-            times.push(elapsed);
-        }
+    .bind(app)
+    .fetch_all(probe)
+    .await
+    .with_context(|| format!("finding the backends of {app}"))?;
+    if pids.is_empty() {
+        bail!("no backend of {app} is connected");
     }
-    let Some(after) = store.load(&id).await? else {
-        bail!("the Room vanished");
-    };
-    times.sort_by(f64::total_cmp);
-    let revisions = (after.revision.0 - started_at) as f64 / (messages + 20) as f64;
-    Ok((times, revisions))
+    Ok(pids.into_iter().map(|(pid,)| pid.to_string()).collect())
+}
+
+/// The CPU ticks `backends` spent so far, together.
+fn backend_ticks(backends: &[String]) -> Option<u64> {
+    backends.iter().map(|pid| crate::cpu_ticks(pid)).sum()
 }
 
 /// The server's WAL position, in bytes.
@@ -268,44 +288,50 @@ async fn lsn(pool: &sqlx::PgPool) -> anyhow::Result<i64> {
 }
 
 /// Calls per second with `callers` concurrent callers spread over `rooms` fresh Rooms, each
-/// caller doing `per_caller` durable calls (reloading and deciding again on conflicts).
+/// caller posting `per_caller` messages, and the commits each took. Each caller is its own
+/// coordinator over the shared pool-backed store, as separate host processes are: callers on
+/// one Room conflict by compare-and-swap and reload.
 async fn concurrent(
     url: &str,
     callers: usize,
     rooms: usize,
     per_caller: usize,
-) -> anyhow::Result<f64> {
-    let pool = PgPoolOptions::new()
-        .max_connections(u32::try_from(callers).unwrap_or(u32::MAX))
-        .connect(url)
-        .await?;
-    let store = Arc::new(PgRooms::from_pool(pool).await?);
+) -> anyhow::Result<(f64, f64)> {
+    let store = store_on(
+        url,
+        u32::try_from(callers).unwrap_or(u32::MAX),
+        "agentroom-bench-concurrent",
+    )
+    .await?;
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis();
+    let setup = coordinator(
+        Arc::clone(&store),
+        CoordinatorConfig::new(runner("bench-setup")),
+    );
     let mut made = Vec::new();
     for r in 0..rooms {
-        let decider = BenchDecider::new(
-            0xc0ff_0000 ^ (u128::from(u32::try_from(r).unwrap_or(0)) << 16) ^ stamp,
-        );
-        made.push(create_room(&store, &format!("c{callers}-r{r}-{stamp}"), &decider).await?);
+        let room = create_room(&setup, &format!("c{callers}-r{r}-{stamp}")).await?;
+        let poster = Poster::new(setup.clone(), room, "setup")?;
+        let before = mark(&store, &poster).await?;
+        made.push((poster, before));
     }
     let started = Instant::now();
     let mut joins = Vec::new();
     for c in 0..callers {
-        let store = Arc::clone(&store);
-        let room = made[c % rooms].clone();
+        // Callers on one Room conflict by design (compare-and-swap): let them reload.
+        let config = CoordinatorConfig::new(runner(&format!("bench-{c}")))
+            .with_conflict_retries(1_000, Duration::from_millis(1));
+        let room = made[c % rooms].0.room.clone();
+        let mut poster = Poster::new(
+            coordinator(Arc::clone(&store), config),
+            room,
+            &format!("caller-{c}"),
+        )?;
         joins.push(tokio::spawn(async move {
-            let decider = BenchDecider::new(
-                0xca11_0000_0000 ^ (u128::from(u32::try_from(c).unwrap_or(0)) << 20) ^ stamp,
-            );
-            // Callers on one Room conflict by design (compare-and-swap); let them reload.
-            let config = RunnerConfig::new(format!("bench-{c}"), Duration::from_secs(30))
-                .with_conflict_retries(1_000);
-            let mut room = room;
             for _ in 0..per_caller {
-                // A conflict reloads inside one_call; nothing else moves a caller's own Room.
-                room = one_call(&store, &decider, &config, room).await?.0;
+                poster.message().await?;
             }
             anyhow::Ok(())
         }));
@@ -313,7 +339,16 @@ async fn concurrent(
     for join in joins {
         join.await??;
     }
-    Ok((callers * per_caller) as f64 / started.elapsed().as_secs_f64())
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut commits = 0;
+    for (r, (poster, before)) in made.iter().enumerate() {
+        let on_room = (0..callers).filter(|c| c % rooms == r).count();
+        commits += settled(&store, poster, *before, on_room * per_caller).await?;
+    }
+    // The coordinators' Room actors outlive this figure; their connections need not.
+    store.close().await;
+    let calls = (callers * per_caller) as f64;
+    Ok((calls / elapsed, commits as f64 / calls))
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -361,33 +396,29 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
         emit(&meta, json!({"figure": "raw_commit_through_default_sqlx_pool",
             "us_median": round(percentile(&pooled.one_connection_us, 0.5)),
             "note": "sqlx's default pool pings a connection when it is acquired and again when it is released"}));
+        // Reads the server's own views (backends, WAL position) beside the measured store.
+        let probe = PgPoolOptions::new().max_connections(1).connect(&url).await?;
 
-        // One connection, one Room.
-        let one = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await?;
-        let store = PgRooms::from_pool(one).await.context("opening the room store")?;
-        let decider = BenchDecider::new(0xbe7c_0001);
-        let config = RunnerConfig::new("bench", Duration::from_secs(30));
-        let mut room = create_room(&store, "bench-one", &decider).await?;
-        for _ in 0..50 {
-            room = one_call(&store, &decider, &config, room).await?.0;
+        // One connection, one Room, one coordinator.
+        let app = "agentroom-bench-one";
+        let store = store_on(&url, 1, app).await?;
+        let service = coordinator(Arc::clone(&store), CoordinatorConfig::new(runner("bench-one")));
+        let room = create_room(&service, "bench-one").await?;
+        let mut one = Poster::new(service, room, "one")?;
+        for _ in 0..WARMUP {
+            one.message().await?;
         }
-        // The backend of the connection the store's commits run on (not the pool's).
-        let (backend,): (i32,) = sqlx::query_as(
-            "SELECT pid FROM pg_stat_activity \
-             WHERE datname = current_database() AND pid <> pg_backend_pid() \
-               AND query LIKE 'WITH cas AS%' LIMIT 1",
-        )
-        .fetch_one(store.pool())
-        .await
-        .context("finding the backend of the store's commits")?;
-        let cpu_before = (crate::cpu_ticks("self"), crate::cpu_ticks(&backend.to_string()));
+        let before = mark(&store, &one).await?;
+        let store_backends = backends(&probe, app).await?;
+        let cpu_before = (crate::cpu_ticks("self"), backend_ticks(&store_backends));
         let mut times = Vec::with_capacity(args.calls);
         for _ in 0..args.calls {
             let started = Instant::now();
-            room = one_call(&store, &decider, &config, room).await?.0;
+            one.message().await?;
             times.push(started.elapsed().as_secs_f64() * 1e6);
         }
-        let cpu_after = (crate::cpu_ticks("self"), crate::cpu_ticks(&backend.to_string()));
+        let cpu_after = (crate::cpu_ticks("self"), backend_ticks(&store_backends));
+        let commits = settled(&store, &one, before, args.calls).await?;
         let per_call = |before: Option<u64>, after: Option<u64>| {
             before
                 .zip(after)
@@ -400,32 +431,26 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
         emit(&meta, json!({"figure": "durable_call_one_connection", "calls": args.calls,
             "us_median": round(median), "us_p99": round(percentile(&times, 0.99)),
             "x_floor": round(median / floor_us * 100.0) / 100.0,
+            "commits_per_call": round(commits as f64 / args.calls.max(1) as f64),
             "client_cpu_us_per_call": client_cpu, "server_backend_cpu_us_per_call": backend_cpu,
-            "room_revision_at_end": room.revision.0}));
+            "server_backends": store_backends.len(),
+            "room_revision_at_end": one.room().await?.revision.0,
+            "note": "owner messages through the Coordinator on a one-connection store (post + wait_idle): \
+                     the event persisted (T1), transaction 1, the no-op call, transaction 2; \
+                     this figure replaces owner_message_through_the_coordinator"}));
 
-        // The product's own path: owner messages through the coordinator.
-        let through = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await?;
-        let through = PgRooms::from_pool(through).await.context("opening the room store")?;
-        let messages = args.calls.min(1_000);
-        let (times, revisions) = through_coordinator(through, messages).await?;
-        let median = percentile(&times, 0.5);
-        emit(&meta, json!({"figure": "owner_message_through_the_coordinator", "messages": messages,
-            "us_median": round(median), "us_p99": round(percentile(&times, 0.99)),
-            "x_floor": round(median / floor_us * 100.0) / 100.0,
-            "room_revisions_per_message": round(revisions),
-            "note": "persist the event (T1), then transaction 1, the no-op call and transaction 2: three commits"}));
-
-        // Interleaved: the floor and the call, round after round, on the same Room.
+        // Interleaved: the floor and the messages, round after round, on the same Room.
         let mut floor_conn = sqlx::PgConnection::connect(&url).await?;
         let rounds = args.rounds.max(1);
         let mut ratios = Vec::with_capacity(rounds);
         let (mut floors, mut calls) = (Vec::new(), Vec::new());
+        let before = mark(&store, &one).await?;
         for _ in 0..rounds {
             let round_floor = floor::commits(&mut floor_conn, 20, 200).await?;
             let mut round_calls = Vec::with_capacity(100);
             for _ in 0..100 {
                 let started = Instant::now();
-                room = one_call(&store, &decider, &config, room).await?.0;
+                one.message().await?;
                 round_calls.push(started.elapsed().as_secs_f64() * 1e6);
             }
             round_calls.sort_by(f64::total_cmp);
@@ -438,11 +463,13 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
             calls.push(c);
         }
         floor_conn.close().await?;
+        let commits = settled(&store, &one, before, rounds * 100).await?;
         for figures in [&mut ratios, &mut floors, &mut calls] {
             figures.sort_by(f64::total_cmp);
         }
         emit(&meta, json!({"figure": "durable_call_interleaved_with_floor",
             "rounds": rounds, "floor_commits_per_round": 200, "calls_per_round": 100,
+            "commits_per_call": round(commits as f64 / (rounds * 100) as f64),
             "x_floor_median_of_rounds": round(percentile(&ratios, 0.5) * 100.0) / 100.0,
             "x_floor_min": ratios.first().map(|r| round(r * 100.0) / 100.0),
             "x_floor_max": ratios.last().map(|r| round(r * 100.0) / 100.0),
@@ -450,38 +477,44 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
             "call_us_median_of_rounds": round(percentile(&calls, 0.5))}));
 
         // The same Room, now aged: bring it to at least `aged_revisions`, then measure the
-        // call again and the WAL bytes each commit writes.
-        while room.revision.0 < i64::try_from(args.aged_revisions).unwrap_or(i64::MAX) {
-            room = one_call(&store, &decider, &config, room).await?.0;
+        // messages again and the WAL bytes each commit writes.
+        let aged_revisions = i64::try_from(args.aged_revisions).unwrap_or(i64::MAX);
+        while one.room().await?.revision.0 < aged_revisions {
+            one.message().await?;
         }
-        let probe = PgPoolOptions::new().max_connections(1).connect(&url).await?;
         let aged_calls = 200.min(args.calls.max(1));
+        let before = mark(&store, &one).await?;
         let start_lsn = lsn(&probe).await?;
-        let start_revision = room.revision.0;
         let mut aged = Vec::with_capacity(aged_calls);
         for _ in 0..aged_calls {
             let started = Instant::now();
-            room = one_call(&store, &decider, &config, room).await?.0;
+            one.message().await?;
             aged.push(started.elapsed().as_secs_f64() * 1e6);
         }
         let wal = lsn(&probe).await? - start_lsn;
-        let commits = room.revision.0 - start_revision;
+        let commits = settled(&store, &one, before, aged_calls).await?;
         aged.sort_by(f64::total_cmp);
+        let room = one.room().await?;
         let state_bytes = serde_json::to_vec(&room.state).map(|v| v.len()).unwrap_or(0);
         emit(&meta, json!({"figure": "durable_call_aged_room", "calls": aged_calls,
-            "room_revision_at_start": start_revision, "state_json_bytes": state_bytes,
+            "room_revision_at_start": before.revision, "state_json_bytes": state_bytes,
             "us_median": round(percentile(&aged, 0.5)),
             "x_floor": round(percentile(&aged, 0.5) / floor_us * 100.0) / 100.0,
+            "commits_per_call": round(commits as f64 / aged_calls as f64),
             "wal_bytes_per_commit": if commits > 0 { wal / commits } else { 0 }}));
+        store.close().await;
+        probe.close().await;
 
         for callers in [8usize, 32] {
             let floor_tps = floor::throughput(&url, callers, args.per_caller).await?;
             for rooms in [1usize, callers] {
-                let tps = concurrent(&url, callers, rooms, args.per_caller).await?;
+                let (tps, commits) = concurrent(&url, callers, rooms, args.per_caller).await?;
                 emit(&meta, json!({"figure": "durable_calls_concurrent", "callers": callers,
                     "rooms": rooms, "calls_per_s": round(tps),
+                    "commits_per_call": round(commits),
                     "raw_commits_per_s_same_connections": round(floor_tps),
-                    "x_floor_throughput": round(floor_tps / tps * 100.0) / 100.0}));
+                    "x_floor_throughput": round(floor_tps / tps * 100.0) / 100.0,
+                    "note": "each caller its own Coordinator (a host process) over one shared pool"}));
             }
         }
         Ok::<(), anyhow::Error>(())

@@ -203,7 +203,7 @@ enum Command {
         #[command(subcommand)]
         command: policies::Command,
     },
-    /// Drive durable calls on the embedded database for crash tests (not a product command).
+    /// Drive owner messages through the coordinator for crash tests (not a product command).
     #[command(hide = true)]
     Drill {
         #[command(subcommand)]

@@ -1,10 +1,11 @@
-//! Crash tests (issue 4, D2, D6): the real `agentroom` binary runs durable calls with
-//! `agentroom drill durable-call`, dies at a named crash point (`AGENTROOM_CRASH_AT`, SIGKILL)
-//! or by a SIGKILL from the test while a call is in flight, and a new process recovers. The
-//! database and the provider's own execution log must then show: no operation created twice,
-//! no call executed twice, nothing left in flight, every call without a receipt marked
-//! uncertain and reconciled from the provider's record (charged if it ran, released if not),
-//! and a ledger that replays to the stored balances with nothing held.
+//! Crash tests (issue 4, D2, D6): the real `agentroom` binary runs durable calls through the
+//! coordinator with `agentroom drill durable-call`, dies at a named crash point
+//! (`AGENTROOM_CRASH_AT`, SIGKILL) or by a SIGKILL from the test while a call is in flight, or
+//! stops gracefully while one runs, and a new process recovers. The database and the
+//! provider's own execution log must then show: no operation created twice, no call executed
+//! twice, nothing left in flight, every call without a receipt marked uncertain and reconciled
+//! from the provider's record (charged if it ran, released if not), every receipt applied, and
+//! a ledger that replays to the stored balances with nothing held.
 //!
 //! The whole matrix runs on both stores: `sqlite::*` on the embedded file, `postgres::*` on a
 //! fresh database of the shared server (`DATABASE_URL`) per test, dropped afterwards. The
@@ -60,11 +61,16 @@ macro_rules! crash_matrix {
             assert_eq!(facts.record(op).recovery_attempts, 1);
         }
 
+        /// A receipt is recorded alone only when the call returns while the host is stopping
+        /// (the gate refuses the decision that would settle it): killed right there.
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn d2_killed_after_the_receipt_recovery_hands_it_to_the_owner() {
             let site = site();
-            site.crash_at("after_receipt", &["--calls", "2", "--path", "runner"]);
-            let summary = site.restart(&["--calls", "1", "--path", "runner"]);
+            site.crash_at(
+                "after_receipt",
+                &["--calls", "1", "--call-ms", "300", "--stop-during-call"],
+            );
+            let summary = site.restart(&["--calls", "1"]);
             let delivered = ops(&summary, "delivered");
             assert_eq!(delivered.len(), 1, "{summary}");
             assert!(ops(&summary, "claimed").is_empty(), "{summary}");
@@ -72,6 +78,44 @@ macro_rules! crash_matrix {
             let op = delivered[0];
             assert!(facts.executed.contains(&op));
             assert!(facts.record(op).receipt.is_some());
+            assert_eq!(facts.charged(op), Some(UsdMicros::new(400)));
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn d2_d6_a_graceful_stop_during_a_call_records_its_receipt_for_the_next_recovery() {
+            let site = site();
+            let stopped = site.restart(&["--calls", "1", "--call-ms", "300", "--stop-during-call"]);
+            // The call finished within the grace and its receipt is durable, but the stopping
+            // host decided nothing: the Room still holds the reservation.
+            assert_eq!(stopped["stop"]["drained"], true, "{stopped}");
+            assert_eq!(
+                stopped["stop"]["released"],
+                serde_json::json!([]),
+                "{stopped}"
+            );
+            assert_eq!(stopped["operations"]["receipted"], 1, "{stopped}");
+            assert_eq!(stopped["operations"]["applied"], 0, "{stopped}");
+            assert_eq!(stopped["balances"]["reserved"], 1_000, "{stopped}");
+            assert_eq!(stopped["balances"]["spent"], 0, "{stopped}");
+            assert!(stopped["calls"].get("applied").is_none(), "{stopped}");
+            let store = site.open().await;
+            let receipted = store
+                .operations(OperationFilter::Status(OperationStatus::Receipted))
+                .await
+                .unwrap();
+            assert_eq!(receipted.len(), 1);
+            let op = receipted[0].op();
+            assert!(receipted[0].receipt.is_some());
+            drop(store);
+
+            // The next run's recovery hands the receipt to the Room, which applies it; the
+            // call is not run again (D6).
+            let summary = site.restart(&["--calls", "0"]);
+            assert_eq!(ops(&summary, "delivered"), vec![op], "{summary}");
+            assert!(ops(&summary, "claimed").is_empty(), "{summary}");
+            let facts = site.invariants().await;
+            assert_eq!(facts.executed.len(), 1);
+            assert!(facts.executed.contains(&op));
             assert_eq!(facts.charged(op), Some(UsdMicros::new(400)));
         }
 

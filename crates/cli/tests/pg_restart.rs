@@ -1,16 +1,15 @@
 //! PostgreSQL restarted under a running coordinator (issue 4, D2, D1, B3): the real
-//! `agentroom drill durable-call` runs durable calls in a loop against a private cluster (made
-//! with `initdb`, started with `pg_ctl` on a free port, never the shared server) while the
-//! test restarts the server cleanly (`pg_ctl restart -m fast`) and then crashes it
-//! (`pg_ctl stop -m immediate`, start again). The same process must go on: its pool
-//! reconnects (sqlx retries a refused connection until its acquire timeout, so a statement
-//! issued while the server is down waits; one in flight when it goes down fails), a message
-//! that failed is tried again (bounded, `--retries`), a call that lost its lease in the outage
-//! is uncertain and never run again, and its last recovery settles whatever an outage left
-//! open. The
-//! database and the provider's log must then pass the same checks as after a crash (no
-//! operation created twice or lost, nothing open, calls without a receipt reconciled, ledger
-//! rows replaying to the stored balances, a gap-free history).
+//! `agentroom drill durable-call` posts owner messages through the coordinator, each a durable
+//! call, in a loop against a private cluster (made with `initdb`, started with `pg_ctl` on a
+//! free port, never the shared server) while the test restarts the server cleanly (`pg_ctl
+//! restart -m fast`) and then crashes it (`pg_ctl stop -m immediate`, start again). The same
+//! process must go on: its pool reconnects (sqlx retries a refused connection until its acquire
+//! timeout, so a statement issued while the server is down waits; one in flight when it goes
+//! down fails), a message that failed is tried again (bounded, `--retries`), a call that lost
+//! its lease in the outage is uncertain and never run again, and its last recovery settles
+//! whatever an outage left open. The database and the provider's log must then pass the same
+//! checks as after a crash (no operation created twice or lost, nothing open, calls without a
+//! receipt reconciled, ledger rows replaying to the stored balances, a gap-free history).
 //!
 //! Without PostgreSQL's server binaries the test says so and passes, except on CI (`CI` set),
 //! where it fails.

@@ -4,7 +4,7 @@
 //! same input again (same derived ids), bounded, with jittered backoff; an event accepted
 //! before is done (T1).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use agentroom_ports::domain::engine::{CallEvent, Decision, Effect, Env, Input, decide};
@@ -43,10 +43,17 @@ pub(crate) struct Command {
     pub(crate) reply: oneshot::Sender<Result<Outcome, CoordinatorError>>,
 }
 
-/// The actor's loop: one command at a time.
-pub(crate) async fn run(shared: Arc<Shared>, room: RoomId, mut commands: mpsc::Receiver<Command>) {
+/// The actor's loop: one command at a time. It holds the coordinator only while it decides:
+/// the coordinator holds the actor's channel, so a strong hold here would keep both alive
+/// forever once every handle to the coordinator is dropped (a leak per coordinator built in a
+/// process: tests, the bench, a command). The channel closes with the coordinator and the loop
+/// ends.
+pub(crate) async fn run(shared: Weak<Shared>, room: RoomId, mut commands: mpsc::Receiver<Command>) {
     let mut cached: Option<StoredRoom> = None;
     while let Some(command) = commands.recv().await {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
         tracing::debug!(room = %room, input = kind_of(&command.input), "deciding");
         let result = decide_and_commit(
             &shared,

@@ -729,7 +729,7 @@ impl Shared {
             return sender.clone();
         }
         let (sender, receiver) = mpsc::channel(64);
-        tokio::spawn(actor::run(Arc::clone(self), room.clone(), receiver));
+        tokio::spawn(actor::run(Arc::downgrade(self), room.clone(), receiver));
         rooms.insert(room.clone(), sender.clone());
         sender
     }

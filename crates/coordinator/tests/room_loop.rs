@@ -298,3 +298,35 @@ async fn shutdown_refuses_new_input_and_writes_nothing() {
     assert!(provider.tasks().is_empty());
     assert_eq!(coordinator.calls_in_flight(), 0);
 }
+
+/// A coordinator dropped by every handle lets go of its Room actors and its store: the actors
+/// hold it only while they decide (a process that builds several, as tests, the bench and
+/// one-shot commands do, would otherwise keep every one alive until it exits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_coordinator_lets_go_of_its_room_actors_and_its_store() {
+    let scenario = scenario("demo.toml");
+    let store = Arc::new(MemoryStore::new());
+    let (coordinator, notifier) = coordinator(
+        Arc::clone(&store),
+        agents(&scenario),
+        room_of(&scenario).1,
+        "dropped",
+    );
+    set_up(&coordinator, &scenario).await;
+    assert!(decided(
+        &coordinator.post(&owner_event(&scenario, 0)).await.unwrap()
+    ));
+    coordinator.wait_idle().await;
+    assert!(Arc::strong_count(&store) > 1, "held while in use");
+    drop(coordinator);
+    drop(notifier);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while Arc::strong_count(&store) > 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store is still held {} times after the coordinator was dropped",
+            Arc::strong_count(&store) - 1
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
