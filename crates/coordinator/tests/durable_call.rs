@@ -5,8 +5,9 @@
 //! returned call's receipt committed with the decision that settles it, fenced on its
 //! generation (B3, D2). Every way a call can end, and T3 at the call sink.
 //!
-//! Ported from `crates/workflows/tests/durable_call.rs`, which drove the removed
-//! `DurableCall`; the facts it asserted are asserted here on what the store holds after
+//! Ported from `crates/workflows/tests/durable_call.rs`, which drove a second copy of the
+//! call loop outside the service; the facts it asserted are asserted here on what the store
+//! holds after
 //! `wait_idle` (the operation rows, the Room, the ledger and the record of commits kept by
 //! [`Interposed`]), since the call's end is no longer returned to the caller.
 #![allow(
