@@ -6,10 +6,12 @@
 //! `/v1/openapi.json` is made.
 //!
 //! Serde and the schema derive only: no HTTP, no IO. Domain values appear as the domain
-//! serializes them; their schema here is the JSON kind they serialize to.
+//! serializes them; their schema here is the JSON kind they serialize to, or, for the domain
+//! enums a request body carries, a mirror in [`values`] that lists the allowed values.
 
 pub mod requests;
 pub mod responses;
+pub mod values;
 
 use agentroom_domain::rules::Rule;
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,7 @@
 //! The request bodies of the REST API. Each refuses unknown fields (`deny_unknown_fields`):
-//! the server answers a body of the wrong shape with a 422.
+//! the server answers a body of the wrong shape with a 422. Their schemas say what serde
+//! accepts: required fields, closed objects ([`schemas`]), the allowed values of domain enums
+//! (the mirrors in [`crate::values`]), and the bounds the handlers check.
 
 use agentroom_domain::engine::{ControlAction, LateDecision};
 use agentroom_domain::ids::{ContributionId, CriterionId, ObjectiveId, TaskIdentity};
@@ -7,6 +9,10 @@ use agentroom_domain::plan::Column;
 use agentroom_domain::review::Verdict;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{AdditionalProperties, Schema};
+
+use crate::values;
 
 /// `POST …/events`: the events a client may post; the author is the token's principal (T1).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -20,7 +26,7 @@ pub enum PostEvent {
     /// The owner corrects an objective (O14, R6).
     OwnerCorrection {
         /// The objective.
-        #[schema(value_type = String)]
+        #[schema(value_type = String, format = "uuid")]
         objective: ObjectiveId,
         /// The correction.
         text: String,
@@ -28,7 +34,7 @@ pub enum PostEvent {
     /// An explicit reference to an objective or one of its tasks (O6).
     ExplicitReference {
         /// The objective.
-        #[schema(value_type = String)]
+        #[schema(value_type = String, format = "uuid")]
         objective: ObjectiveId,
         /// The task, if one.
         #[serde(default)]
@@ -42,7 +48,7 @@ pub enum PostEvent {
 #[serde(deny_unknown_fields)]
 pub struct ControlBody {
     /// `pause`, `resume` or `cancel` (D3).
-    #[schema(value_type = String)]
+    #[schema(value_type = values::ControlAction)]
     pub action: ControlAction,
 }
 
@@ -55,11 +61,11 @@ pub struct TaskUpdateBody {
     #[schema(value_type = String)]
     pub task: TaskIdentity,
     /// The column it moves to.
-    #[schema(value_type = String)]
+    #[schema(value_type = values::Column)]
     pub status: Column,
     /// The contribution that completes it.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = "uuid")]
     pub contribution: Option<ContributionId>,
 }
 
@@ -71,7 +77,7 @@ pub struct VerdictBody {
     #[schema(value_type = String)]
     pub criterion: CriterionId,
     /// `met`, `unmet` or `unknown`.
-    #[schema(value_type = String)]
+    #[schema(value_type = values::Verdict)]
     pub verdict: Verdict,
     /// The evidence (R7).
     pub evidence: String,
@@ -91,7 +97,8 @@ pub struct ObservedBody {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewBody {
-    /// The report version reviewed.
+    /// The report version reviewed; versions count from 1.
+    #[schema(minimum = 1)]
     pub report_version: u32,
     /// The revisions observed.
     pub observed: ObservedBody,
@@ -104,7 +111,7 @@ pub struct ReviewBody {
 #[serde(deny_unknown_fields)]
 pub struct LateBody {
     /// `readmit` or `discard`.
-    #[schema(value_type = String)]
+    #[schema(value_type = values::LateDecision)]
     pub decision: LateDecision,
 }
 
@@ -113,6 +120,7 @@ pub struct LateBody {
 #[serde(deny_unknown_fields)]
 pub struct RaiseBody {
     /// By how much, in USD micros; positive.
+    #[schema(minimum = 1)]
     pub amount_micros: i64,
 }
 
@@ -158,7 +166,7 @@ pub enum SourceBody {
     /// A contribution of the Room.
     Contribution {
         /// Its id.
-        #[schema(value_type = String)]
+        #[schema(value_type = String, format = "uuid")]
         id: ContributionId,
     },
     /// An external document.
@@ -179,12 +187,14 @@ pub enum SubmissionBody {
     /// The work's result.
     Contribution {
         /// At least one artifact.
+        #[schema(min_items = 1)]
         artifacts: Vec<ArtifactBody>,
         /// What it cites.
         #[serde(default)]
         sources: Vec<SourceBody>,
         /// What it cost; absent: the whole reservation.
         #[serde(default)]
+        #[schema(minimum = 0)]
         usage_micros: Option<i64>,
     },
     /// The work failed.
@@ -193,6 +203,31 @@ pub enum SubmissionBody {
         reason: String,
         /// What it cost; absent: the whole reservation.
         #[serde(default)]
+        #[schema(minimum = 0)]
         usage_micros: Option<i64>,
     },
+}
+
+/// `T`'s schema and the schemas it names, by name, closed as serde reads them.
+///
+/// Every request type refuses unknown fields (`deny_unknown_fields`). utoipa says so
+/// (`additionalProperties: false`) for a struct but not for the variants of a tagged enum,
+/// although serde refuses unknown fields in each of them all the same; so each object among
+/// a `oneOf`'s alternatives is closed here. Only for request types: an answer tolerates
+/// fields added later.
+pub fn schemas<T: ToSchema>() -> Vec<(String, RefOr<Schema>)> {
+    let mut schemas = vec![(T::name().into_owned(), T::schema())];
+    T::schemas(&mut schemas);
+    for (_, schema) in &mut schemas {
+        if let RefOr::T(Schema::OneOf(one_of)) = schema {
+            for item in &mut one_of.items {
+                if let RefOr::T(Schema::Object(object)) = item {
+                    object
+                        .additional_properties
+                        .get_or_insert_with(|| Box::new(AdditionalProperties::FreeForm(false)));
+                }
+            }
+        }
+    }
+    schemas
 }

@@ -2,15 +2,23 @@
 //! methods, parameters, the permission each route needs, bearer security), so it lists
 //! exactly what the router serves. Every 2xx and 4xx answer of a route has a schema, derived
 //! from the wire types of `agentroom-api-model` (utoipa's `ToSchema`): the success type
-//! [`answers`] names for the route, and `ErrorBody` for its errors.
+//! [`answers`] names for the route, and `ErrorBody` for its errors. So has every JSON body a
+//! route reads: a reference to the schema of the request type its handler parses
+//! ([`request_body`]), derived from that type, so the two cannot drift apart; the tests hold
+//! sample bodies against both the type's serde reading and the schema.
 
 use agentroom_api_model::ErrorBody;
+use agentroom_api_model::requests::{
+    self, AcknowledgeBody, ControlBody, LateBody, PostEvent, RaiseBody, ResolveBody, ReviewBody,
+    SubmissionBody, TaskUpdateBody,
+};
 use agentroom_api_model::responses::{
     AssignmentView, Budget, Decided, Decision, LateResult, Member, ObjectiveBrief, ObjectiveDetail,
     OperationView, PlanVersionView, Recorded, Resolved, Reviews, RoomView,
 };
 use axum::Json;
 use axum::http::Method;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 use utoipa::openapi::RefOr;
@@ -30,7 +38,84 @@ enum Success {
 
 /// A `$ref` to the component schema of `T`.
 fn schema_ref<T: ToSchema>() -> Value {
-    json!({"$ref": format!("#/components/schemas/{}", T::name())})
+    component_ref(&T::name())
+}
+
+/// A `$ref` to the component schema named `name`.
+fn component_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+/// What a POST route reads as its body.
+enum RequestBody {
+    /// The JSON of one request type.
+    Typed(Typed),
+    /// Any JSON object, described in words: the schema.
+    FreeForm(Value),
+}
+
+/// A request type a handler parses its body into.
+struct Typed {
+    /// Its component name.
+    name: String,
+    /// Its schema and those it names, closed as serde reads them.
+    schemas: Vec<(String, RefOr<Schema>)>,
+    /// Whether the body may be empty (`StrictJsonOrEmpty` reads none as `{}`).
+    optional: bool,
+    /// Parses a body as the handler does, for the tests to hold the schema against.
+    #[cfg(test)]
+    parse: fn(Value) -> Result<(), serde_json::Error>,
+}
+
+impl Typed {
+    /// `T`, read from a body that may be empty or not.
+    fn of<T: ToSchema + DeserializeOwned>(optional: bool) -> Self {
+        Typed {
+            name: T::name().into_owned(),
+            schemas: requests::schemas::<T>(),
+            optional,
+            #[cfg(test)]
+            parse: |body| serde_json::from_value::<T>(body).map(drop),
+        }
+    }
+}
+
+/// The body of a handler that extracts `StrictJson<T>`.
+fn typed<T: ToSchema + DeserializeOwned>() -> RequestBody {
+    RequestBody::Typed(Typed::of::<T>(false))
+}
+
+/// The body of a handler that extracts `StrictJsonOrEmpty<T>`.
+fn typed_or_empty<T: ToSchema + DeserializeOwned>() -> RequestBody {
+    RequestBody::Typed(Typed::of::<T>(true))
+}
+
+/// The body each POST route reads: the type its handler extracts (`StrictJson<T>` in
+/// `handlers.rs` and `assignments.rs`). Written per path because the route table holds
+/// handlers, not their argument types; the tests hold every POST route to having one.
+fn request_body(route: &RouteSpec) -> Option<RequestBody> {
+    if route.method != Method::POST {
+        return None;
+    }
+    Some(match route.path {
+        "/v1/rooms/{room}/events" => typed::<PostEvent>(),
+        "/v1/rooms/{room}/objectives/{objective}/control" => typed::<ControlBody>(),
+        "/v1/rooms/{room}/objectives/{objective}/tasks" => typed::<TaskUpdateBody>(),
+        "/v1/rooms/{room}/objectives/{objective}/reviews" => typed::<ReviewBody>(),
+        "/v1/rooms/{room}/assignments/{operation}/result" => typed::<SubmissionBody>(),
+        "/v1/rooms/{room}/late-results/{operation}" => typed::<LateBody>(),
+        "/v1/rooms/{room}/budget/raise" => typed::<RaiseBody>(),
+        "/v1/rooms/{room}/budget/acknowledge" => typed_or_empty::<AcknowledgeBody>(),
+        "/v1/rooms/{room}/operations/{operation}/resolve" => typed::<ResolveBody>(),
+        // Any A2E message: the planning service reads its `type` and tolerates unknown
+        // fields (the SDK sends extras), so no request type describes it.
+        "/v1/rooms/{room}/planning" => RequestBody::FreeForm(json!({
+            "type": "object",
+            "description": "one A2E planning message (seed 000); unknown fields are tolerated",
+            "required": ["type"],
+        })),
+        _ => return None,
+    })
 }
 
 /// Every wire type's schema, and the schemas they name, by name.
@@ -55,6 +140,11 @@ fn components() -> Map<String, Value> {
     add::<Resolved>(&mut schemas);
     add::<AssignmentView>(&mut schemas);
     add::<Recorded>(&mut schemas);
+    for route in routes() {
+        if let Some(RequestBody::Typed(typed)) = request_body(&route) {
+            schemas.extend(typed.schemas);
+        }
+    }
     schemas
         .into_iter()
         .map(|(name, schema)| (name, serde_json::to_value(schema).unwrap_or(Value::Null)))
@@ -226,9 +316,14 @@ pub(crate) fn build() -> Value {
             "parameters": parameters,
             "responses": responses(&route),
         });
-        if let Some(schema) = request_body(route.path) {
+        let body = match request_body(&route) {
+            Some(RequestBody::Typed(typed)) => Some((component_ref(&typed.name), !typed.optional)),
+            Some(RequestBody::FreeForm(schema)) => Some((schema, true)),
+            None => None,
+        };
+        if let Some((schema, required)) = body {
             operation["requestBody"] = json!({
-                "required": true,
+                "required": required,
                 "content": {"application/json": {"schema": schema}},
             });
         }
@@ -269,82 +364,6 @@ fn operator_input(path: &str) -> bool {
             | "/v1/rooms/{room}/budget/raise"
             | "/v1/rooms/{room}/budget/acknowledge"
     )
-}
-
-fn object(required: &[&str], properties: Value) -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": required,
-        "properties": properties,
-    })
-}
-
-/// The JSON body each POST route reads (the handlers' request types refuse unknown fields,
-/// as `additionalProperties: false` says; the planning endpoint takes any A2E message).
-pub(crate) fn request_body(path: &str) -> Option<Value> {
-    let text = json!({"type": "string"});
-    let id = json!({"type": "string", "format": "uuid"});
-    Some(match path {
-        "/v1/rooms/{room}/events" => json!({"oneOf": [
-            object(&["kind", "text"], json!({"kind": {"const": "owner_message"}, "text": text})),
-            object(&["kind", "objective", "text"], json!({"kind": {"const": "owner_correction"}, "objective": id, "text": text})),
-            object(&["kind", "objective"], json!({"kind": {"const": "explicit_reference"}, "objective": id, "task": text})),
-        ]}),
-        "/v1/rooms/{room}/objectives/{objective}/control" => object(
-            &["action"],
-            json!({"action": {"enum": ["pause", "resume", "cancel"]}}),
-        ),
-        "/v1/rooms/{room}/objectives/{objective}/tasks" => object(
-            &["task", "status"],
-            json!({"task": text, "status": {"enum": ["backlog", "todo", "in_progress", "done"]}, "contribution": id}),
-        ),
-        "/v1/rooms/{room}/objectives/{objective}/reviews" => object(
-            &["report_version", "observed", "verdicts"],
-            json!({
-                "report_version": {"type": "integer", "minimum": 1},
-                "observed": object(&["objective", "control"], json!({"objective": {"type": "integer"}, "control": {"type": "integer"}})),
-                "verdicts": {"type": "array", "items": object(
-                    &["criterion", "verdict", "evidence"],
-                    json!({"criterion": text, "verdict": {"enum": ["met", "unmet", "unknown"]}, "evidence": text}),
-                )},
-            }),
-        ),
-        "/v1/rooms/{room}/late-results/{operation}" => object(
-            &["decision"],
-            json!({"decision": {"enum": ["readmit", "discard"]}}),
-        ),
-        "/v1/rooms/{room}/budget/raise" => object(
-            &["amount_micros"],
-            json!({"amount_micros": {"type": "integer", "minimum": 1}}),
-        ),
-        "/v1/rooms/{room}/budget/acknowledge" => object(&[], json!({})),
-        "/v1/rooms/{room}/assignments/{operation}/result" => {
-            let usage = json!({"type": "integer", "minimum": 0, "description": "the work's cost; absent: the whole reservation is charged (B3)"});
-            json!({"oneOf": [
-                object(&["outcome", "artifacts"], json!({
-                    "outcome": {"const": "contribution"},
-                    "artifacts": {"type": "array", "minItems": 1, "items": object(&["name", "content"], json!({"name": text, "content": text}))},
-                    "sources": {"type": "array", "items": {"oneOf": [
-                        object(&["kind", "id"], json!({"kind": {"const": "contribution"}, "id": id})),
-                        object(&["kind", "url", "digest"], json!({"kind": {"const": "external"}, "url": text, "digest": text})),
-                    ]}},
-                    "usage_micros": usage,
-                })),
-                object(&["outcome", "reason"], json!({"outcome": {"const": "failure"}, "reason": text, "usage_micros": usage})),
-            ]})
-        }
-        "/v1/rooms/{room}/operations/{operation}/resolve" => object(
-            &["outcome", "reason"],
-            json!({"outcome": {"enum": ["succeeded", "failed"]}, "reason": text}),
-        ),
-        "/v1/rooms/{room}/planning" => json!({
-            "type": "object",
-            "description": "one A2E planning message (seed 000); unknown fields are tolerated",
-            "required": ["type"],
-        }),
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
@@ -572,5 +591,441 @@ mod tests {
         ] {
             assert!(budget[field].is_object(), "Budget.{field}");
         }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Request bodies: the document against what the handlers' types read
+    // -----------------------------------------------------------------------------------------
+
+    const OBJECTIVE: &str = "00000000-0000-4000-8000-000000000001";
+    const CONTRIBUTION: &str = "00000000-0000-4000-8000-000000000002";
+
+    /// Valid bodies for each POST route that reads a request type, at least one per `oneOf`
+    /// alternative; each with every optional field in one sample or another, so the
+    /// unknown-field check below reaches every nested object.
+    fn valid_bodies() -> Vec<(&'static str, Vec<Value>)> {
+        vec![
+            (
+                "/v1/rooms/{room}/events",
+                vec![
+                    json!({"kind": "owner_message", "text": "compare the three vendors"}),
+                    json!({"kind": "owner_correction", "objective": OBJECTIVE, "text": "EU only"}),
+                    json!({"kind": "explicit_reference", "objective": OBJECTIVE, "task": "t-1"}),
+                    json!({"kind": "explicit_reference", "objective": OBJECTIVE}),
+                ],
+            ),
+            (
+                "/v1/rooms/{room}/objectives/{objective}/control",
+                vec![
+                    json!({"action": "pause"}),
+                    json!({"action": "resume"}),
+                    json!({"action": "cancel"}),
+                ],
+            ),
+            (
+                "/v1/rooms/{room}/objectives/{objective}/tasks",
+                vec![
+                    json!({"task": "t-1", "status": "in_progress"}),
+                    json!({"task": "t-1", "status": "done", "contribution": CONTRIBUTION}),
+                ],
+            ),
+            (
+                "/v1/rooms/{room}/objectives/{objective}/reviews",
+                vec![json!({
+                    "report_version": 1,
+                    "observed": {"objective": 3, "control": 0},
+                    "verdicts": [{"criterion": "coverage", "verdict": "met", "evidence": "§2"}],
+                })],
+            ),
+            (
+                "/v1/rooms/{room}/assignments/{operation}/result",
+                vec![
+                    json!({
+                        "outcome": "contribution",
+                        "artifacts": [{"name": "report.md", "content": "# Report"}],
+                        "sources": [
+                            {"kind": "contribution", "id": CONTRIBUTION},
+                            {"kind": "external", "url": "https://example.org/a", "digest": "sha256:ab"},
+                        ],
+                        "usage_micros": 1200,
+                    }),
+                    json!({"outcome": "failure", "reason": "timed out", "usage_micros": 0}),
+                    json!({"outcome": "failure", "reason": "timed out"}),
+                ],
+            ),
+            (
+                "/v1/rooms/{room}/late-results/{operation}",
+                vec![
+                    json!({"decision": "readmit"}),
+                    json!({"decision": "discard"}),
+                ],
+            ),
+            (
+                "/v1/rooms/{room}/budget/raise",
+                vec![json!({"amount_micros": 5_000_000})],
+            ),
+            ("/v1/rooms/{room}/budget/acknowledge", vec![json!({})]),
+            (
+                "/v1/rooms/{room}/operations/{operation}/resolve",
+                vec![
+                    json!({"outcome": "succeeded", "reason": "the provider's dashboard shows it"}),
+                    json!({"outcome": "failed", "reason": "no trace of it"}),
+                ],
+            ),
+        ]
+    }
+
+    /// Bodies the schema refuses, and whether serde reads them anyway (a bound the handler or
+    /// the domain checks, not the type).
+    fn invalid_bodies() -> Vec<(&'static str, Value, bool)> {
+        vec![
+            (
+                "/v1/rooms/{room}/events",
+                json!({"kind": "internal_receipt", "note": "x"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/events",
+                json!({"kind": "owner_message"}),
+                false,
+            ),
+            ("/v1/rooms/{room}/events", json!({"text": "no kind"}), false),
+            (
+                "/v1/rooms/{room}/objectives/{objective}/control",
+                json!({"action": "stop"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/objectives/{objective}/control",
+                json!({}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/objectives/{objective}/tasks",
+                json!({"task": "t-1", "status": "blocked"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/objectives/{objective}/reviews",
+                json!({
+                    "report_version": 1,
+                    "observed": {"objective": 3, "control": 0},
+                    "verdicts": [{"criterion": "coverage", "verdict": "maybe", "evidence": "e"}],
+                }),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/objectives/{objective}/reviews",
+                json!({"report_version": 0, "observed": {"objective": 3, "control": 0}, "verdicts": []}),
+                true,
+            ),
+            (
+                "/v1/rooms/{room}/late-results/{operation}",
+                json!({"decision": "keep"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/budget/raise",
+                json!({"amount_micros": "lots"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/budget/raise",
+                json!({"amount_micros": 0}),
+                true,
+            ),
+            (
+                "/v1/rooms/{room}/assignments/{operation}/result",
+                json!({"outcome": "contribution"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/assignments/{operation}/result",
+                json!({"outcome": "contribution", "artifacts": []}),
+                true,
+            ),
+            (
+                "/v1/rooms/{room}/assignments/{operation}/result",
+                json!({"outcome": "failure", "reason": "x", "usage_micros": -1}),
+                true,
+            ),
+            (
+                "/v1/rooms/{room}/operations/{operation}/resolve",
+                json!({"outcome": "unsure", "reason": "x"}),
+                false,
+            ),
+        ]
+    }
+
+    /// Whether `value` is valid against `schema`, for the JSON Schema keywords the document
+    /// uses (no validator crate is in the dependency tree). A keyword it does not know fails
+    /// the check rather than passing unchecked.
+    fn validate(doc: &Value, schema: &Value, value: &Value) -> Result<(), String> {
+        let schema = resolve(doc, schema);
+        let rules = schema
+            .as_object()
+            .ok_or_else(|| format!("not a schema: {schema}"))?;
+        let object = value.as_object();
+        for (keyword, rule) in rules {
+            match keyword.as_str() {
+                "description" | "title" | "format" => {}
+                "type" => {
+                    let kinds: Vec<&str> = match rule {
+                        Value::Array(kinds) => kinds.iter().filter_map(Value::as_str).collect(),
+                        kind => kind.as_str().into_iter().collect(),
+                    };
+                    let fits = kinds.iter().any(|kind| match *kind {
+                        "object" => value.is_object(),
+                        "array" => value.is_array(),
+                        "string" => value.is_string(),
+                        "integer" => value.is_i64() || value.is_u64(),
+                        "number" => value.is_number(),
+                        "boolean" => value.is_boolean(),
+                        "null" => value.is_null(),
+                        _ => false,
+                    });
+                    if !fits {
+                        return Err(format!("{value} is not of type {rule}"));
+                    }
+                }
+                "enum" => {
+                    if !rule.as_array().is_some_and(|values| values.contains(value)) {
+                        return Err(format!("{value} is not one of {rule}"));
+                    }
+                }
+                "required" => {
+                    for field in rule.as_array().into_iter().flatten() {
+                        let field = field.as_str().unwrap_or_default();
+                        if object.is_some_and(|object| !object.contains_key(field)) {
+                            return Err(format!("{value} lacks `{field}`"));
+                        }
+                    }
+                }
+                "properties" => {
+                    for (field, item) in object.into_iter().flatten() {
+                        if let Some(property) = rule.get(field) {
+                            validate(doc, property, item).map_err(|e| format!("{field}: {e}"))?;
+                        }
+                    }
+                }
+                "additionalProperties" => {
+                    assert_eq!(*rule, json!(false), "only closed objects are expected");
+                    for field in object.into_iter().flat_map(|object| object.keys()) {
+                        if schema["properties"].get(field).is_none() {
+                            return Err(format!("unknown field `{field}`"));
+                        }
+                    }
+                }
+                "items" => {
+                    for item in value.as_array().into_iter().flatten() {
+                        validate(doc, rule, item)?;
+                    }
+                }
+                "minItems" => {
+                    if let (Some(items), Some(min)) = (value.as_array(), rule.as_u64())
+                        && (items.len() as u64) < min
+                    {
+                        return Err(format!("{value} has fewer than {min} items"));
+                    }
+                }
+                "minimum" => {
+                    if let (Some(number), Some(min)) = (value.as_f64(), rule.as_f64())
+                        && number < min
+                    {
+                        return Err(format!("{value} is below {min}"));
+                    }
+                }
+                "oneOf" => {
+                    let alternatives = rule.as_array().map(Vec::as_slice).unwrap_or_default();
+                    let fitting = alternatives
+                        .iter()
+                        .filter(|alternative| validate(doc, alternative, value).is_ok())
+                        .count();
+                    if fitting != 1 {
+                        return Err(format!("{value} fits {fitting} alternatives of oneOf"));
+                    }
+                }
+                other => return Err(format!("the test's validator does not know `{other}`")),
+            }
+        }
+        Ok(())
+    }
+
+    /// The JSON pointers of every object in `value`, itself included.
+    fn objects_in(value: &Value, at: String, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, item) in map {
+                    objects_in(item, format!("{at}/{key}"), out);
+                }
+                out.push(at);
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    objects_in(item, format!("{at}/{index}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every object schema reachable from `schema` (through references, properties, items
+    /// and alternatives) is closed: `additionalProperties: false`.
+    fn assert_closed(doc: &Value, schema: &Value, at: &str) {
+        let schema = resolve(doc, schema);
+        if schema["type"] == "object" || schema.get("properties").is_some() {
+            assert_eq!(
+                schema["additionalProperties"],
+                json!(false),
+                "{at} is not closed: {schema}"
+            );
+        }
+        for (field, property) in schema["properties"].as_object().into_iter().flatten() {
+            assert_closed(doc, property, &format!("{at}.{field}"));
+        }
+        if let Some(items) = schema.get("items") {
+            assert_closed(doc, items, &format!("{at}[]"));
+        }
+        for (index, alternative) in schema["oneOf"].as_array().into_iter().flatten().enumerate() {
+            assert_closed(doc, alternative, &format!("{at}|{index}"));
+        }
+    }
+
+    /// The schema of the body `path` reads, from the document.
+    fn body_schema<'a>(doc: &'a Value, path: &str) -> &'a Value {
+        &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    }
+
+    #[test]
+    fn every_post_route_but_planning_reads_a_request_type_the_document_references() {
+        let doc = build();
+        for route in routes() {
+            let operation = &doc["paths"][route.path][route.method.as_str().to_ascii_lowercase()];
+            if route.method != Method::POST {
+                assert!(operation.get("requestBody").is_none(), "{}", route.path);
+                continue;
+            }
+            let schema = body_schema(&doc, route.path);
+            match request_body(&route) {
+                Some(RequestBody::Typed(typed)) => {
+                    assert_eq!(*schema, component_ref(&typed.name), "{}", route.path);
+                    assert!(
+                        resolve(&doc, schema)
+                            .as_object()
+                            .is_some_and(|object| !object.is_empty()),
+                        "{}: {schema} does not resolve",
+                        route.path
+                    );
+                    assert_eq!(
+                        operation["requestBody"]["required"],
+                        json!(!typed.optional),
+                        "{}",
+                        route.path
+                    );
+                }
+                Some(RequestBody::FreeForm(_)) => {
+                    assert_eq!(route.path, "/v1/rooms/{room}/planning");
+                    assert!(schema["description"].is_string(), "{schema}");
+                }
+                None => panic!("POST {} reads no documented body", route.path),
+            }
+        }
+        // Only the acknowledgement may come without a body.
+        let acknowledge = &doc["paths"]["/v1/rooms/{room}/budget/acknowledge"]["post"];
+        assert_eq!(acknowledge["requestBody"]["required"], json!(false));
+    }
+
+    #[test]
+    fn sample_bodies_read_by_each_type_fit_its_schema_and_unknown_fields_fail_both() {
+        let doc = build();
+        let samples = valid_bodies();
+        let typed: Vec<(RouteSpec, Typed)> = routes()
+            .into_iter()
+            .filter_map(|route| match request_body(&route) {
+                Some(RequestBody::Typed(typed)) => Some((route, typed)),
+                _ => None,
+            })
+            .collect();
+        let sampled: Vec<&str> = samples.iter().map(|(path, _)| *path).collect();
+        let reading: Vec<&str> = typed.iter().map(|(route, _)| route.path).collect();
+        assert_eq!(sampled, reading, "the samples and the typed routes differ");
+        for ((route, typed), (_, bodies)) in typed.iter().zip(&samples) {
+            let schema = body_schema(&doc, route.path);
+            assert_closed(&doc, schema, &typed.name);
+            assert!(!bodies.is_empty(), "{}", route.path);
+            for body in bodies {
+                (typed.parse)(body.clone())
+                    .unwrap_or_else(|e| panic!("{} refused {body}: {e}", typed.name));
+                validate(&doc, schema, body)
+                    .unwrap_or_else(|e| panic!("the {} schema refused {body}: {e}", typed.name));
+                let mut objects = Vec::new();
+                objects_in(body, String::new(), &mut objects);
+                for pointer in objects {
+                    let mut extended = body.clone();
+                    let Some(Value::Object(object)) = extended.pointer_mut(&pointer) else {
+                        unreachable!("{pointer} names an object")
+                    };
+                    object.insert("unexpected_field".to_owned(), json!(true));
+                    assert!(
+                        (typed.parse)(extended.clone()).is_err(),
+                        "{} read {extended}",
+                        typed.name
+                    );
+                    assert!(
+                        validate(&doc, schema, &extended).is_err(),
+                        "the {} schema admits {extended}",
+                        typed.name
+                    );
+                }
+            }
+        }
+        for (path, body, serde_reads) in invalid_bodies() {
+            let Some((_, typed)) = typed.iter().find(|(route, _)| route.path == path) else {
+                panic!("{path} reads no request type");
+            };
+            assert_eq!(
+                (typed.parse)(body.clone()).is_ok(),
+                serde_reads,
+                "{}: {body}",
+                typed.name
+            );
+            assert!(
+                validate(&doc, body_schema(&doc, path), &body).is_err(),
+                "the {} schema admits {body}",
+                typed.name
+            );
+        }
+    }
+
+    #[test]
+    fn domain_enums_in_request_bodies_list_their_values() {
+        let doc = build();
+        let schemas = &doc["components"]["schemas"];
+        let property = |name: &str, field: &str| resolve(&doc, &schemas[name]["properties"][field]);
+        assert_eq!(
+            property("ControlBody", "action")["enum"],
+            json!(["pause", "resume", "cancel"])
+        );
+        assert_eq!(
+            property("TaskUpdateBody", "status")["enum"],
+            json!(["backlog", "todo", "in_progress", "done"])
+        );
+        assert_eq!(
+            property("VerdictBody", "verdict")["enum"],
+            json!(["met", "unmet", "unknown"])
+        );
+        assert_eq!(
+            property("LateBody", "decision")["enum"],
+            json!(["readmit", "discard"])
+        );
+        assert_eq!(
+            property("ResolveBody", "outcome")["enum"],
+            json!(["succeeded", "failed"])
+        );
+        assert_eq!(property("RaiseBody", "amount_micros")["minimum"], json!(1));
+        assert_eq!(
+            property("ReviewBody", "report_version")["minimum"],
+            json!(1)
+        );
     }
 }
