@@ -1066,8 +1066,8 @@ impl PlanningRepository for MemoryRepository {
         if let Err(refusal) = rules::check_known(&task.deps, known) {
             return Ok(Err(refusal));
         }
-        let metadata =
-            serde_json::from_str(&task.metadata).map_err(|e| RepoError::Corrupt(e.to_string()))?;
+        let metadata = serde_json::from_str(&task.metadata)
+            .map_err(|e| RepoError::corrupt("task metadata", e))?;
         memory.tasks.push((
             task.plan,
             TaskDetail {

@@ -541,7 +541,7 @@ impl PlanningService {
                         plan.rows,
                     )
                     .ok_or_else(|| {
-                        RepoError::Corrupt(format!(
+                        RepoError::inconsistent(format!(
                             "a task of objective plan {} is in a column the plan does not have",
                             plan.plan_id
                         ))
@@ -598,7 +598,7 @@ fn unknown_plan(plan_id: &str) -> Refusal {
 }
 
 fn corrupt_column(plan: &PlanRecord) -> RepoError {
-    RepoError::Corrupt(format!(
+    RepoError::inconsistent(format!(
         "a task of plan {} is in a column the plan does not have",
         plan.plan_id
     ))

@@ -924,32 +924,37 @@ async fn stopping_the_server_ends_open_streams() {
 /// A store that fails every call, and panics on listing plans (a bug, not a failure).
 struct BrokenStore;
 
+/// The failure every call of [`BrokenStore`] gives: a database error with a cause.
+fn on_fire() -> RepoError {
+    RepoError::database("reading the disk", std::io::Error::other("disk on fire"))
+}
+
 #[async_trait::async_trait]
 impl PlanningRepository for BrokenStore {
     async fn create_plan(&self, _: &RoomId, _: &NewPlan) -> Result<PlanRecord, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn plans(&self, _: &RoomId) -> Result<Vec<PlanRecord>, RepoError> {
         panic!("a bug in the store")
     }
     async fn plan(&self, _: &RoomId, _: &str) -> Result<Option<PlanRecord>, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn add_task(&self, _: &RoomId, _: &NewTask) -> Result<Result<(), Refusal>, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn update_task(
         &self,
         _: &RoomId,
         _: &TaskChange,
     ) -> Result<Result<(), Refusal>, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn tasks(&self, _: &RoomId, _: i64, _: Option<usize>) -> Result<TaskRows, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn task(&self, _: &RoomId, _: i64, _: &str) -> Result<Option<TaskDetail>, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
 }
 
