@@ -13,11 +13,18 @@ use crate::model::{NewPlan, NewTask, PlanRecord, Refusal, TaskChange, TaskDetail
 /// context), as `agentroom_ports::StoreError` does.
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
-    /// The database is not migrated to what this binary expects.
-    #[error("the planning database is not migrated ({detail}); run `agentroom migrate up` first")]
+    /// The database is not migrated to what this binary expects (D5).
+    #[error(
+        "the planning database is not migrated ({context}{}); run `agentroom migrate up` first",
+        Cause(.source)
+    )]
     NotMigrated {
-        /// What is missing or unexpected.
-        detail: String,
+        /// What is missing or differs.
+        context: String,
+        /// The database's error that showed it, if one did (a missing table under a running
+        /// store).
+        #[source]
+        source: Option<BoxError>,
     },
     /// The database failed (connection lost, timeout, …).
     #[error("planning store: {context}: {source}")]
@@ -59,6 +66,14 @@ impl RepoError {
     /// Stored data breaks an invariant (`context` says which); no parser failed.
     pub fn inconsistent(context: impl Into<String>) -> Self {
         Self::Corrupt {
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// The schema is not this binary's: `context` says what differs.
+    pub fn not_migrated(context: impl Into<String>) -> Self {
+        Self::NotMigrated {
             context: context.into(),
             source: None,
         }

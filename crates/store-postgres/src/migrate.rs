@@ -106,7 +106,7 @@ impl From<SchemaCheck> for RepoError {
     fn from(check: SchemaCheck) -> Self {
         match check {
             SchemaCheck::Unreadable(error) => RepoError::database(READING_MIGRATIONS, error),
-            SchemaCheck::NotMigrated(detail) => RepoError::NotMigrated { detail },
+            SchemaCheck::NotMigrated(detail) => RepoError::not_migrated(detail),
         }
     }
 }

@@ -58,7 +58,8 @@ fn failed(context: &'static str) -> impl FnOnce(sqlx::Error) -> RepoError {
             .is_some_and(|code| code == "42P01");
         if undefined_table {
             RepoError::NotMigrated {
-                detail: format!("{context}: {error}"),
+                context: context.to_owned(),
+                source: Some(error.into()),
             }
         } else {
             RepoError::database(context, error)

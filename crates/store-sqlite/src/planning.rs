@@ -59,7 +59,7 @@ impl SqlitePlanning {
     /// or a schema behind this binary is [`RepoError::NotMigrated`].
     pub fn open(path: &Path, durability: Durability) -> Result<Self, RepoError> {
         let connections = Connections::open(path, durability).map_err(|e| match e {
-            OpenError::NotMigrated(detail) => RepoError::NotMigrated { detail },
+            OpenError::NotMigrated(detail) => RepoError::not_migrated(detail),
             OpenError::Database(context, e) => RepoError::database(context, e),
         })?;
         Ok(Self {
