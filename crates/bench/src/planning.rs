@@ -311,7 +311,7 @@ async fn through_handle(
 async fn latencies<F, Fut>(reps: usize, mut call: F) -> anyhow::Result<(Vec<f64>, PlanningReply)>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<PlanningReply, agentroom_planning::RepoError>>,
+    Fut: std::future::Future<Output = Result<PlanningReply, agentroom_planning::PlanningError>>,
 {
     let mut last = call().await?;
     let mut times = Vec::with_capacity(reps);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use agentroom_domain::ids::RoomId;
 use agentroom_planning::limits::MAX_MESSAGE_BYTES;
 use agentroom_planning::{PlanningService, Session, Step, SystemAmbient};
+use anyhow::Context as _;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 
 use crate::store::StoreArgs;
@@ -16,7 +17,9 @@ use crate::store::StoreArgs;
 pub(crate) async fn run(store: &StoreArgs, room: RoomId) -> anyhow::Result<()> {
     let repo = store.open_planning().await?;
     let service = Arc::new(PlanningService::new(repo, Arc::new(SystemAmbient)));
-    let session = Session::new(service, room);
+    // No randomness, no session: `error: …` on stderr and a failing exit, before a line is
+    // read, rather than serve under a guessable id.
+    let session = Session::new(service, room).context("cannot start a planning session")?;
     let stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let stdout = BufWriter::with_capacity(64 * 1024, tokio::io::stdout());
     serve(&session, stdin, stdout).await?;

@@ -8,8 +8,8 @@
 //! comes back as a refusal naming its rule.
 
 use agentroom_planning::{
-    AgentTaskUpdate, Columns, CoordinatorPlan, CoordinatorPlans, Refusal, RefusalCode, RepoError,
-    TaskRows,
+    AgentTaskUpdate, BoxError, Columns, CoordinatorPlan, CoordinatorPlans, Refusal, RefusalCode,
+    RepoError, TaskRows,
 };
 use agentroom_ports::domain::engine::{InputError, Verdict};
 use agentroom_ports::domain::ids::{ObjectiveId, RoomId};
@@ -53,8 +53,10 @@ fn find<'a>(state: &'a RoomState, plan_id: &str) -> Option<&'a Objective> {
     state.objectives().iter().find(|o| o.id() == id)
 }
 
-fn storage(err: impl std::fmt::Display) -> RepoError {
-    RepoError::Database(err.to_string())
+/// A failure of the Room store or the coordinator, kept as the repository error's source so
+/// the planning edge logs the whole typed chain.
+fn storage(err: impl Into<BoxError>) -> RepoError {
+    RepoError::database("the coordinator's plans", err)
 }
 
 impl Coordinator {

@@ -132,7 +132,9 @@ fn service<S: Store>(repo: Arc<dyn PlanningRepository>, world: &World<S>) -> Arc
 }
 
 fn as_agent(service: &Arc<PlanningService>, principal: &str) -> Session {
-    Session::new(Arc::clone(service), room_id()).acting_as(PrincipalId::parse(principal).unwrap())
+    Session::new(Arc::clone(service), room_id())
+        .unwrap()
+        .acting_as(PrincipalId::parse(principal).unwrap())
 }
 
 async fn on_the_board_and_in_lists<S: Store>(world: World<S>, service: Arc<PlanningService>) {
@@ -336,7 +338,7 @@ async fn own_status_updates<S: Store>(world: World<S>, service: Arc<PlanningServ
         "nothing_to_update",
     );
     // A session that acts for nobody cannot update an objective's task.
-    let anonymous = Session::new(Arc::clone(service), room_id());
+    let anonymous = Session::new(Arc::clone(service), room_id()).unwrap();
     let nobody = send(&anonymous, &update("c9", &gather, "in_progress", "")).await;
     refused(&nobody, "rule_refused");
     assert!(

@@ -77,7 +77,8 @@ impl Harness {
             Timestamp::from_millis(1_764_460_800_000),
         ));
         let service = Arc::new(PlanningService::new(repo, ambient));
-        let session = Session::new(Arc::clone(&service), room("local"));
+        let session =
+            Session::new(Arc::clone(&service), room("local")).expect("counting ids never run out");
         Self { service, session }
     }
 
@@ -817,7 +818,8 @@ pub async fn rooms_do_not_see_each_other(repo: Arc<dyn PlanningRepository>) {
     let h = Harness::new(repo);
     let plan = h.plan("mine", &[]).await;
     let task = h.task(&plan, "x", "todo", &[]).await;
-    let other = Session::new(Arc::clone(&h.service), room("elsewhere"));
+    let other = Session::new(Arc::clone(&h.service), room("elsewhere"))
+        .expect("counting ids never run out");
     let ask = |message: Value| {
         let other = other.clone();
         async move {
@@ -1064,8 +1066,8 @@ impl PlanningRepository for MemoryRepository {
         if let Err(refusal) = rules::check_known(&task.deps, known) {
             return Ok(Err(refusal));
         }
-        let metadata =
-            serde_json::from_str(&task.metadata).map_err(|e| RepoError::Corrupt(e.to_string()))?;
+        let metadata = serde_json::from_str(&task.metadata)
+            .map_err(|e| RepoError::corrupt("task metadata", e))?;
         memory.tasks.push((
             task.plan,
             TaskDetail {

@@ -14,6 +14,7 @@
 //! rejection in the Room's decision log, as it does every decision).
 
 pub mod coordinator;
+pub mod error;
 pub mod limits;
 pub mod model;
 pub mod repo;
@@ -29,10 +30,13 @@ pub mod conformance;
 /// so a transport can call it without depending on the domain crate itself.
 pub use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
 pub use coordinator::{AgentTaskUpdate, CoordinatorPlan, CoordinatorPlans};
+pub use error::BoxError;
 pub use model::{
     Columns, DEFAULT_COLUMNS, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode,
     TaskChange, TaskDetail, TaskRow, TaskRowRef, TaskRows,
 };
 pub use repo::{PlanningRepository, RepoError};
-pub use service::{Ambient, CountingAmbient, PlanningService, SystemAmbient};
+pub use service::{
+    Ambient, CountingAmbient, NoRandomness, PlanningError, PlanningService, SystemAmbient,
+};
 pub use session::{Session, Step};

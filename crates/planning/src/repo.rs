@@ -5,23 +5,79 @@
 use agentroom_domain::ids::RoomId;
 use async_trait::async_trait;
 
+use crate::error::{BoxError, Cause};
 use crate::model::{NewPlan, NewTask, PlanRecord, Refusal, TaskChange, TaskDetail, TaskRows};
 
-/// A storage failure (not a rule's refusal).
+/// A storage failure (not a rule's refusal). The variants that stand for a failure below the
+/// store keep the error they came from as their `source()` (and show it after their
+/// context), as `agentroom_ports::StoreError` does.
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
-    /// The database is not migrated to what this binary expects.
-    #[error("the planning database is not migrated ({detail}); run `agentroom migrate up` first")]
+    /// The database is not migrated to what this binary expects (D5).
+    #[error(
+        "the planning database is not migrated ({context}{}); run `agentroom migrate up` first",
+        Cause(.source)
+    )]
     NotMigrated {
-        /// What is missing or unexpected.
-        detail: String,
+        /// What is missing or differs.
+        context: String,
+        /// The database's error that showed it, if one did (a missing table under a running
+        /// store).
+        #[source]
+        source: Option<BoxError>,
     },
-    /// The database failed.
-    #[error("planning store: {0}")]
-    Database(String),
+    /// The database failed (connection lost, timeout, …).
+    #[error("planning store: {context}: {source}")]
+    Database {
+        /// What was being done.
+        context: String,
+        /// The driver's error.
+        #[source]
+        source: BoxError,
+    },
     /// A stored value could not be read back.
-    #[error("planning store holds a value it cannot read: {0}")]
-    Corrupt(String),
+    #[error("planning store holds a value it cannot read: {context}{}", Cause(.source))]
+    Corrupt {
+        /// What could not be read.
+        context: String,
+        /// The parser's error, if one failed (none when the data breaks an invariant).
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+impl RepoError {
+    /// The database failed while doing `context`.
+    pub fn database(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Database {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// `context` cannot be read back: `source` failed to parse it.
+    pub fn corrupt(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Corrupt {
+            context: context.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// Stored data breaks an invariant (`context` says which); no parser failed.
+    pub fn inconsistent(context: impl Into<String>) -> Self {
+        Self::Corrupt {
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// The schema is not this binary's: `context` says what differs.
+    pub fn not_migrated(context: impl Into<String>) -> Self {
+        Self::NotMigrated {
+            context: context.into(),
+            source: None,
+        }
+    }
 }
 
 /// Where planning plans and tasks live. Everything is scoped to a Room: a plan of another
@@ -69,4 +125,49 @@ pub trait PlanningRepository: Send + Sync {
         plan: i64,
         task_id: &str,
     ) -> Result<Option<TaskDetail>, RepoError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_repository_error_keeps_its_cause_as_its_source_and_in_its_text() {
+        let error = RepoError::database("reading tasks", std::io::Error::other("disk on fire"));
+        assert_eq!(
+            error.to_string(),
+            "planning store: reading tasks: disk on fire"
+        );
+        let source = error.source().expect("the cause");
+        assert_eq!(
+            source
+                .downcast_ref::<std::io::Error>()
+                .map(ToString::to_string),
+            Some("disk on fire".to_owned())
+        );
+
+        let parse = serde_json::from_str::<Vec<String>>("[1").unwrap_err();
+        let corrupt = RepoError::corrupt("columns of plan p", parse);
+        assert!(
+            corrupt
+                .to_string()
+                .starts_with("planning store holds a value it cannot read: columns of plan p: "),
+            "{corrupt}"
+        );
+        let source = corrupt.source().expect("the parser's error");
+        assert!(
+            source.downcast_ref::<serde_json::Error>().is_some(),
+            "{source:?}"
+        );
+
+        // Broken data that no parser failed on has no cause to keep.
+        let inconsistent = RepoError::inconsistent("a task of plan p is in no column");
+        assert_eq!(
+            inconsistent.to_string(),
+            "planning store holds a value it cannot read: a task of plan p is in no column"
+        );
+        assert!(inconsistent.source().is_none());
+    }
 }

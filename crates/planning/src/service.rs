@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
 
 use crate::coordinator::{AgentTaskUpdate, CoordinatorPlan, CoordinatorPlans};
+use crate::error::BoxError;
 use crate::model::{
     Columns, NewPlan, NewTask, PlanKind, PlanRecord, Refusal, RefusalCode, TaskChange, TaskRows,
 };
@@ -19,10 +20,43 @@ use crate::wire::{
     PlanningRequest, TaskAdd, TaskList, TaskListing, TaskUpdate,
 };
 
+/// The operating system gave no randomness; nothing that needed a fresh id was made. The
+/// one failure policy of randomness (issue 14, as `agentroom_ports::NoRandomness`): an
+/// error, never a zero, time-based or otherwise guessable id.
+#[derive(Debug, thiserror::Error)]
+#[error("no randomness from the operating system: {source}")]
+pub struct NoRandomness {
+    /// The generator's error.
+    #[source]
+    source: BoxError,
+}
+
+impl NoRandomness {
+    /// A failure, keeping the generator's error as its `source()`.
+    pub fn new(source: impl Into<BoxError>) -> Self {
+        Self {
+            source: source.into(),
+        }
+    }
+}
+
+/// Why the service gave no answer to a request: a failure below the rules (a rule's refusal
+/// is a reply, not this). Either way nothing was stored.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanningError {
+    /// The repository, or the coordinator's plans, failed.
+    #[error(transparent)]
+    Store(#[from] RepoError),
+    /// A fresh id (a plan's, a task's, a request's) could not be drawn; nothing was stored.
+    #[error(transparent)]
+    NoRandomness(#[from] NoRandomness),
+}
+
 /// Where the service gets fresh ids and the time: passed in, so tests are deterministic.
 pub trait Ambient: Send + Sync {
-    /// A fresh opaque id (plans, tasks, reply envelopes, sessions).
-    fn fresh_id(&self) -> String;
+    /// A fresh opaque id (plans, tasks, coordinator requests, sessions), or
+    /// [`NoRandomness`] when there is none to draw.
+    fn fresh_id(&self) -> Result<String, NoRandomness>;
     /// The current time.
     fn now(&self) -> Timestamp;
 }
@@ -32,17 +66,10 @@ pub trait Ambient: Send + Sync {
 pub struct SystemAmbient;
 
 impl Ambient for SystemAmbient {
-    fn fresh_id(&self) -> String {
+    fn fresh_id(&self) -> Result<String, NoRandomness> {
         let mut bytes = [0u8; 16];
-        if let Err(error) = getrandom::fill(&mut bytes) {
-            // The operating system's generator does not fail on the platforms we run on;
-            // if it ever does, a time-and-counter id is still unique within this process.
-            tracing::error!(%error, "no randomness from the operating system");
-            let fallback = u128::from(self.now().as_millis().unsigned_abs()) << 64
-                | u128::from(FALLBACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-            bytes = fallback.to_be_bytes();
-        }
-        hex::encode(bytes)
+        getrandom::fill(&mut bytes).map_err(NoRandomness::new)?;
+        Ok(hex::encode(bytes))
     }
 
     fn now(&self) -> Timestamp {
@@ -53,8 +80,6 @@ impl Ambient for SystemAmbient {
         Timestamp::from_millis(millis)
     }
 }
-
-static FALLBACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Counting ids (`{prefix}1`, `{prefix}2`, …) and a fixed clock, for tests.
 #[derive(Debug)]
@@ -76,9 +101,9 @@ impl CountingAmbient {
 }
 
 impl Ambient for CountingAmbient {
-    fn fresh_id(&self) -> String {
+    fn fresh_id(&self) -> Result<String, NoRandomness> {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        format!("{}{n}", self.prefix)
+        Ok(format!("{}{n}", self.prefix))
     }
 
     fn now(&self) -> Timestamp {
@@ -147,25 +172,26 @@ impl PlanningService {
 
     /// Answers one request in `room` for a caller the session has not identified: a
     /// `task/update` on a coordinator plan is refused (T3: the coordinator must know which
-    /// agent asks). A rule's refusal is a reply; only a storage failure is an error.
+    /// agent asks). A rule's refusal is a reply; only a storage failure or a missing
+    /// randomness source is an error.
     pub async fn handle(
         &self,
         room: &RoomId,
         request: PlanningRequest,
-    ) -> Result<PlanningReply, RepoError> {
+    ) -> Result<PlanningReply, PlanningError> {
         self.handle_as(room, None, request).await
     }
 
     /// Answers one request in `room` from `caller`, the principal the session authenticated
     /// (never one named in the message). A rule's refusal is a reply; only a storage failure
-    /// is an error.
+    /// or a missing randomness source is an error, and then nothing was stored.
     #[tracing::instrument(level = "debug", skip_all, fields(room = %room, kind = ?request.kind()))]
     pub async fn handle_as(
         &self,
         room: &RoomId,
         caller: Option<&PrincipalId>,
         request: PlanningRequest,
-    ) -> Result<PlanningReply, RepoError> {
+    ) -> Result<PlanningReply, PlanningError> {
         let kind = request.kind();
         let mut task_id = String::new();
         let outcome = match request {
@@ -259,7 +285,7 @@ impl PlanningService {
             Err(refusal) => return Ok(Err(refusal)),
         };
         let plan = NewPlan {
-            plan_id: self.ambient.fresh_id(),
+            plan_id: self.ambient.fresh_id()?,
             name: create.name,
             description: create.description,
             columns,
@@ -313,7 +339,7 @@ impl PlanningService {
         };
         let task = NewTask {
             plan: plan.key,
-            task_id: self.ambient.fresh_id(),
+            task_id: self.ambient.fresh_id()?,
             title: add.title,
             column,
             description: add.description,
@@ -427,7 +453,7 @@ impl PlanningService {
                     .update_task(
                         room,
                         AgentTaskUpdate {
-                            request: self.ambient.fresh_id(),
+                            request: self.ambient.fresh_id()?,
                             by: by.clone(),
                             plan_id: plan.plan_id.clone(),
                             task_id: update.task_id.clone(),
@@ -484,7 +510,7 @@ impl PlanningService {
                 .max_column()
                 .is_some_and(|c| c >= plan.columns.names().len())
             {
-                return Err(corrupt_column(&plan));
+                return Err(corrupt_column(&plan).into());
             }
             listing.push(ListedPlan {
                 plan_id: plan.plan_id.clone(),
@@ -515,7 +541,7 @@ impl PlanningService {
                         plan.rows,
                     )
                     .ok_or_else(|| {
-                        RepoError::Corrupt(format!(
+                        RepoError::inconsistent(format!(
                             "a task of objective plan {} is in a column the plan does not have",
                             plan.plan_id
                         ))
@@ -528,7 +554,7 @@ impl PlanningService {
     }
 }
 
-type Answer = Result<Result<PlanningReply, Refusal>, RepoError>;
+type Answer = Result<Result<PlanningReply, Refusal>, PlanningError>;
 
 enum Outcome {
     Refused(Refusal),
@@ -539,7 +565,7 @@ impl Outcome {
     fn into_answer(self) -> Answer {
         match self {
             Outcome::Refused(refusal) => Ok(Err(refusal)),
-            Outcome::Failed(error) => Err(error),
+            Outcome::Failed(error) => Err(error.into()),
         }
     }
 }
@@ -572,7 +598,7 @@ fn unknown_plan(plan_id: &str) -> Refusal {
 }
 
 fn corrupt_column(plan: &PlanRecord) -> RepoError {
-    RepoError::Corrupt(format!(
+    RepoError::inconsistent(format!(
         "a task of plan {} is in a column the plan does not have",
         plan.plan_id
     ))

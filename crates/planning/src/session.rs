@@ -3,10 +3,11 @@
 //! move bytes.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
 
-use crate::service::PlanningService;
+use crate::service::{NoRandomness, PlanningService};
 use crate::wire::{
     self, Body, Envelope, HandshakeReply, Inbound, ProtocolError, Reply, SDK_CAPABILITIES,
 };
@@ -22,8 +23,8 @@ pub enum Step {
     Close,
 }
 
-/// A session: its Room, who it acts for (when the transport authenticated someone), its id
-/// and when it started.
+/// A session: its Room, who it acts for (when the transport authenticated someone), its id,
+/// when it started and how many replies it has sent.
 #[derive(Debug, Clone)]
 pub struct Session {
     service: Arc<PlanningService>,
@@ -31,20 +32,26 @@ pub struct Session {
     principal: Option<PrincipalId>,
     id: String,
     started: Timestamp,
+    /// The number of the last reply envelope; shared by clones, which are the same session,
+    /// so no two of its replies get the same id.
+    replies: Arc<AtomicU64>,
 }
 
 impl Session {
-    /// A session acting in `room`.
-    pub fn new(service: Arc<PlanningService>, room: RoomId) -> Self {
-        let id = service.ambient().fresh_id();
+    /// A session acting in `room`, with a fresh id; [`NoRandomness`] when none can be drawn
+    /// (then there is no session: a transport refuses it rather than serve under a guessable
+    /// id).
+    pub fn new(service: Arc<PlanningService>, room: RoomId) -> Result<Self, NoRandomness> {
+        let id = service.ambient().fresh_id()?;
         let started = service.ambient().now();
-        Self {
+        Ok(Self {
             service,
             room,
             principal: None,
             id,
             started,
-        }
+            replies: Arc::new(AtomicU64::new(0)),
+        })
     }
 
     /// The same session acting for `principal`, whom the transport authenticated (a bearer
@@ -131,10 +138,15 @@ impl Session {
     }
 
     fn encode(&self, req_id: &str, reply: &Reply) -> String {
-        let ambient = self.service.ambient();
-        let id = ambient.fresh_id();
+        // A reply needs a fresh envelope `id` (A2E-PROTOCOL.md: unique, opaque; clients match
+        // on `req_id` only). `{session}-{n}` is one: the session id is random (128 bits from
+        // the ambient), so no other session shares the prefix, and `n` counts this session's
+        // replies. So a reply never needs randomness of its own, and cannot fail for the
+        // lack of it.
+        let n = self.replies.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("{}-{n}", self.id);
         #[allow(clippy::cast_precision_loss)]
-        let ts = ambient.now().as_millis() as f64 / 1000.0;
+        let ts = self.service.ambient().now().as_millis() as f64 / 1000.0;
         wire::encode(
             reply,
             Envelope {

@@ -259,12 +259,13 @@ impl ProtocolError {
         self
     }
 
-    /// A storage or internal failure; the cause goes to the log, not to the client.
+    /// A storage or internal failure (a failing store, no randomness for a fresh id); the
+    /// cause goes to the log, not to the client, so the text names neither.
     pub fn runtime(req_id: &str) -> Self {
         Self::new(
             req_id,
             ErrorCode::RuntimeError,
-            "the planning store failed; the request was not applied",
+            "the planning service failed; the request was not applied",
         )
     }
 

@@ -36,7 +36,8 @@ pub(crate) async fn create_session(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Response, ApiError> {
-    let session = Session::new(state.service.clone(), caller.room().clone());
+    // No randomness, no session: 503, nothing made under a guessable id.
+    let session = Session::new(state.service.clone(), caller.room().clone())?;
     let slot = state.sessions.create(session)?;
     Ok(Json(Created {
         session_id: slot.id(),

@@ -115,9 +115,11 @@ pub(crate) enum ApiError {
     /// The Room kept changing under the request.
     #[error("the room kept changing; try again")]
     Conflict(#[source] CoordinatorError),
-    /// The coordinator cannot take requests now.
-    #[error("the room is not available now; try again")]
-    Unavailable(#[source] CoordinatorError),
+    /// The server cannot take the request now: the Room's coordinator stopped, or there is
+    /// no randomness for the ids the request needs (nothing was made under a guessable one).
+    /// Its cause is logged, not told.
+    #[error("the server cannot take this request now; try again")]
+    Unavailable(#[source] Cause),
 
     // --- Both -------------------------------------------------------------------------------
     /// A bug or a failing store; its cause is logged, not told.
@@ -129,6 +131,12 @@ impl ApiError {
     /// An internal error caused by `cause` (a typed error, or a text for a bug).
     pub(crate) fn internal(cause: impl Into<Cause>) -> Self {
         ApiError::Internal(cause.into())
+    }
+
+    /// A request the server cannot take now because of `cause` (a stopped coordinator, no
+    /// randomness).
+    pub(crate) fn unavailable(cause: impl Into<Cause>) -> Self {
+        ApiError::Unavailable(cause.into())
     }
 
     /// The HTTP status this error is answered with.
@@ -271,7 +279,7 @@ impl From<CoordinatorError> for ApiError {
             CoordinatorError::Input(error) => ApiError::InvalidBody(error.to_string()),
             error @ CoordinatorError::Conflicted { .. } => ApiError::Conflict(error),
             error @ (CoordinatorError::ActorStopped(_) | CoordinatorError::NoRandomness(_)) => {
-                ApiError::Unavailable(error)
+                ApiError::unavailable(error)
             }
             CoordinatorError::NoAssignment(op) => {
                 ApiError::NotFound(format!("no assignment of operation {op}"))
@@ -292,6 +300,14 @@ impl From<CoordinatorError> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         ApiError::internal(error)
+    }
+}
+
+/// No randomness for a planning session's id: the one failure policy of randomness, 503 as
+/// the coordinator's `NoRandomness` is; no session was made.
+impl From<agentroom_planning::NoRandomness> for ApiError {
+    fn from(error: agentroom_planning::NoRandomness) -> Self {
+        ApiError::unavailable(error)
     }
 }
 

@@ -5,11 +5,11 @@
 //!
 //! | endpoint | answer |
 //! | --- | --- |
-//! | `POST /session` (no body) | `200 {"session_id": "..."}`; `503 too_many_sessions` when [`ServerConfig::max_sessions`] exist after expiring idle ones |
+//! | `POST /session` (no body) | `200 {"session_id": "..."}`; `503 too_many_sessions` when [`ServerConfig::max_sessions`] exist after expiring idle ones; `503 unavailable` when there is no randomness for its id (no session made) |
 //! | `POST /send` (`X-Session-Id`, body = one JSON message, any content type) | `202 {"ok":true}` at once, the reply (if any) on `/stream`; `400 missing_session_id`; `404 unknown_session` (ended, expired, never existed); `429 session_buffer_full` (with `Retry-After: 1`) when the session holds [`ServerConfig::session_buffer`] messages, nothing processed; `413 too_large` above `limits::MAX_MESSAGE_BYTES`, nothing processed, and the A2E `schema_violation` error queued on the stream as stdio answers an oversized line |
 //! | `GET /stream` (`X-Session-Id`) | Server-Sent Events: one `data: <json>` line and a blank line per reply, `:` keep-alive comments; everything produced since the session began and not yet streamed, then each new reply; a newer stream of the session ends the older; ends after `shutdown` once the queue is empty |
 //! | `GET /health` | `200 {"status":"ok"}` |
-//! | `POST /v1/planning` (one A2E message) | `200` with its reply (planning reply, refusal or A2E `error`); `204` for a message without reply (`shutdown`, `pong`); `413` with the A2E `schema_violation` error above the size limit |
+//! | `POST /v1/planning` (one A2E message) | `200` with its reply (planning reply, refusal or A2E `error`); `204` for a message without reply (`shutdown`, `pong`); `413` with the A2E `schema_violation` error above the size limit; `503 unavailable` when there is no randomness for its session's id (nothing read or stored) |
 //! | anything else | `404 not_found`, or `405 method_not_allowed` for a known path |
 //!
 //! Errors of the HTTP edge are JSON `{"error": code, "message": text}`. A session's messages

@@ -50,7 +50,8 @@ pub(crate) async fn planning(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let session = Session::new(state.service.clone(), caller.room().clone());
+    // No randomness, no session: 503 before the message is read, nothing stored.
+    let session = Session::new(state.service.clone(), caller.room().clone())?;
     let answer = match read_message(&headers, body).await {
         // Run to the end even if the client hangs up meanwhile: a store write is never cut
         // off half way by a dropped request.

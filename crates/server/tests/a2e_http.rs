@@ -13,8 +13,8 @@ use std::time::Duration;
 use agentroom_planning::conformance::check_envelope;
 use agentroom_planning::limits::MAX_MESSAGE_BYTES;
 use agentroom_planning::{
-    NewPlan, NewTask, PlanRecord, PlanningRepository, PlanningService, Refusal, RepoError, RoomId,
-    SystemAmbient, TaskChange, TaskDetail, TaskRows,
+    Ambient, NewPlan, NewTask, NoRandomness, PlanRecord, PlanningRepository, PlanningService,
+    Refusal, RepoError, RoomId, SystemAmbient, TaskChange, TaskDetail, TaskRows, Timestamp,
 };
 use agentroom_server::{ServerConfig, router, serve};
 use axum::body::Bytes;
@@ -65,7 +65,15 @@ async fn spawn_app(config: ServerConfig) -> TestApp {
 }
 
 async fn spawn_app_over(repository: Arc<dyn PlanningRepository>, config: ServerConfig) -> TestApp {
-    let service = Arc::new(PlanningService::new(repository, Arc::new(SystemAmbient)));
+    spawn_app_with(repository, Arc::new(SystemAmbient), config).await
+}
+
+async fn spawn_app_with(
+    repository: Arc<dyn PlanningRepository>,
+    ambient: Arc<dyn Ambient>,
+    config: ServerConfig,
+) -> TestApp {
+    let service = Arc::new(PlanningService::new(repository, ambient));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -916,32 +924,37 @@ async fn stopping_the_server_ends_open_streams() {
 /// A store that fails every call, and panics on listing plans (a bug, not a failure).
 struct BrokenStore;
 
+/// The failure every call of [`BrokenStore`] gives: a database error with a cause.
+fn on_fire() -> RepoError {
+    RepoError::database("reading the disk", std::io::Error::other("disk on fire"))
+}
+
 #[async_trait::async_trait]
 impl PlanningRepository for BrokenStore {
     async fn create_plan(&self, _: &RoomId, _: &NewPlan) -> Result<PlanRecord, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn plans(&self, _: &RoomId) -> Result<Vec<PlanRecord>, RepoError> {
         panic!("a bug in the store")
     }
     async fn plan(&self, _: &RoomId, _: &str) -> Result<Option<PlanRecord>, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn add_task(&self, _: &RoomId, _: &NewTask) -> Result<Result<(), Refusal>, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn update_task(
         &self,
         _: &RoomId,
         _: &TaskChange,
     ) -> Result<Result<(), Refusal>, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn tasks(&self, _: &RoomId, _: i64, _: Option<usize>) -> Result<TaskRows, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
     async fn task(&self, _: &RoomId, _: i64, _: &str) -> Result<Option<TaskDetail>, RepoError> {
-        Err(RepoError::Database("disk on fire".into()))
+        Err(on_fire())
     }
 }
 
@@ -975,5 +988,35 @@ async fn a_failing_store_is_a_runtime_error_and_a_panic_ends_only_its_session() 
     let answer = app.planning(list).await;
     answer.assert_error(StatusCode::INTERNAL_SERVER_ERROR, "internal_error");
     assert!(!answer.body.contains("bug"), "{answer:?}");
+    app.stop().await;
+}
+
+/// A source of ids with no randomness at all (test-only).
+struct NoRandomnessAtAll;
+
+impl Ambient for NoRandomnessAtAll {
+    fn fresh_id(&self) -> Result<String, NoRandomness> {
+        Err(NoRandomness::new("the generator is broken"))
+    }
+    fn now(&self) -> Timestamp {
+        SystemAmbient.now()
+    }
+}
+
+/// No randomness, no session: `POST /session` and `POST /v1/planning` answer 503
+/// `unavailable` through the one error of the edge, say nothing internal, and store nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_randomness_no_session_is_made_and_nothing_is_stored() {
+    let store = repository();
+    let app = spawn_app_with(store.clone(), Arc::new(NoRandomnessAtAll), local()).await;
+    let created = app.call(Method::POST, "/session", &[], "").await;
+    created.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    assert!(!created.body.contains("generator"), "{created:?}");
+    let create = message("planning/plan/create", "c", json!({"name": "p"}));
+    app.planning(create.to_string())
+        .await
+        .assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    let room = RoomId::parse("local").unwrap();
+    assert!(store.plans(&room).await.unwrap().is_empty());
     app.stop().await;
 }

@@ -105,10 +105,8 @@ const READING_MIGRATIONS: &str = "reading the migration table _sqlx_migrations";
 impl From<SchemaCheck> for RepoError {
     fn from(check: SchemaCheck) -> Self {
         match check {
-            SchemaCheck::Unreadable(error) => {
-                RepoError::Database(format!("{READING_MIGRATIONS}: {error}"))
-            }
-            SchemaCheck::NotMigrated(detail) => RepoError::NotMigrated { detail },
+            SchemaCheck::Unreadable(error) => RepoError::database(READING_MIGRATIONS, error),
+            SchemaCheck::NotMigrated(detail) => RepoError::not_migrated(detail),
         }
     }
 }

@@ -31,7 +31,7 @@ impl PgPlanning {
         let pool = PgPoolOptions::new()
             .connect(url)
             .await
-            .map_err(|e| RepoError::Database(format!("connecting to PostgreSQL: {e}")))?;
+            .map_err(|e| RepoError::database("connecting to PostgreSQL", e))?;
         Self::from_pool(pool).await
     }
 
@@ -58,22 +58,24 @@ fn failed(context: &'static str) -> impl FnOnce(sqlx::Error) -> RepoError {
             .is_some_and(|code| code == "42P01");
         if undefined_table {
             RepoError::NotMigrated {
-                detail: format!("{context}: {error}"),
+                context: context.to_owned(),
+                source: Some(error.into()),
             }
         } else {
-            RepoError::Database(format!("{context}: {error}"))
+            RepoError::database(context, error)
         }
     }
 }
 
 fn column_ix(column: usize) -> Result<i32, RepoError> {
-    i32::try_from(column)
-        .map_err(|_| RepoError::Database(format!("column index {column} does not fit the schema")))
+    i32::try_from(column).map_err(|e| {
+        RepoError::database(format!("column index {column} does not fit the schema"), e)
+    })
 }
 
 fn column_of(stored: i32) -> Result<usize, RepoError> {
     usize::try_from(stored)
-        .map_err(|_| RepoError::Corrupt(format!("negative column index {stored}")))
+        .map_err(|e| RepoError::corrupt(format!("negative column index {stored}"), e))
 }
 
 fn unknown_plan() -> Refusal {
@@ -88,15 +90,16 @@ fn unknown_task(task_id: &str) -> Refusal {
 }
 
 fn plan_record(row: &PgRow) -> Result<PlanRecord, RepoError> {
-    let read = |e: sqlx::Error| RepoError::Corrupt(format!("a planning_plans row: {e}"));
+    let read = |e: sqlx::Error| RepoError::corrupt("a planning_plans row", e);
     let columns: String = row.try_get(4).map_err(read)?;
     let columns: Vec<String> = serde_json::from_str(&columns)
-        .map_err(|e| RepoError::Corrupt(format!("plan columns `{columns}`: {e}")))?;
+        .map_err(|e| RepoError::corrupt(format!("plan columns `{columns}`"), e))?;
     let objective: Option<String> = row.try_get(5).map_err(read)?;
     let kind = match objective {
         None => PlanKind::Standalone,
         Some(text) => PlanKind::Coordinator(
-            ObjectiveId::from_str(&text).map_err(|e| RepoError::Corrupt(e.to_string()))?,
+            ObjectiveId::from_str(&text)
+                .map_err(|e| RepoError::corrupt(format!("plan objective `{text}`"), e))?,
         ),
     };
     Ok(PlanRecord {
@@ -111,7 +114,7 @@ fn plan_record(row: &PgRow) -> Result<PlanRecord, RepoError> {
 }
 
 fn task_row(row: &PgRow) -> Result<TaskRow, RepoError> {
-    let read = |e: sqlx::Error| RepoError::Corrupt(format!("a planning_tasks row: {e}"));
+    let read = |e: sqlx::Error| RepoError::corrupt("a planning_tasks row", e);
     Ok(TaskRow {
         task_id: row.try_get(0).map_err(read)?,
         title: row.try_get(1).map_err(read)?,
@@ -286,10 +289,14 @@ impl PlanningRepository for PgPlanning {
         ) {
             (Ok(()), true) => Ok(Ok(())),
             (Err(refusal), false) => Ok(Err(refusal)),
-            (verdict, inserted) => Err(RepoError::Database(format!(
-                "task/add: the dependency check ({verdict:?}) and the insert (inserted: \
-                 {inserted}) disagree"
-            ))),
+            // No driver failed: the statement broke its own contract. The text is the cause.
+            (verdict, inserted) => Err(RepoError::database(
+                "task/add",
+                format!(
+                    "the dependency check ({verdict:?}) and the insert (inserted: {inserted}) \
+                     disagree"
+                ),
+            )),
         }
     }
 
@@ -342,7 +349,7 @@ impl PlanningRepository for PgPlanning {
                 .await
                 .map_err(failed("reading a plan's tasks of one column"))?,
         };
-        let read = |e: sqlx::Error| RepoError::Corrupt(format!("a planning_tasks row: {e}"));
+        let read = |e: sqlx::Error| RepoError::corrupt("a planning_tasks row", e);
         let bytes = rows.len() * 64;
         let mut tasks = TaskRows::with_capacity(rows.len(), bytes);
         for row in &rows {
@@ -373,10 +380,10 @@ impl PlanningRepository for PgPlanning {
         let Some(row) = row else {
             return Ok(None);
         };
-        let read = |e: sqlx::Error| RepoError::Corrupt(format!("a planning_tasks row: {e}"));
+        let read = |e: sqlx::Error| RepoError::corrupt("a planning_tasks row", e);
         let metadata: String = row.try_get(6).map_err(read)?;
         let metadata = serde_json::from_str(&metadata)
-            .map_err(|e| RepoError::Corrupt(format!("task metadata `{metadata}`: {e}")))?;
+            .map_err(|e| RepoError::corrupt(format!("task metadata `{metadata}`"), e))?;
         Ok(Some(TaskDetail {
             row: task_row(&row)?,
             description: row.try_get(4).map_err(read)?,

@@ -11,16 +11,13 @@ use agentroom_ports::StoreError;
 use agentroom_store_postgres::migrate::{down, status, up};
 use agentroom_store_postgres::{MigrationState, MigrationStatus, PgPlanning, PgPool, PgRooms};
 
-/// The store refuses the pool; returns the refusal's detail and checks its advice.
+/// The store refuses the pool; returns the refusal's text and checks its advice.
 async fn not_migrated(pool: &PgPool) -> String {
     match PgPlanning::from_pool(pool.clone()).await {
-        Err(RepoError::NotMigrated { detail }) => {
-            let message = RepoError::NotMigrated {
-                detail: detail.clone(),
-            }
-            .to_string();
+        Err(error @ RepoError::NotMigrated { .. }) => {
+            let message = error.to_string();
             assert!(message.contains("run `agentroom migrate up`"), "{message}");
-            detail
+            message
         }
         other => panic!("expected NotMigrated, got {other:?}"),
     }
@@ -136,8 +133,11 @@ async fn d5_migrate_up_then_status_then_down() {
     );
     // A store made before the schema was reverted says so instead of failing obscurely.
     match store.plans(&room).await {
-        Err(RepoError::NotMigrated { detail }) => {
-            assert!(detail.contains("planning_plans"), "{detail}");
+        Err(error @ RepoError::NotMigrated { .. }) => {
+            assert!(error.to_string().contains("planning_plans"), "{error}");
+            // The driver's error is kept here too, as the Room store keeps it.
+            let source = std::error::Error::source(&error).expect("a source");
+            assert!(source.downcast_ref::<sqlx::Error>().is_some(), "{source:?}");
         }
         other => panic!("expected NotMigrated, got {other:?}"),
     }
@@ -250,8 +250,8 @@ async fn connect_refuses_an_unmigrated_database_too() {
     let separator = if url.contains('?') { '&' } else { '?' };
     let url = format!("{url}{separator}options=-c%20search_path%3D{schema}");
     match PgPlanning::connect(&url).await {
-        Err(RepoError::NotMigrated { detail }) => {
-            assert!(detail.contains("no migration table"), "{detail}");
+        Err(RepoError::NotMigrated { context, .. }) => {
+            assert!(context.contains("no migration table"), "{context}");
         }
         other => panic!("expected NotMigrated, got {other:?}"),
     }

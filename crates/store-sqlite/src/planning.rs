@@ -51,7 +51,7 @@ impl std::fmt::Debug for SqlitePlanning {
 }
 
 fn db(context: &'static str) -> impl Fn(rusqlite::Error) -> RepoError {
-    move |e| RepoError::Database(format!("{context}: {e}"))
+    move |e| RepoError::database(context, e)
 }
 
 impl SqlitePlanning {
@@ -59,8 +59,8 @@ impl SqlitePlanning {
     /// or a schema behind this binary is [`RepoError::NotMigrated`].
     pub fn open(path: &Path, durability: Durability) -> Result<Self, RepoError> {
         let connections = Connections::open(path, durability).map_err(|e| match e {
-            OpenError::NotMigrated(detail) => RepoError::NotMigrated { detail },
-            OpenError::Database(context, e) => RepoError::Database(format!("{context}: {e}")),
+            OpenError::NotMigrated(detail) => RepoError::not_migrated(detail),
+            OpenError::Database(context, e) => RepoError::database(context, e),
         })?;
         Ok(Self {
             connections: Arc::new(connections),
@@ -107,18 +107,20 @@ fn plan_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PlanRecord,
     let columns = match serde_json::from_str::<Vec<String>>(&columns) {
         Ok(columns) => Columns::from_stored(columns),
         Err(e) => {
-            return Ok(Err(RepoError::Corrupt(format!(
-                "columns of plan {plan_id}: {e}"
-            ))));
+            return Ok(Err(RepoError::corrupt(
+                format!("columns of plan {plan_id}"),
+                e,
+            )));
         }
     };
     let kind = match objective.map(|o| o.parse::<ObjectiveId>()) {
         None => PlanKind::Standalone,
         Some(Ok(objective)) => PlanKind::Coordinator(objective),
         Some(Err(e)) => {
-            return Ok(Err(RepoError::Corrupt(format!(
-                "objective of plan {plan_id}: {e}"
-            ))));
+            return Ok(Err(RepoError::corrupt(
+                format!("objective of plan {plan_id}"),
+                e,
+            )));
         }
     };
     Ok(Ok(PlanRecord {
@@ -160,10 +162,12 @@ fn collect_rows(
             Some(column) => (column, 2),
             None => {
                 let column: i64 = row.get(2)?;
-                let Ok(column) = usize::try_from(column) else {
-                    return Ok(Err(RepoError::Corrupt(format!("column index {column}"))));
-                };
-                (column, 3)
+                match usize::try_from(column) {
+                    Ok(column) => (column, 3),
+                    Err(e) => {
+                        return Ok(Err(RepoError::corrupt(format!("column index {column}"), e)));
+                    }
+                }
             }
         };
         tasks.push(
@@ -182,7 +186,7 @@ fn deps_json(deps: &[String]) -> String {
 
 fn parse_deps(task: &str, text: &str) -> Result<Vec<String>, RepoError> {
     serde_json::from_str(text)
-        .map_err(|e| RepoError::Corrupt(format!("dependencies of task {task}: {e}")))
+        .map_err(|e| RepoError::corrupt(format!("dependencies of task {task}"), e))
 }
 
 fn unknown_task(task_id: &str) -> Refusal {
@@ -429,7 +433,7 @@ impl PlanningRepository for SqlitePlanning {
         };
         let deps = parse_deps(task_id, &deps)?;
         let metadata = serde_json::from_str(&metadata)
-            .map_err(|e| RepoError::Corrupt(format!("metadata of task {task_id}: {e}")))?;
+            .map_err(|e| RepoError::corrupt(format!("metadata of task {task_id}"), e))?;
         Ok(Some(TaskDetail {
             row,
             description,

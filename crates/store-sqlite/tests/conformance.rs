@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agentroom_planning::{PlanningRepository, RepoError};
+use agentroom_planning::{PlanningRepository, RepoError, RoomId};
 use agentroom_store_sqlite::{
     Durability, MigrationState, MigrationStatus, SqlitePlanning, migrate,
 };
@@ -57,6 +57,29 @@ fn a_filtered_list_reads_only_its_plan_and_column_range() {
     );
     assert!(!text.contains("SCAN"), "{text}");
     assert!(!text.contains("TEMP B-TREE"), "{text}");
+}
+
+/// Errors keep their cause across the crate seam: a statement SQLite refuses (its table was
+/// dropped under a running store) is a `RepoError::Database` that says what was being done,
+/// shows the driver's text, and whose `source()` is rusqlite's own error, not a copy of it.
+#[tokio::test]
+async fn a_database_error_keeps_the_driver_error_as_its_source() {
+    let (dir, store) = migrated();
+    rusqlite::Connection::open(dir.path().join("planning.db"))
+        .unwrap()
+        .execute_batch("DROP TABLE planning_tasks")
+        .unwrap();
+    let room = RoomId::parse("local").unwrap();
+    let error = store.tasks(&room, 1, None).await.unwrap_err();
+    assert!(matches!(error, RepoError::Database { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(text.contains("reading tasks"), "{text}");
+    assert!(text.contains("no such table"), "{text}");
+    let source = std::error::Error::source(&error).expect("the driver's error");
+    let driver = source
+        .downcast_ref::<rusqlite::Error>()
+        .unwrap_or_else(|| panic!("not rusqlite's error: {source:?}"));
+    assert!(driver.to_string().contains("planning_tasks"), "{driver}");
 }
 
 #[test]

@@ -144,7 +144,7 @@ pub(crate) async fn request_id(request: Request, next: Next) -> Response {
         Ok(id) => id,
         // The one failure policy of randomness: an error, never a zero id; nothing ran.
         Err(error) => {
-            return ApiError::Unavailable(CoordinatorError::NoRandomness(error)).into_response();
+            return ApiError::from(CoordinatorError::NoRandomness(error)).into_response();
         }
     };
     let span = tracing::info_span!(

@@ -912,7 +912,8 @@ pub(crate) async fn planning(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let session = Session::new(api.planning.clone(), caller.room.clone());
+    // No randomness, no session: 503 before the message is read, nothing stored.
+    let session = Session::new(api.planning.clone(), caller.room.clone())?;
     let message = match crate::body::read_message(&headers, body).await {
         Ok(message) => message,
         Err(ApiError::MessageTooLarge { bytes, .. }) => {
