@@ -16,7 +16,7 @@ use serde_json::json;
 use agentroom_planning::Session;
 
 use crate::body::read_message;
-use crate::caller::Caller;
+use crate::caller::Scope;
 use crate::error::ApiError;
 use crate::sessions::Slot;
 use crate::state::{AppState, Stopping};
@@ -31,13 +31,13 @@ struct Created<'a> {
 
 /// `POST /session`: a new session acting in the caller's Room. Its output is buffered from
 /// now on, so a handshake sent before `/stream` connects is not lost.
-#[tracing::instrument(level = "debug", skip_all, fields(room = %caller.room()))]
+#[tracing::instrument(level = "debug", skip_all, fields(room = %scope.room(), principal = scope.principal()))]
 pub(crate) async fn create_session(
     State(state): State<AppState>,
-    caller: Caller,
+    scope: Scope,
 ) -> Result<Response, ApiError> {
     // No randomness, no session: 503, nothing made under a guessable id.
-    let session = Session::new(state.service.clone(), caller.room().clone())?;
+    let session = Session::new(state.service.clone(), scope.room().clone())?;
     let slot = state.sessions.create(session)?;
     Ok(Json(Created {
         session_id: slot.id(),
@@ -47,14 +47,14 @@ pub(crate) async fn create_session(
 
 /// `POST /send`: admits one message and answers `202 {"ok":true}` at once; the reply, if
 /// any, comes on `/stream`.
-#[tracing::instrument(level = "debug", skip_all, fields(room = %caller.room()))]
+#[tracing::instrument(level = "debug", skip_all, fields(room = %scope.room(), principal = scope.principal()))]
 pub(crate) async fn send(
     State(state): State<AppState>,
-    caller: Caller,
+    scope: Scope,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let slot = session(&state, &caller, &headers)?;
+    let slot = session(&state, &scope, &headers)?;
     let message = match read_message(&headers, body).await {
         Ok(message) => message,
         Err(ApiError::MessageTooLarge { bytes, limit }) => {
@@ -71,14 +71,14 @@ pub(crate) async fn send(
 
 /// `GET /stream`: the session's replies as Server-Sent Events, one `data: <json>` line and
 /// a blank line each, with `:` keep-alive comments.
-#[tracing::instrument(level = "debug", skip_all, fields(room = %caller.room()))]
+#[tracing::instrument(level = "debug", skip_all, fields(room = %scope.room(), principal = scope.principal()))]
 pub(crate) async fn stream(
     State(state): State<AppState>,
-    caller: Caller,
+    scope: Scope,
     headers: HeaderMap,
     stopping: Option<axum::Extension<Stopping>>,
 ) -> Result<Response, ApiError> {
-    let slot = session(&state, &caller, &headers)?;
+    let slot = session(&state, &scope, &headers)?;
     tracing::debug!(session = %slot.id(), "stream connected");
     let lines = slot.stream(stopping.map(|axum::Extension(Stopping(rx))| rx));
     let events = lines.map(|line| Ok::<_, Infallible>(Event::default().data(line)));
@@ -95,7 +95,7 @@ pub(crate) async fn health() -> Json<serde_json::Value> {
 /// The session `X-Session-Id` names: missing → 400, unknown or expired → 404.
 fn session(
     state: &AppState,
-    caller: &Caller,
+    scope: &Scope,
     headers: &HeaderMap,
 ) -> Result<std::sync::Arc<Slot>, ApiError> {
     let id = headers
@@ -104,5 +104,5 @@ fn session(
         .map(str::trim)
         .filter(|id| !id.is_empty())
         .ok_or(ApiError::MissingSession)?;
-    state.sessions.get(id, caller.room())
+    state.sessions.get(id, scope.room())
 }

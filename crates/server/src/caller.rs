@@ -1,7 +1,8 @@
-//! Who is calling: the Room a request acts in. With [`crate::authenticated_router`] the
-//! bearer token says (401 without a valid one, 403 when its principal may not use the
-//! planning messages, `planning.use`); with [`crate::router`] every caller is the owner of the
-//! configured Room.
+//! Where an A2E request acts: a Room, and who acts in it. With [`crate::authenticated_router`]
+//! the bearer token says, through the same guard as the REST API (401 without a valid token,
+//! 403 when its principal may not use the planning messages, `planning.use`), and the
+//! authenticated [`Caller`](crate::api::auth::Caller) is the REST handlers' own type; with
+//! [`crate::router`] every request acts in the configured Room, with no principal.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -9,33 +10,46 @@ use axum::http::request::Parts;
 use agentroom_domain::room::Permission;
 use agentroom_planning::RoomId;
 
+use crate::api::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The authenticated caller of a request.
-#[derive(Debug, Clone)]
-pub(crate) struct Caller {
+/// The Room an A2E request acts in, and its authenticated caller when tokens are required.
+#[derive(Clone)]
+pub(crate) struct Scope {
     room: RoomId,
+    /// The token's principal, its roles and the Room as loaded (`None` without tokens).
+    caller: Option<Caller>,
 }
 
-impl Caller {
-    /// The Room the caller acts in.
+impl Scope {
+    /// The Room the request acts in.
     pub(crate) fn room(&self) -> &RoomId {
         &self.room
     }
+
+    /// Who acts, when the request was authenticated (for the request's span: supervisors
+    /// see which principal drives a session).
+    pub(crate) fn principal(&self) -> Option<&str> {
+        self.caller.as_ref().map(|caller| caller.principal.as_str())
+    }
 }
 
-impl FromRequestParts<AppState> for Caller {
+impl FromRequestParts<AppState> for Scope {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let Some(api) = &state.auth else {
-            return Ok(Caller {
+            return Ok(Scope {
                 room: state.config.room.clone(),
+                caller: None,
             });
         };
         let caller =
             crate::api::authorize(api, &parts.headers, None, Permission::PlanningUse).await?;
-        Ok(Caller { room: caller.room })
+        Ok(Scope {
+            room: caller.room.clone(),
+            caller: Some(caller),
+        })
     }
 }

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use agentroom_planning::{Session, Step};
 
 use crate::body::read_message;
-use crate::caller::Caller;
+use crate::caller::Scope;
 use crate::error::{ApiError, close_connection};
 use crate::state::AppState;
 
@@ -43,15 +43,15 @@ impl IntoResponse for Answer {
 }
 
 /// `POST /v1/planning`.
-#[tracing::instrument(level = "debug", skip_all, fields(room = %caller.room()))]
+#[tracing::instrument(level = "debug", skip_all, fields(room = %scope.room(), principal = scope.principal()))]
 pub(crate) async fn planning(
     State(state): State<AppState>,
-    caller: Caller,
+    scope: Scope,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     // No randomness, no session: 503 before the message is read, nothing stored.
-    let session = Session::new(state.service.clone(), caller.room().clone())?;
+    let session = Session::new(state.service.clone(), scope.room().clone())?;
     let answer = match read_message(&headers, body).await {
         // Run to the end even if the client hangs up meanwhile: a store write is never cut
         // off half way by a dropped request.

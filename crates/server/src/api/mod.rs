@@ -18,7 +18,7 @@
 //! `A-Z a-z 0-9 . _ -`), a fresh one otherwise; it is in the request's tracing span too.
 
 mod assignments;
-mod auth;
+pub(crate) mod auth;
 mod extract;
 mod feed;
 mod handlers;
