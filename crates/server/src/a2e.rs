@@ -13,8 +13,6 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use serde_json::json;
 
-use agentroom_planning::Session;
-
 use crate::body::read_message;
 use crate::caller::Scope;
 use crate::error::ApiError;
@@ -37,7 +35,7 @@ pub(crate) async fn create_session(
     scope: Scope,
 ) -> Result<Response, ApiError> {
     // No randomness, no session: 503, nothing made under a guessable id.
-    let session = Session::new(state.service.clone(), scope.room().clone())?;
+    let session = scope.session(state.service.clone())?;
     let slot = state.sessions.create(session)?;
     Ok(Json(Created {
         session_id: slot.id(),

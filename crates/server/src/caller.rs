@@ -7,8 +7,10 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
+use std::sync::Arc;
+
 use agentroom_domain::room::Permission;
-use agentroom_planning::RoomId;
+use agentroom_planning::{NoRandomness, PlanningService, RoomId, Session};
 
 use crate::api::auth::Caller;
 use crate::error::ApiError;
@@ -32,6 +34,20 @@ impl Scope {
     /// see which principal drives a session).
     pub(crate) fn principal(&self) -> Option<&str> {
         self.caller.as_ref().map(|caller| caller.principal.as_str())
+    }
+}
+
+impl Scope {
+    /// A new A2E session in this scope, acting as the token's principal when the request was
+    /// authenticated (so an agent's updates of its own tasks on an objective board go to the
+    /// coordinator as its own, T2/T3, and another's are refused by their rule); no session
+    /// without randomness.
+    pub(crate) fn session(&self, service: Arc<PlanningService>) -> Result<Session, NoRandomness> {
+        let session = Session::new(service, self.room.clone())?;
+        Ok(match &self.caller {
+            Some(caller) => session.acting_as(caller.principal.clone()),
+            None => session,
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use agentroom_planning::{Session, Step};
+use agentroom_planning::Step;
 
 use crate::body::read_message;
 use crate::caller::Scope;
@@ -51,7 +51,7 @@ pub(crate) async fn planning(
     body: Body,
 ) -> Result<Response, ApiError> {
     // No randomness, no session: 503 before the message is read, nothing stored.
-    let session = Session::new(state.service.clone(), scope.room().clone())?;
+    let session = scope.session(state.service.clone())?;
     let answer = match read_message(&headers, body).await {
         // Run to the end even if the client hangs up meanwhile: a store write is never cut
         // off half way by a dropped request.

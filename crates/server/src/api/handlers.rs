@@ -913,7 +913,10 @@ pub(crate) async fn planning(
     body: Body,
 ) -> Result<Response, ApiError> {
     // No randomness, no session: 503 before the message is read, nothing stored.
-    let session = Session::new(api.planning.clone(), caller.room.clone())?;
+    // The session acts as the token's principal: an agent moves its own tasks on an
+    // objective board by the rules (T2, T3, O7), never another's.
+    let session = Session::new(api.planning.clone(), caller.room.clone())?
+        .acting_as(caller.principal.clone());
     let message = match crate::body::read_message(&headers, body).await {
         Ok(message) => message,
         Err(ApiError::MessageTooLarge { bytes, .. }) => {

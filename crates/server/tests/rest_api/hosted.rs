@@ -390,3 +390,50 @@ async fn b5_a_usage_above_the_reservation_is_charged_and_stops_admissions() {
             .is_empty()
     );
 }
+
+/// T2, T3 over the A2E transports: a session acts as the principal of its bearer token, so an
+/// agent acknowledges its own running task on the objective's board, and moving another's is
+/// refused by its rule (T3) — on the A2E one-message endpoint and on the Room's planning
+/// endpoint alike. Without the binding every agent update was refused as anonymous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t3_an_a2e_session_acts_as_its_tokens_principal_on_an_objective_board() {
+    let app = spawn_app_hosting(&["sam", "sue"]).await;
+    let text = "Summarize what changed in durable agent runtimes, with sources for every claim.";
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": text}).to_string(),
+    )
+    .await;
+    let gather = assignment(&app, "sam", "gather").await;
+    let plan_id = gather["objective"].as_str().unwrap().to_owned();
+    let task_id = gather["task"]["identity"].as_str().unwrap().to_owned();
+    let update = |id: &str| {
+        json!({
+            "type": "planning/task/update", "id": id, "version": "1.0", "ts": 1_764_460_800.0,
+            "plan_id": plan_id, "task_id": task_id, "status": "in_progress",
+            "assignee": "", "deps": [],
+        })
+        .to_string()
+    };
+    for path in ["/v1/planning", "/v1/rooms/local/planning"] {
+        let own = app.as_("sam", Method::POST, path, &update("own")).await;
+        assert_eq!(own.status, StatusCode::OK, "{path}: {own:?}");
+        let own = own.json();
+        assert_eq!(own["type"], "planning/task/update/resp", "{path}: {own}");
+        assert_eq!(own["success"], true, "{path}: sam's own task: {own}");
+        assert_eq!(own["task_id"], json!(task_id));
+
+        let other = app.as_("sue", Method::POST, path, &update("other")).await;
+        assert_eq!(other.status, StatusCode::OK, "{path}: {other:?}");
+        let other = other.json();
+        assert_eq!(
+            other["success"], false,
+            "{path}: sue moved sam's task: {other}"
+        );
+        assert!(
+            other["message"].as_str().unwrap().starts_with("T3:"),
+            "{path}: {other}"
+        );
+    }
+}

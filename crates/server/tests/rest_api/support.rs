@@ -246,10 +246,14 @@ pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
         let (_, text) = issue(&store, &room, who, None).await;
         tokens.insert(who.to_owned(), text);
     }
-    let planning = Arc::new(PlanningService::new(
-        Arc::new(SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap()),
-        Arc::new(SystemAmbient),
-    ));
+    // As `serve` wires it: the objectives' plans are on the planning board too.
+    let planning = Arc::new(
+        PlanningService::new(
+            Arc::new(SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap()),
+            Arc::new(SystemAmbient),
+        )
+        .with_coordinator_plans(Arc::new(coordinator.clone())),
+    );
     // Mounted the way the host does: the A2E transport (with bearer tokens) merged with the
     // REST API, request ids on both.
     let api = Api {
