@@ -15,6 +15,7 @@
 pub use agentroom_domain as domain;
 
 pub mod agents;
+pub mod artifacts;
 pub mod clock;
 pub mod delta;
 pub mod desk;
@@ -34,6 +35,8 @@ pub mod memory;
 pub mod memory_tokens;
 
 #[cfg(feature = "conformance")]
+pub mod artifact_conformance;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 #[cfg(feature = "conformance")]
 pub mod token_conformance;
@@ -42,6 +45,7 @@ pub use agents::{
     AgentCall, AgentOutcome, BriefError, Reasoner, ReasonerCall, Reviewer, ReviewerCall,
     Specialist, SpecialistCall,
 };
+pub use artifacts::{ArtifactStore, Put, StoredContent};
 pub use clock::{Clock, SystemClock};
 pub use delta::{Delta, DeltaError, Sections};
 pub use desk::{HostedDesk, Submission, SubmitError};

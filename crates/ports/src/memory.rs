@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use agentroom_domain::artifact::ContentDigest;
 use agentroom_domain::engine::Notification;
 use agentroom_domain::event::Event;
 use agentroom_domain::ids::{EventId, InputId, NotificationId, OperationId, RoomId, Timestamp};
@@ -14,6 +15,7 @@ use agentroom_domain::state::RoomState;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::artifacts::{ArtifactStore, Put, StoredContent, verified};
 use crate::delta::Delta;
 use crate::notify::{Outbox, OutboxItem};
 use crate::rooms::{
@@ -45,6 +47,8 @@ struct Inner {
     outbox: Vec<(RoomId, Notification, u32, bool)>,
     /// Delivered notifications in the order they were marked delivered (position = index + 1).
     deliveries: Vec<(RoomId, Notification)>,
+    /// Content by Room and address.
+    contents: BTreeMap<(RoomId, ContentDigest), StoredContent>,
 }
 
 #[derive(Debug)]
@@ -618,6 +622,46 @@ impl WorkflowStore for MemoryStore {
             }
             _ => Ok(false),
         }
+    }
+}
+
+#[async_trait]
+impl ArtifactStore for MemoryStore {
+    async fn put_content(
+        &self,
+        room: &RoomId,
+        media_type: &str,
+        bytes: &[u8],
+        _at: Timestamp,
+    ) -> Result<(ContentDigest, Put), StoreError> {
+        let digest = ContentDigest::of(bytes);
+        let mut inner = self.lock();
+        let key = (room.clone(), digest.clone());
+        if inner.contents.contains_key(&key) {
+            return Ok((digest, Put::Present));
+        }
+        inner.contents.insert(
+            key,
+            StoredContent {
+                digest: digest.clone(),
+                media_type: media_type.to_owned(),
+                bytes: bytes.to_vec(),
+            },
+        );
+        Ok((digest, Put::Stored))
+    }
+
+    async fn content(
+        &self,
+        room: &RoomId,
+        digest: &ContentDigest,
+    ) -> Result<Option<StoredContent>, StoreError> {
+        let stored = self
+            .lock()
+            .contents
+            .get(&(room.clone(), digest.clone()))
+            .cloned();
+        stored.map(|stored| verified(digest, stored)).transpose()
     }
 }
 
