@@ -8,6 +8,7 @@
 //! commits). Schemas come from `migrations/sqlite`, applied only by [`migrate`] (D5).
 
 mod connections;
+mod contents;
 pub mod migrate;
 pub mod planning;
 pub mod rooms;

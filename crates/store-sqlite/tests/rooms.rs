@@ -475,6 +475,50 @@ async fn d1_every_revision_rebuilds_from_history_to_what_was_committed() {
     assert!(!store.undelivered(1_000).await.unwrap().is_empty());
 }
 
+/// D1 across an upgrade: the database the previous release's `agentroom demo` wrote (a Room
+/// with an objective, plans, contributions, a review and a settled ledger; `fixtures/`) is
+/// migrated to this release's schema, and its whole history replays: every revision
+/// rebuilds, the last is the Room as loaded, the ledger rows replay to its balances, the
+/// decision log reads back.
+#[tokio::test]
+async fn d1_a_database_of_the_previous_release_upgrades_and_replays_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentroom.db");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/demo-4e14c95.db"),
+        &path,
+    )
+    .unwrap();
+    assert!(
+        SqliteRooms::open(&path, Durability::ProcessCrash).is_err(),
+        "D5: not opened before it is migrated"
+    );
+    assert_eq!(
+        migrate::up(&path).unwrap(),
+        vec![7],
+        "only this release's migration"
+    );
+    let store = open(&path);
+    let room = RoomId::parse("local").unwrap();
+    let loaded = store.load(&room).await.unwrap().unwrap();
+    assert_eq!(loaded.revision, Revision(14));
+    let mut last = None;
+    for revision in 1..=loaded.revision.0 {
+        let rebuilt = store.state_at(&room, Revision(revision)).await.unwrap();
+        assert!(rebuilt.is_some(), "revision {revision} does not rebuild");
+        last = rebuilt;
+    }
+    assert_eq!(last.as_ref(), Some(&loaded.state));
+    assert_eq!(
+        BudgetLedger::replay(&store.ledger(&room).await.unwrap()).as_ref(),
+        Ok(loaded.state.ledger())
+    );
+    let history = store.history(&room, Revision(0), 100).await.unwrap();
+    assert_eq!(history.len(), 14);
+    assert!(history.iter().any(|entry| entry.input == "call_returned"));
+    assert_eq!(loaded.state.objectives().len(), 1, "the objective is there");
+}
+
 #[tokio::test]
 async fn d1_a_commit_writes_what_changed_not_the_state_on_a_room_with_1000_revisions() {
     let (_dir, path) = migrated();
