@@ -275,6 +275,31 @@ pub struct ReviewView {
     pub outcome: ReviewOutcome,
 }
 
+/// `GET …/contributions/{contribution}`: a specialist's persisted result, with what it cites.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ContributionView {
+    /// Its id.
+    pub id: String,
+    /// The objective it belongs to.
+    pub objective: String,
+    /// The task identity it was produced for.
+    #[schema(value_type = String)]
+    pub task: TaskIdentity,
+    /// The specialist who authored it.
+    #[schema(value_type = String)]
+    pub author: PrincipalId,
+    /// The call that produced it.
+    pub operation: String,
+    /// What it produced.
+    #[schema(value_type = Vec<Object>)]
+    pub artifacts: Vec<Artifact>,
+    /// What it cites.
+    #[schema(value_type = Vec<Object>)]
+    pub sources: Vec<Source>,
+    /// `sha256:` over its artifacts and sources, to tell an unchanged report.
+    pub content_digest: String,
+}
+
 /// `GET …/objectives/{objective}/reviews`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Reviews {

@@ -9,10 +9,13 @@
 //! - A notification is addressed to a principal who is that principal or holds that role.
 //! - Every task is visible to an overseer (owner, operator, reviewer); a principal that is
 //!   only a specialist or agent host sees only the tasks assigned to it.
+//! - Every contribution is readable by an overseer; anyone else reads its own, and those its
+//!   assigned tasks depend on (what its brief lets it cite).
 
 use crate::engine::Audience;
 use crate::ids::PrincipalId;
 use crate::plan::Task;
+use crate::review::Contribution;
 use crate::room::Role;
 use crate::state::{CallRole, RoomState};
 
@@ -65,5 +68,26 @@ impl RoomState {
     /// tasks assigned to it.
     pub fn sees_task(&self, principal: &PrincipalId, task: &Task) -> bool {
         self.oversees(principal) || task.assignee() == principal
+    }
+
+    /// Whether `principal` may read `contribution`: an overseer every one; its author; and the
+    /// assignee of a task of the objective's current plan that depends on the task it was
+    /// produced for (the contributions that task's brief lets it cite).
+    pub fn sees_contribution(&self, principal: &PrincipalId, contribution: &Contribution) -> bool {
+        if self.oversees(principal) || contribution.author() == principal {
+            return true;
+        }
+        let Some(plan) = self
+            .objective(contribution.objective())
+            .and_then(|objective| objective.current_plan())
+        else {
+            return false;
+        };
+        let Some(produced) = plan.task(contribution.task()) else {
+            return false;
+        };
+        plan.tasks()
+            .iter()
+            .any(|task| task.assignee() == principal && task.spec().deps.contains(produced.key()))
     }
 }

@@ -92,3 +92,42 @@ fn visibility_an_overseer_sees_every_task_a_specialist_only_its_own() {
     room.grant("sam", Role::Reviewer);
     assert!(room.state().sees_task(&p("sam"), write));
 }
+
+#[test]
+fn a_contribution_is_read_by_overseers_its_author_and_the_assignees_of_tasks_that_cite_it() {
+    let mut room = Room::new();
+    let d = room.start_objective();
+    let gather = specialist_call(&d);
+    room.contribute(&gather, "two surveys describe leases on tool calls");
+    let state = room.state().clone();
+    let contribution = state
+        .contributions()
+        .values()
+        .find(|c| c.author() == &p("sam"))
+        .expect("sam's contribution")
+        .clone();
+    let plan = room.objective().current_plan().unwrap().clone();
+    let write = plan
+        .tasks()
+        .iter()
+        .find(|t| t.key() == &key("write"))
+        .unwrap();
+    let writer = write.assignee().clone();
+    assert_ne!(writer, p("sam"), "the report is another specialist's");
+    // Its author, the overseers, and the report task's assignee, which depends on gather.
+    for reader in [p("sam"), writer.clone(), p("olive"), p("oscar"), p("rita")] {
+        assert!(state.sees_contribution(&reader, &contribution), "{reader}");
+    }
+    // An agent host with no task, and a specialist whose tasks do not cite it.
+    let bystanders: Vec<_> = [p("hal"), p("sam"), p("sue")]
+        .into_iter()
+        .filter(|who| who != &writer && who != &p("sam"))
+        .collect();
+    assert!(!bystanders.is_empty());
+    for bystander in bystanders {
+        assert!(
+            !state.sees_contribution(&bystander, &contribution),
+            "{bystander}"
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! The repository traits on PostgreSQL with sqlx: the planning store ([`PgPlanning`]), Room
-//! state, workflows and the outbox ([`PgRooms`]: `RoomStore`, `WorkflowStore`, `Outbox`),
-//! the schema's migrator ([`MIGRATOR`] over `migrations/postgres`) and what the CLI calls for
+//! state, workflows, the outbox, tokens and artifact content ([`PgRooms`]: `RoomStore`,
+//! `WorkflowStore`, `Outbox`, `TokenStore`, `ArtifactStore`), the schema's migrator
+//! ([`MIGRATOR`] over `migrations/postgres`) and what the CLI calls for
 //! `agentroom migrate up|status|down` ([`migrate::connect`], [`migrate::up`],
 //! [`migrate::status`], [`migrate::down`]).
 //!
@@ -10,6 +11,7 @@
 //! [`StoreError::NotMigrated`](agentroom_ports::StoreError::NotMigrated), which advise
 //! `agentroom migrate up`.
 
+mod contents;
 mod feed;
 mod held;
 pub mod migrate;

@@ -26,8 +26,10 @@ use crate::migrate::check_migrated;
 use crate::sql;
 
 /// Room state, history, events, operations and the outbox on PostgreSQL: implements
-/// [`RoomStore`], [`WorkflowStore`](agentroom_ports::WorkflowStore) and [`Outbox`]. Cheap to
-/// clone (a pool and the shared history engine that keeps the Rooms' latest documents).
+/// [`RoomStore`], [`WorkflowStore`](agentroom_ports::WorkflowStore) and [`Outbox`] (and, in
+/// their own modules, [`TokenStore`](agentroom_ports::TokenStore) and
+/// [`ArtifactStore`](agentroom_ports::ArtifactStore)). Cheap to clone (a pool and the
+/// shared history engine that keeps the Rooms' latest documents).
 #[derive(Debug, Clone)]
 pub struct PgRooms {
     pub(crate) pool: PgPool,

@@ -695,3 +695,17 @@ LIMIT $3";
 /// delivered. `$1` room, `$2` notification id.
 pub const SELECT_OUTBOX_POSITION: &str = "\
 SELECT delivered_seq FROM outbox WHERE notification_id = $1::uuid AND room_id = $2";
+
+// --- Artifact and source content (migration 0007) ------------------------------------------
+
+/// Stores content of a Room unless the Room holds its digest already: one row affected when
+/// stored, none when present (the row there keeps its media type). `$1` room, `$2` digest,
+/// `$3` media type, `$4` bytes, `$5` created_at_ms. The size is the bytes' own length.
+pub const INSERT_CONTENT: &str = "\
+INSERT INTO room_contents (room_id, digest, media_type, bytes, size, created_at_ms) \
+VALUES ($1, $2, $3, $4, octet_length($4), $5) \
+ON CONFLICT (room_id, digest) DO NOTHING";
+
+/// The content a digest addresses in a Room. `$1` room, `$2` digest.
+pub const SELECT_CONTENT: &str = "\
+SELECT media_type, bytes FROM room_contents WHERE room_id = $1 AND digest = $2";

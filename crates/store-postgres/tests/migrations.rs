@@ -7,8 +7,9 @@ mod common;
 
 use agentroom_domain::ids::{RoomId, Timestamp};
 use agentroom_planning::{Columns, NewPlan, PlanningRepository, RepoError};
-use agentroom_ports::StoreError;
-use agentroom_store_postgres::migrate::{down, status, up};
+use agentroom_ports::conformance::Driver;
+use agentroom_ports::{ArtifactStore, Put, Revision, RoomStore, StoreError};
+use agentroom_store_postgres::migrate::{down, down_to, status, up};
 use agentroom_store_postgres::{MigrationState, MigrationStatus, PgPlanning, PgPool, PgRooms};
 
 /// The store refuses the pool; returns the refusal's text and checks its advice.
@@ -64,7 +65,8 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
             (3, "lean room state", MigrationState::Pending),
             (4, "create access tokens", MigrationState::Pending),
             (5, "replace room commit", MigrationState::Pending),
-            (6, "record inputs and deliveries", MigrationState::Pending)
+            (6, "record inputs and deliveries", MigrationState::Pending),
+            (7, "create contents", MigrationState::Pending)
         ]
     );
     assert!(matches!(
@@ -78,7 +80,7 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
 #[tokio::test]
 async fn d5_migrate_up_then_status_then_down() {
     let (schema, pool) = common::fresh_schema().await;
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6, 7]);
     let listed = status(&pool).await.unwrap();
     assert_eq!(
         states(&listed),
@@ -88,7 +90,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (3, "lean room state", MigrationState::Applied),
             (4, "create access tokens", MigrationState::Applied),
             (5, "replace room commit", MigrationState::Applied),
-            (6, "record inputs and deliveries", MigrationState::Applied)
+            (6, "record inputs and deliveries", MigrationState::Applied),
+            (7, "create contents", MigrationState::Applied)
         ]
     );
     assert!(listed.iter().all(MigrationStatus::applied));
@@ -100,7 +103,7 @@ async fn d5_migrate_up_then_status_then_down() {
     store.create_plan(&room, &plan()).await.unwrap();
     assert_eq!(store.plans(&room).await.unwrap().len(), 1);
 
-    assert_eq!(down(&pool).await.unwrap(), [6, 5, 4, 3, 2, 1]);
+    assert_eq!(down(&pool).await.unwrap(), [7, 6, 5, 4, 3, 2, 1]);
     for table in [
         "planning_plans",
         "planning_tasks",
@@ -112,6 +115,7 @@ async fn d5_migrate_up_then_status_then_down() {
         "ledger_entries",
         "outbox",
         "access_tokens",
+        "room_contents",
     ] {
         assert!(!table_exists(&pool, table).await, "{table} survived down");
     }
@@ -123,7 +127,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (3, "lean room state", MigrationState::Pending),
             (4, "create access tokens", MigrationState::Pending),
             (5, "replace room commit", MigrationState::Pending),
-            (6, "record inputs and deliveries", MigrationState::Pending)
+            (6, "record inputs and deliveries", MigrationState::Pending),
+            (7, "create contents", MigrationState::Pending)
         ]
     );
     let detail = not_migrated(&pool).await;
@@ -151,7 +156,7 @@ async fn d5_migrate_up_then_status_then_down() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
     // Up again works on the reverted schema.
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6, 7]);
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     assert!(store.plans(&room).await.unwrap().is_empty());
     pool.close().await;
@@ -177,7 +182,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (3, "lean room state", MigrationState::Applied),
             (4, "create access tokens", MigrationState::Applied),
             (5, "replace room commit", MigrationState::Applied),
-            (6, "record inputs and deliveries", MigrationState::Applied)
+            (6, "record inputs and deliveries", MigrationState::Applied),
+            (7, "create contents", MigrationState::Applied)
         ]
     );
 
@@ -195,7 +201,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (3, "lean room state", MigrationState::Applied),
             (4, "create access tokens", MigrationState::Applied),
             (5, "replace room commit", MigrationState::Applied),
-            (6, "record inputs and deliveries", MigrationState::Applied)
+            (6, "record inputs and deliveries", MigrationState::Applied),
+            (7, "create contents", MigrationState::Applied)
         ]
     );
 
@@ -234,10 +241,85 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (4, "create access tokens", MigrationState::Applied),
             (5, "replace room commit", MigrationState::Applied),
             (6, "record inputs and deliveries", MigrationState::Applied),
+            (7, "create contents", MigrationState::Applied),
             (9999, "from the future", MigrationState::Unknown)
         ]
     );
     pool.close().await;
+    common::drop_schema(&schema).await;
+}
+
+/// D1 across 0007: a schema at 0006 holding a Room with history is migrated up to 0007, and
+/// every revision still rebuilds from history to what was committed. The store refuses a
+/// schema that is not exactly its own (D5), so the Room is written at 0007 and the schema
+/// taken back to 0006 by reverting 0007 (which must leave history alone too) before it is
+/// migrated up again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d1_history_written_before_0007_rebuilds_every_revision_after_it() {
+    let (schema, pool) = common::fresh_schema().await;
+    up(&pool).await.unwrap();
+    let store = PgRooms::from_pool(pool.clone()).await.unwrap();
+    let mut room = Driver::create(&store, "history", 10_000_000).await;
+    let mut committed = vec![(room.revision, room.state.clone())];
+    for i in 0..40 {
+        let decision = if i % 3 == 0 {
+            room.owner_message(&format!("m{i}"))
+        } else {
+            room.raise(10 + i)
+        };
+        room.commit(&store, &decision, "x").await.unwrap();
+        committed.push((room.revision, room.state.clone()));
+    }
+    // Not closed: closing the store would close the pool it shares.
+    drop(store);
+
+    assert_eq!(down_to(&pool, 6).await.unwrap(), [7]);
+    assert!(!table_exists(&pool, "room_contents").await);
+    match PgRooms::from_pool(pool.clone()).await {
+        Err(error @ StoreError::NotMigrated { .. }) => {
+            assert!(
+                error
+                    .to_string()
+                    .contains("migration 7 (create contents) is pending"),
+                "{error}"
+            );
+        }
+        other => panic!("expected NotMigrated, got {other:?}"),
+    }
+
+    assert_eq!(up(&pool).await.unwrap(), [7]);
+    // A store that committed nothing has nothing cached: it rebuilds every revision.
+    let store = PgRooms::from_pool(pool.clone()).await.unwrap();
+    for (revision, state) in &committed {
+        let rebuilt = store.state_at(&room.room(), *revision).await.unwrap();
+        assert_eq!(rebuilt.as_ref(), Some(state), "revision {revision}");
+    }
+    assert_eq!(
+        store
+            .state_at(&room.room(), room.revision.next())
+            .await
+            .unwrap(),
+        None
+    );
+    let loaded = store.load(&room.room()).await.unwrap().unwrap();
+    assert_eq!(
+        (loaded.revision, &loaded.state),
+        (room.revision, &room.state)
+    );
+    assert_eq!(committed.len(), 41);
+    assert!(room.revision > Revision(40), "{:?}", room.revision);
+    // And the Room's content has somewhere to go.
+    let (_, put) = store
+        .put_content(
+            &room.room(),
+            "text/plain",
+            b"after 0007",
+            Timestamp::from_millis(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(put, Put::Stored);
+    store.close().await;
     common::drop_schema(&schema).await;
 }
 

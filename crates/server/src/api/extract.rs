@@ -7,7 +7,7 @@
 //! argument order, and the body extractor last), so an unknown id is a 404 before a body of
 //! the wrong shape is a 422 or one above the limit a 413.
 
-use agentroom_domain::ids::{ObjectiveId, OperationId};
+use agentroom_domain::ids::{ContributionId, ObjectiveId, OperationId};
 use agentroom_ports::OperationRecord;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
@@ -162,6 +162,30 @@ impl<S: Send + Sync> FromRequestParts<S> for KnownObjective {
             .objective(id)
             .ok_or_else(|| ApiError::NotFound(format!("no objective {id} in this room")))?;
         Ok(KnownObjective(id))
+    }
+}
+
+/// `{contribution}` in a path: a contribution of the Room the caller may read
+/// (`RoomState::sees_contribution`); 404 otherwise, so another's work is not even confirmed
+/// to exist.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadableContribution(pub(crate) ContributionId);
+
+impl<S: Send + Sync> FromRequestParts<S> for ReadableContribution {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let text = second_segment(parts, state).await?;
+        let unknown = || ApiError::NotFound(format!("no contribution {text} in this room"));
+        let id: ContributionId = text.parse().map_err(|_| unknown())?;
+        let state = &caller.stored.state;
+        state
+            .contributions()
+            .get(&id)
+            .filter(|contribution| state.sees_contribution(&caller.principal, contribution))
+            .ok_or_else(unknown)?;
+        Ok(ReadableContribution(id))
     }
 }
 

@@ -10,9 +10,10 @@ use agentroom_api_model::requests::{
     ReviewBody, TaskUpdateBody,
 };
 use agentroom_api_model::responses::{
-    Board, BoardColumn, Budget, Decided, Decision, LateResult, Member, ObjectiveBrief,
-    ObjectiveDetail, OperationView, Page as ApiPage, PlanDiff, PlanVersionView, ReportContent,
-    ReportView, ResolutionView, Resolved, ReviewView, Reviews, RoomView, TaskView, You,
+    Board, BoardColumn, Budget, ContributionView, Decided, Decision, LateResult, Member,
+    ObjectiveBrief, ObjectiveDetail, OperationView, Page as ApiPage, PlanDiff, PlanVersionView,
+    ReportContent, ReportView, ResolutionView, Resolved, ReviewView, Reviews, RoomView, TaskView,
+    You,
 };
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
 use agentroom_domain::engine::{self, LogEntry};
@@ -36,7 +37,8 @@ use axum::response::{IntoResponse, Response};
 use super::State as ApiState;
 use super::auth::Caller;
 use super::extract::{
-    HeldOperation, IdempotencyKey, KnownObjective, RoomOperation, StrictJson, StrictJsonOrEmpty,
+    HeldOperation, IdempotencyKey, KnownObjective, ReadableContribution, RoomOperation, StrictJson,
+    StrictJsonOrEmpty,
 };
 use crate::error::ApiError;
 
@@ -382,6 +384,30 @@ pub(crate) async fn objective(
         observed: objective.observed(),
         board,
         awaiting_review: objective.awaiting_review().map(|r| r.report().clone()),
+    }))
+}
+
+/// `GET /v1/rooms/{room}/contributions/{contribution}`: a contribution the caller may read,
+/// with its artifacts, sources and digest.
+pub(crate) async fn contribution(
+    caller: Caller,
+    ReadableContribution(id): ReadableContribution,
+) -> Result<Json<ContributionView>, ApiError> {
+    let contribution = caller
+        .stored
+        .state
+        .contributions()
+        .get(&id)
+        .ok_or_else(|| ApiError::NotFound(format!("no contribution {id} in this room")))?;
+    Ok(Json(ContributionView {
+        id: contribution.id().to_string(),
+        objective: contribution.objective().to_string(),
+        task: contribution.task().clone(),
+        author: contribution.author().clone(),
+        operation: contribution.op().to_string(),
+        artifacts: contribution.artifacts().to_vec(),
+        sources: contribution.sources().to_vec(),
+        content_digest: contribution.content_digest(),
     }))
 }
 

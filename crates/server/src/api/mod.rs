@@ -199,6 +199,13 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
         ),
         row(
             Method::GET,
+            "/v1/rooms/{room}/contributions/{contribution}",
+            Needs(P::ObjectiveRead),
+            "A contribution: its artifacts, sources, author, task and digest; overseers read every one, a specialist its own and those its tasks cite.",
+            on(MethodFilter::GET, h::contribution),
+        ),
+        row(
+            Method::GET,
             "/v1/rooms/{room}/assignments",
             Needs(P::TaskUpdateOwn),
             "The hosted specialist work waiting for the caller: each call's task, inputs, citable contributions and reservation (paginated).",

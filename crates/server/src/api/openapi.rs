@@ -13,8 +13,9 @@ use agentroom_api_model::requests::{
     SubmissionBody, TaskUpdateBody,
 };
 use agentroom_api_model::responses::{
-    AssignmentView, Budget, Decided, Decision, LateResult, Member, ObjectiveBrief, ObjectiveDetail,
-    OperationView, PlanVersionView, Recorded, Resolved, Reviews, RoomView,
+    AssignmentView, Budget, ContributionView, Decided, Decision, LateResult, Member,
+    ObjectiveBrief, ObjectiveDetail, OperationView, PlanVersionView, Recorded, Resolved, Reviews,
+    RoomView,
 };
 use axum::Json;
 use axum::http::Method;
@@ -133,6 +134,7 @@ fn components() -> Map<String, Value> {
     add::<PlanVersionView>(&mut schemas);
     add::<Decided>(&mut schemas);
     add::<Reviews>(&mut schemas);
+    add::<ContributionView>(&mut schemas);
     add::<LateResult>(&mut schemas);
     add::<Budget>(&mut schemas);
     add::<Decision>(&mut schemas);
@@ -190,6 +192,9 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
         }
         (Method::GET, "/v1/rooms/{room}/objectives/{objective}/reviews") => {
             (200, Success::Json(schema_ref::<Reviews>()), vec![])
+        }
+        (Method::GET, "/v1/rooms/{room}/contributions/{contribution}") => {
+            (200, Success::Json(schema_ref::<ContributionView>()), vec![])
         }
         (Method::GET, "/v1/rooms/{room}/assignments") => list(schema_ref::<AssignmentView>()),
         (Method::POST, "/v1/rooms/{room}/assignments/{operation}/result") => {
@@ -426,6 +431,11 @@ mod tests {
             "POST",
             "/v1/rooms/{room}/objectives/{objective}/reviews",
             &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+        ),
+        (
+            "GET",
+            "/v1/rooms/{room}/contributions/{contribution}",
+            &[200, 401, 403, 404],
         ),
         (
             "GET",

@@ -161,6 +161,35 @@ async fn t2_a_whole_objective_runs_with_the_specialists_work_submitted_over_http
         "{write}"
     );
     assert_eq!(write["task"]["kind"], "report");
+    // What the report may cite is readable by its writer, its author and the overseers, and
+    // by nobody else: a bystander is not even told that it exists.
+    let cited = format!(
+        "/v1/rooms/local/contributions/{}",
+        write["task"]["dep_contributions"][0].as_str().unwrap()
+    );
+    for reader in ["sue", "sam", "rita", "olive", "oscar"] {
+        let read = app.get(reader, &cited).await;
+        assert_eq!(read["author"], "sam", "{reader}: {read}");
+        assert!(
+            read["task"].as_str().unwrap().ends_with("/gather"),
+            "{read}"
+        );
+        assert_eq!(
+            read["artifacts"][0]["content"], "Two surveys describe leases on tool calls.",
+            "{read}"
+        );
+    }
+    let bystander = app.as_("hank", Method::GET, &cited, "").await;
+    assert_eq!(bystander.status, StatusCode::NOT_FOUND, "{bystander:?}");
+    let unknown = app
+        .as_(
+            "olive",
+            Method::GET,
+            &format!("/v1/rooms/local/contributions/{UNKNOWN}"),
+            "",
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{unknown:?}");
     submit(
         &app,
         "sue",

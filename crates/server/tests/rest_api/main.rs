@@ -55,6 +55,7 @@ const MATRIX: &[(&str, &str, &str, &str)] = &[
     ("POST", "/v1/rooms/{room}/objectives/{objective}/tasks",     "task.update_own",    "specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/objectives/{objective}/reviews",   "report.read",        "owner operator reviewer"),
     ("POST", "/v1/rooms/{room}/objectives/{objective}/reviews",   "review.record",      "reviewer"),
+    ("GET",  "/v1/rooms/{room}/contributions/{contribution}",     "objective.read",     "owner operator reviewer specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/assignments",                       "task.update_own",    "specialist agent_host"),
     ("POST", "/v1/rooms/{room}/assignments/{operation}/result",    "task.update_own",    "specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/late-results",                     "late_result.decide", "owner operator"),
@@ -82,6 +83,7 @@ fn concrete(path: &str) -> String {
     path.replace("{room}", "local")
         .replace("{objective}", UNKNOWN)
         .replace("{operation}", UNKNOWN)
+        .replace("{contribution}", UNKNOWN)
 }
 
 #[test]
