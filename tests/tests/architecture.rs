@@ -84,6 +84,8 @@ const ALLOWED_EDGES: &[(&str, Allowed)] = &[
     ),
     ("agentroom-cli", Allowed::Everything),
     ("agentroom-bench", Allowed::Everything),
+    // The test model is a separate "model" that sees only HTTP: it names no workspace crate.
+    ("agentroom-testmodel", Allowed::Only(&[])),
 ];
 
 /// Crates that do IO, keep time or draw randomness; none may be a normal dependency of the domain.
@@ -244,7 +246,8 @@ const IO_CRATES: &[(&str, &[&str])] = &[
     // `budget`, `objective`, `review` … commands), allowed by name until its client moves
     // behind the wire-model crate.
     ("reqwest", &["agentroom-agents", "agentroom-cli"]),
-    ("axum", &["agentroom-server"]),
+    // The REST edge; and the test model's chat-completions server, a separate process.
+    ("axum", &["agentroom-server", "agentroom-testmodel"]),
     ("hyper", &[]),
 ];
 
