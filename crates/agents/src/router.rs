@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use agentroom_ports::domain::engine::{CallRequest, CallResult};
 use agentroom_ports::domain::ids::PrincipalId;
-use agentroom_ports::{AgentCall, AgentOutcome, Reasoner, Receipt, Reviewer, Specialist};
+use agentroom_ports::{
+    AgentCall, AgentOutcome, CallContext, DoesNotFit, Reasoner, Receipt, Reviewer, Specialist,
+};
 use agentroom_workflows::{Abort, CallOutcome, Provider};
 use async_trait::async_trait;
 
@@ -111,6 +113,38 @@ impl Agents {
 }
 
 impl Agents {
+    /// The context budget of the adapter that runs `call` (as [`Agents::dispatch`] picks it).
+    fn context_budget(&self, call: &AgentCall) -> Option<usize> {
+        match call {
+            AgentCall::Reasoner(call) => self.reasoner.as_ref()?.context_budget(call),
+            AgentCall::Specialist(call) => self
+                .specialists
+                .get(&call.principal)
+                .or(self.any_specialist.as_ref())?
+                .context_budget(call),
+            AgentCall::Reviewer(call) => self
+                .reviewers
+                .get(&call.principal)
+                .or(self.any_reviewer.as_ref())?
+                .context_budget(call),
+        }
+    }
+
+    /// `call` seeing `context`, fitted to its adapter's budget (C1): the items left out, by
+    /// digest; or why its required content cannot fit (nothing is sent).
+    pub fn fitted(
+        &self,
+        call: AgentCall,
+        context: &CallContext,
+    ) -> Result<(AgentCall, Vec<String>), DoesNotFit> {
+        let fitted = match self.context_budget(&call) {
+            Some(budget) => context.clone().fit(budget)?,
+            None => context.clone(),
+        };
+        let omitted = fitted.omitted.iter().map(ToString::to_string).collect();
+        Ok((call.with_context(fitted), omitted))
+    }
+
     /// The model of the adapter that runs `call` (as [`Agents::dispatch`] picks it), if it
     /// names one.
     pub fn model_of(&self, call: &AgentCall) -> Option<String> {
@@ -143,6 +177,7 @@ pub fn call_outcome(outcome: AgentOutcome<CallResult>) -> CallOutcome {
             charge,
             result,
             model: None,
+            omitted: Vec::new(),
         }),
         AgentOutcome::NotSent {
             retry_after,
@@ -163,7 +198,12 @@ impl Provider for Agents {
     /// drops the adapter's future (cancellation) and reports [`CallOutcome::Aborted`], which
     /// the runner treats as uncertain: the request may have been sent.
     #[tracing::instrument(skip_all, fields(op = %request.op, role = request.role.as_str()))]
-    async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome {
+    async fn call(
+        &self,
+        request: &CallRequest,
+        context: &agentroom_ports::CallContext,
+        abort: Abort,
+    ) -> CallOutcome {
         if let Some(reason) = abort.reason() {
             return CallOutcome::NotSent {
                 retry_after: None,
@@ -179,6 +219,18 @@ impl Provider for Agents {
                 };
             }
         };
+        let (call, omitted) = match self.fitted(call, context) {
+            Ok(fitted) => fitted,
+            Err(err) => {
+                tracing::warn!(%err, "the call's content does not fit its bound: not sent");
+                return CallOutcome::Refused {
+                    reason: format!("C1: {err}"),
+                };
+            }
+        };
+        if !omitted.is_empty() {
+            tracing::info!(?omitted, "C1: content left out to fit the input bound");
+        }
         tokio::select! {
             biased;
             reason = abort.aborted() => {
@@ -189,6 +241,7 @@ impl Provider for Agents {
                 let mut outcome = call_outcome(outcome);
                 if let CallOutcome::Returned(receipt) = &mut outcome {
                     receipt.model = self.model_of(&call);
+                    receipt.omitted = omitted;
                 }
                 outcome
             }

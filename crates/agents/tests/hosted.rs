@@ -53,6 +53,7 @@ fn call(n: u128, who: &str) -> SpecialistCall {
         principal: p(who),
         objective: None,
         task: brief(),
+        context: Default::default(),
     }
 }
 

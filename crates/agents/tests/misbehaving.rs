@@ -48,7 +48,7 @@ async fn t2_a_specialist_that_claims_done_without_a_contribution_completes_nothi
     assert!(
         drive
             .timeline()
-            .contains("a contribution without artifacts completes nothing")
+            .contains("a contribution needs a non-empty body")
     );
     assert!(drive.objective().contributions().is_empty());
     let plan = drive.objective().plans()[0].clone();
@@ -102,6 +102,7 @@ async fn r1_an_author_that_reviews_its_own_work_is_refused() {
         principal: p("sam"),
         objective: Some(objective),
         observed: drive.objective().observed(),
+        context: drive.review_context(&report),
         report,
         criteria: drive.objective().criteria().to_vec(),
     };

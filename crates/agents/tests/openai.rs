@@ -231,6 +231,7 @@ fn reasoner_call() -> ReasonerCall {
         unmet: vec![],
         feedback: vec![],
         attempt: 1,
+        context: Default::default(),
     }
 }
 
@@ -249,6 +250,7 @@ fn specialist_call() -> SpecialistCall {
             kind: TaskKind::Production,
             dep_contributions: vec![],
         },
+        context: Default::default(),
     }
 }
 
@@ -282,6 +284,7 @@ fn reviewer_call() -> ReviewerCall {
             }]),
         },
         criteria: criteria(),
+        context: Default::default(),
     }
 }
 
@@ -325,8 +328,7 @@ async fn a_request_is_json_object_mode_with_the_model_the_key_and_the_idempotenc
         "the system prompt shows the envelope"
     );
     assert_eq!(body["messages"][1]["role"], "user");
-    let brief: Value =
-        serde_json::from_str(body["messages"][1]["content"].as_str().unwrap()).unwrap();
+    let brief: Value = brief_of(body);
     assert_eq!(brief["message"], "What time zone is the team in?");
     assert_eq!(brief["attempt"], 1);
 }
@@ -430,8 +432,7 @@ async fn a_specialists_unreadable_reply_is_the_tasks_failure_and_a_contribution_
         other => panic!("{other:?}"),
     }
     let (_, body) = &server.requests()[1];
-    let brief: Value =
-        serde_json::from_str(body["messages"][1]["content"].as_str().unwrap()).unwrap();
+    let brief: Value = brief_of(body);
     assert_eq!(brief["you_are"], "sam");
     assert_eq!(brief["task"]["key"], "gather");
 }
@@ -596,4 +597,13 @@ async fn b6_a_reservation_below_the_quote_is_refused_before_anything_is_sent() {
         other => panic!("{other:?}"),
     }
     assert!(server.requests().is_empty());
+}
+
+/// The JSON brief of a request's user message (the Room content follows it as data, C1).
+fn brief_of(body: &Value) -> Value {
+    let user = body["messages"][1]["content"].as_str().unwrap();
+    let (brief, _data) = user
+        .split_once("\n\nRoom content:\n")
+        .expect("the brief, then the Room content");
+    serde_json::from_str(brief).unwrap()
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentroom_agents::Agents;
+use agentroom_ports::CallContext;
 use agentroom_ports::domain::engine::{
     CallBrief, CallRequest, CallResult, Charge, ReasonerResult, SpecialistResult, TaskBrief,
 };
@@ -116,11 +117,19 @@ async fn specialists_are_routed_by_principal_and_the_rest_go_to_the_default() {
         .with_specialist(p("sam"), Arc::new(Named("sam's adapter")))
         .with_any_specialist(Arc::new(Named("the default")));
     assert_eq!(
-        failure_reason(agents.call(&execute("sam"), Abort::never()).await),
+        failure_reason(
+            agents
+                .call(&execute("sam"), &CallContext::default(), Abort::never())
+                .await
+        ),
         "sam's adapter ran gather"
     );
     assert_eq!(
-        failure_reason(agents.call(&execute("sue"), Abort::never()).await),
+        failure_reason(
+            agents
+                .call(&execute("sue"), &CallContext::default(), Abort::never())
+                .await
+        ),
         "the default ran gather"
     );
 }
@@ -128,19 +137,28 @@ async fn specialists_are_routed_by_principal_and_the_rest_go_to_the_default() {
 #[tokio::test]
 async fn a_call_no_adapter_serves_or_whose_brief_does_not_fit_is_refused() {
     let agents = Agents::new().with_specialist(p("sam"), Arc::new(Named("sam")));
-    match agents.call(&execute("sue"), Abort::never()).await {
+    match agents
+        .call(&execute("sue"), &CallContext::default(), Abort::never())
+        .await
+    {
         CallOutcome::Refused { reason } => {
             assert_eq!(reason, "no specialist adapter serves principal `sue`");
         }
         other => panic!("{other:?}"),
     }
-    match agents.call(&interpret(), Abort::never()).await {
+    match agents
+        .call(&interpret(), &CallContext::default(), Abort::never())
+        .await
+    {
         CallOutcome::Refused { reason } => assert_eq!(reason, "no reasoner is configured"),
         other => panic!("{other:?}"),
     }
     let mut mixed = execute("sam");
     mixed.role = CallRole::Reviewer;
-    match agents.call(&mixed, Abort::never()).await {
+    match agents
+        .call(&mixed, &CallContext::default(), Abort::never())
+        .await
+    {
         CallOutcome::Refused { reason } => {
             assert!(
                 reason.contains("reviewer call but carries a execute brief"),
@@ -156,7 +174,10 @@ async fn d3_an_abort_before_the_call_sends_nothing() {
     let agents = Agents::new().with_reasoner(Arc::new(Silent));
     let (trigger, abort) = Abort::new();
     trigger.abort(AbortReason::Cancelled);
-    match agents.call(&interpret(), abort).await {
+    match agents
+        .call(&interpret(), &CallContext::default(), abort)
+        .await
+    {
         CallOutcome::NotSent { reason, .. } => {
             assert_eq!(reason, "aborted (cancelled) before it was sent");
         }
@@ -173,6 +194,11 @@ async fn d3_an_abort_while_the_call_runs_drops_it_promptly() {
         tokio::time::sleep(Duration::from_millis(30)).await;
         trigger.abort(AbortReason::Fenced);
     });
-    assert_eq!(agents.call(&interpret(), abort).await, CallOutcome::Aborted);
+    assert_eq!(
+        agents
+            .call(&interpret(), &CallContext::default(), abort)
+            .await,
+        CallOutcome::Aborted
+    );
     assert!(started.elapsed() < Duration::from_secs(2));
 }

@@ -84,6 +84,7 @@ fn reasoner_call(n: u128) -> ReasonerCall {
         unmet: vec![],
         feedback: vec![],
         attempt: 1,
+        context: Default::default(),
     }
 }
 

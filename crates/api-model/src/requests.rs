@@ -79,8 +79,16 @@ pub struct VerdictBody {
     /// `met`, `unmet` or `unknown`.
     #[schema(value_type = values::Verdict)]
     pub verdict: Verdict,
-    /// The evidence (R7).
+    /// The evidence, in the reviewer's words.
     pub evidence: String,
+    /// The ids of the report's sources it rests on (R7: a `met` names at least one; each
+    /// must be a source of the report version reviewed).
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// The words that prove a `met`, copied from the report or the excerpt of a source it
+    /// names (R7: otherwise the `met` is recorded as `unknown`).
+    #[serde(default)]
+    pub quote: Option<String>,
 }
 
 /// The revisions a review was made against.
@@ -169,29 +177,56 @@ pub enum SourceBody {
         #[schema(value_type = String, format = "uuid")]
         id: ContributionId,
     },
-    /// An external document.
+    /// An external document named only by its address and digest (no excerpt: a reviewer
+    /// has nothing of it to read).
     External {
         /// Where it is.
         url: String,
         /// Its content digest.
         digest: String,
     },
+    /// A document read for the work, with the excerpt the contribution relies on.
+    Document {
+        /// Its id within the contribution (what claims and verdicts cite), e.g. `s1`.
+        id: String,
+        /// Where it is.
+        uri: String,
+        /// Its title.
+        title: String,
+        /// The words relied on, copied from the document.
+        excerpt: String,
+        /// When it was read, in Unix milliseconds.
+        retrieved_at: i64,
+        /// `sha256:` and 64 lowercase hex digits: the digest of the whole document as read.
+        content_digest: String,
+    },
 }
 
 /// `POST …/assignments/{operation}/result`: a contribution (a report task's content is its
-/// artifacts) or a failure, with what the work cost in micros; without `usage_micros` the
+/// body) or a failure, with what the work cost in micros; without `usage_micros` the
 /// whole reservation is charged (B3).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SubmissionBody {
-    /// The work's result.
+    /// The work's result: a body, or (the earlier form) named artifacts, kept as one
+    /// Markdown body.
     Contribution {
-        /// At least one artifact.
-        #[schema(min_items = 1)]
+        /// Its body: text or Markdown.
+        #[serde(default)]
+        body: Option<String>,
+        /// `text/markdown` (the default) or `text/plain`.
+        #[serde(default)]
+        media_type: Option<String>,
+        /// Named pieces of text (the form before bodies).
+        #[serde(default)]
         artifacts: Vec<ArtifactBody>,
         /// What it cites.
         #[serde(default)]
         sources: Vec<SourceBody>,
+        /// Its outputs by name, as the capability declares them (T2): a map, any names.
+        #[serde(default)]
+        #[schema(value_type = std::collections::BTreeMap<String, serde_json::Value>)]
+        outputs: serde_json::Map<String, serde_json::Value>,
         /// What it cost; absent: the whole reservation.
         #[serde(default)]
         #[schema(minimum = 0)]

@@ -13,9 +13,7 @@ use agentroom_domain::ledger::{Balances, LedgerEntry, Overrun};
 use agentroom_domain::objective::{Counters, Criterion, ObjectiveStatus, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanTrigger, TaskKind, TaskState};
 use agentroom_domain::policy::ReviewSource;
-use agentroom_domain::review::{
-    Artifact, CriterionVerdict, ReportRef, ReviewOutcome, Source, SourceSet,
-};
+use agentroom_domain::review::{Artifact, CriterionVerdict, ReportRef, ReviewOutcome, SourceSet};
 use agentroom_domain::room::Role;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -223,18 +221,48 @@ pub struct Decided {
     pub entry: LogEntry,
 }
 
-/// A report's content: who wrote it, its artifacts and sources.
+/// A source as a reader sees it: a document with its excerpt, a cited contribution, or a
+/// bare external reference.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SourceView {
+    /// `document`, `contribution` or `external`.
+    pub kind: String,
+    /// The id verdicts name it by (a document's id, a contribution's id).
+    pub id: Option<String>,
+    /// Where it is.
+    pub uri: Option<String>,
+    /// Its title.
+    pub title: Option<String>,
+    /// The words the contribution relies on (a document's excerpt).
+    pub excerpt: Option<String>,
+    /// When it was read, in Unix milliseconds.
+    pub retrieved_at: Option<i64>,
+    /// The digest of the whole document as read.
+    pub content_digest: Option<String>,
+    /// The digest its excerpt is stored under.
+    pub excerpt_digest: Option<String>,
+}
+
+/// What a contribution holds, with its content read from the Room's store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ReportContent {
     /// Its author.
     #[schema(value_type = String)]
     pub author: PrincipalId,
-    /// Its artifacts.
+    /// Its body (text or Markdown), when it has one and the Room holds it.
+    pub body: Option<String>,
+    /// How to read the body.
+    pub media_type: Option<String>,
+    /// The digest the body is stored under.
+    pub body_digest: Option<String>,
+    /// Named pieces, for contributions made before bodies.
     #[schema(value_type = Vec<Object>)]
     pub artifacts: Vec<Artifact>,
-    /// Its sources.
-    #[schema(value_type = Vec<Object>)]
-    pub sources: Vec<Source>,
+    /// What it cites.
+    pub sources: Vec<SourceView>,
+    /// Its outputs by name, when it has any.
+    #[schema(value_type = Option<Object>)]
+    pub outputs: Option<serde_json::Value>,
 }
 
 /// One report version of an objective.
@@ -285,18 +313,12 @@ pub struct ContributionView {
     /// The task identity it was produced for.
     #[schema(value_type = String)]
     pub task: TaskIdentity,
-    /// The specialist who authored it.
-    #[schema(value_type = String)]
-    pub author: PrincipalId,
     /// The call that produced it.
     pub operation: String,
-    /// What it produced.
-    #[schema(value_type = Vec<Object>)]
-    pub artifacts: Vec<Artifact>,
-    /// What it cites.
-    #[schema(value_type = Vec<Object>)]
-    pub sources: Vec<Source>,
-    /// `sha256:` over its artifacts and sources, to tell an unchanged report.
+    /// Its content: body, sources with their excerpts, outputs.
+    #[serde(flatten)]
+    pub content: ReportContent,
+    /// `sha256:` over its content's digests, to tell an unchanged report.
     pub content_digest: String,
 }
 
@@ -447,6 +469,26 @@ pub struct AssignmentView {
     /// The task: its identity, inputs and the contributions it may cite.
     #[schema(value_type = Object)]
     pub task: TaskBrief,
+    /// What the work may use of the Room (C1): the objective, the owner's request, the
+    /// criteria, the capability with its declared outputs, and its dependencies' content with
+    /// their sources and excerpts.
+    pub context: Vec<ContextItemView>,
+}
+
+/// One piece of Room content a call sees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ContextItemView {
+    /// What it is: `objective`, `owner_message`, `criteria`, `capability`, `dependency`,
+    /// `source`, ….
+    pub kind: String,
+    /// Its id, where it has one (a source id, a contribution id, a capability name).
+    pub id: String,
+    /// Facts about it: `uri`, `title`, `task`, `author`, `cited_by`, ….
+    pub attrs: std::collections::BTreeMap<String, String>,
+    /// Its text.
+    pub text: String,
+    /// The digest of its text.
+    pub digest: String,
 }
 
 /// `POST …/assignments/{operation}/result`: recorded.

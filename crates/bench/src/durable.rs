@@ -80,9 +80,15 @@ struct NoOp;
 
 #[async_trait]
 impl Provider for NoOp {
-    async fn call(&self, request: &CallRequest, _abort: Abort) -> CallOutcome {
+    async fn call(
+        &self,
+        request: &CallRequest,
+        _context: &agentroom_ports::CallContext,
+        _abort: Abort,
+    ) -> CallOutcome {
         CallOutcome::Returned(Receipt {
             model: None,
+            omitted: Vec::new(),
             charge: Charge::Actual(UsdMicros::new(CHARGED_MICROS)),
             result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
                 observed: request.observed,

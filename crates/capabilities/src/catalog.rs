@@ -2,7 +2,8 @@
 //! the binding rules together, implementing the domain's [`CapabilityCatalog`].
 
 use agentroom_domain::catalog::{
-    CapabilityCatalog, CapabilityEffect, Refusal, ResolveRequest, Resolved,
+    CapabilityCatalog, CapabilityEffect, CapabilityInfo, InputInfo, Refusal, ResolveRequest,
+    Resolved,
 };
 use agentroom_domain::ids::{ObjectiveId, PrincipalId, TaskKey};
 use serde_json::{Map, Value};
@@ -11,7 +12,7 @@ use crate::bindings::Bindings;
 use crate::error::{ResourceError, ResourceErrors};
 use crate::parse::Resources;
 use crate::registry::Registry;
-use crate::resource::{BindingRule, Capability, CapabilityRef, Phase};
+use crate::resource::{BindingRule, Capability, CapabilityRef, OutputDef, Phase};
 use crate::schema::{ValueError, check_fields};
 
 /// Why a capability cannot be resolved.
@@ -231,12 +232,7 @@ impl Catalog {
                 .ok_or_else(|| ResolveError::Unbound {
                     capability: reference.clone(),
                 })?;
-        let effect =
-            if capability.effect == CapabilityEffect::ExternalWrite || closure.external_write {
-                CapabilityEffect::ExternalWrite
-            } else {
-                CapabilityEffect::ReadOrDraft
-            };
+        let effect = effect_of(capability, closure.external_write);
         Ok(Resolution {
             requested,
             capability: reference,
@@ -286,6 +282,77 @@ impl CapabilityCatalog for Catalog {
                 .collect(),
             effect: resolution.effect(),
             inputs,
+            outputs: capability
+                .spec
+                .outputs
+                .iter()
+                .map(OutputDef::declared)
+                .collect(),
         })
+    }
+
+    /// Every capability of the registry, by the name a task asks for it (`name`, or
+    /// `namespace/name` outside the default namespace), with its own spec and status as
+    /// written; the provider and effect are those a task asking for it without a node rule
+    /// would get: after replacements, external-write when the capability served or any of its
+    /// requirements is annotated so.
+    fn describe(&self) -> Vec<CapabilityInfo> {
+        let mut described: Vec<CapabilityInfo> =
+            self.registry.iter().map(|c| self.info(c)).collect();
+        described.sort_by(|a, b| a.name.cmp(&b.name));
+        described
+    }
+}
+
+impl Catalog {
+    /// What [`CapabilityCatalog::describe`] says of `capability`.
+    fn info(&self, capability: &Capability) -> CapabilityInfo {
+        let served = self
+            .registry
+            .follow(&capability.reference(), &mut Vec::new())
+            .ok()
+            .map(|followed| followed.capability);
+        let provider = served
+            .and_then(|s| self.bindings.rule_for(&s.reference(), None))
+            .map(|rule| rule.provider.clone());
+        let effect = match served {
+            Some(s) => effect_of(s, self.registry.closure(s).is_ok_and(|c| c.external_write)),
+            None => capability.effect,
+        };
+        let spec = &capability.spec;
+        let status = &capability.status;
+        CapabilityInfo {
+            name: capability.reference().to_string(),
+            display_name: spec.display_name.clone(),
+            description: spec.description.clone(),
+            inputs: spec
+                .inputs
+                .iter()
+                .map(|input| InputInfo {
+                    name: input.name.clone(),
+                    kind: input.schema.value_type().name().to_owned(),
+                    required: input.schema.required(),
+                    default: input.schema.default().cloned(),
+                    enum_values: input.schema.allowed().unwrap_or_default().to_vec(),
+                    description: input.schema.description().map(str::to_owned),
+                })
+                .collect(),
+            outputs: spec.outputs.iter().map(OutputDef::declared).collect(),
+            phase: status.phase.to_string(),
+            deprecation_message: status.deprecation_message.clone(),
+            replacement: status.replacement.as_ref().map(ToString::to_string),
+            provider,
+            effect,
+        }
+    }
+}
+
+/// What `capability` does to the world, counting its requirements' effect
+/// (`requirements_write`): external-write when either writes outside the Room (T4).
+fn effect_of(capability: &Capability, requirements_write: bool) -> CapabilityEffect {
+    if capability.effect == CapabilityEffect::ExternalWrite || requirements_write {
+        CapabilityEffect::ExternalWrite
+    } else {
+        CapabilityEffect::ReadOrDraft
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use agentroom_domain::catalog::CapabilityEffect;
+use agentroom_domain::catalog::{CapabilityEffect, DeclaredOutput};
 use agentroom_domain::ids::{ObjectiveId, PrincipalId, TaskKey};
 use serde_json::{Map, Value};
 
@@ -297,6 +297,15 @@ impl OutputDef {
     /// Other fields, kept as written.
     pub fn extra(&self) -> &Map<String, Value> {
         &self.extra
+    }
+
+    /// The output as the domain checks a contribution against it (T2).
+    pub fn declared(&self) -> DeclaredOutput {
+        DeclaredOutput {
+            name: self.name.clone(),
+            kind: self.value_type.into(),
+            description: self.description.clone(),
+        }
     }
 }
 

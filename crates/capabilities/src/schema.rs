@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use agentroom_domain::catalog::OutputType;
 use serde_json::{Map, Value};
 
 use crate::format::Format;
@@ -82,6 +83,20 @@ impl ValueType {
 impl fmt::Display for ValueType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// The domain's name for the same type, for declared outputs (the two lists are the same six).
+impl From<ValueType> for OutputType {
+    fn from(value_type: ValueType) -> Self {
+        match value_type {
+            ValueType::String => OutputType::String,
+            ValueType::Number => OutputType::Number,
+            ValueType::Integer => OutputType::Integer,
+            ValueType::Boolean => OutputType::Boolean,
+            ValueType::Object => OutputType::Object,
+            ValueType::Array => OutputType::Array,
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use agentroom_domain::objective::Criterion;
 use agentroom_domain::plan::{DEFAULT_COLUMNS, TaskKind};
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
 use agentroom_domain::review::{
-    Artifact, ContributionDraft, CriterionVerdict, ReviewSubmission, Source, Verdict,
+    Body, ContributionDraft, CriterionVerdict, ReviewSubmission, Source, SourceDraft, Verdict,
 };
 use agentroom_domain::room::Role;
 use agentroom_domain::sim::Simulation;
@@ -226,33 +226,53 @@ impl Demo {
                             "contribution",
                             self.contributions,
                         )),
-                        artifacts: vec![Artifact {
-                            name: "body".into(),
-                            content: format!("{} (by {:?})", task.title, call.principal),
-                        }],
+                        artifacts: Vec::new(),
+                        body: Some(Body {
+                            media_type: "text/markdown".into(),
+                            text: format!("{} (by {:?})", task.title, call.principal),
+                        }),
                         sources: task
                             .dep_contributions
                             .iter()
-                            .map(|id| Source::Contribution { id: *id })
+                            .map(|id| SourceDraft::Contribution { id: *id })
                             .collect(),
+                        outputs: serde_json::Map::new(),
                     }))
                 }
             }
             (CallRole::Reviewer, CallBrief::Review { report, criteria }) => {
                 let recency = self.script.reviews.pop_front().unwrap_or(Verdict::Met);
+                // R7: a `met` cites the report's first source and quotes the report.
+                let written = self.sim.state().contributions().get(&report.contribution);
+                let first = written
+                    .and_then(|c| c.sources().iter().find_map(Source::id))
+                    .unwrap_or_default();
+                let quote = written
+                    .and_then(|c| c.body())
+                    .and_then(|b| self.sim.content(&b.digest))
+                    .unwrap_or_default()
+                    .to_owned();
                 CallResult::Reviewer(ReviewerResult::Review(ReviewSubmission {
                     report: report.clone(),
                     observed: call.observed,
                     verdicts: criteria
                         .iter()
-                        .map(|c| CriterionVerdict {
-                            criterion: c.id.clone(),
-                            verdict: if c.id.as_str() == "covers-2026" {
+                        .map(|c| {
+                            let verdict = if c.id.as_str() == "covers-2026" {
                                 recency
                             } else {
                                 Verdict::Met
-                            },
-                            evidence: format!("checked against report v{}", report.version),
+                            };
+                            let given = CriterionVerdict::new(
+                                c.id.clone(),
+                                verdict,
+                                format!("checked against report v{}", report.version),
+                            );
+                            if verdict == Verdict::Met {
+                                given.citing(&[first.as_str()], &quote)
+                            } else {
+                                given
+                            }
                         })
                         .collect(),
                 }))

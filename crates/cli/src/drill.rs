@@ -487,7 +487,12 @@ fn record_execution(log: &Path, op: OperationId) -> std::io::Result<()> {
 
 #[async_trait]
 impl Provider for DrillProvider {
-    async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome {
+    async fn call(
+        &self,
+        request: &CallRequest,
+        _context: &agentroom_ports::CallContext,
+        abort: Abort,
+    ) -> CallOutcome {
         tokio::select! {
             () = tokio::time::sleep(self.call) => {}
             _ = abort.aborted() => return CallOutcome::Aborted,
@@ -501,6 +506,7 @@ impl Provider for DrillProvider {
         }
         CallOutcome::Returned(Receipt {
             model: None,
+            omitted: Vec::new(),
             charge: Charge::Actual(UsdMicros::new(CHARGED_MICROS)),
             result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
                 observed: request.observed,

@@ -13,7 +13,9 @@ use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted}
 use agentroom_agents::{Agents, PriceTable};
 use agentroom_capabilities::{Catalog, ResourceError, ResourceErrors};
 use agentroom_coordinator::Admission;
-use agentroom_domain::catalog::{CapabilityCatalog, Refusal, ResolveRequest, Resolved};
+use agentroom_domain::catalog::{
+    CapabilityCatalog, CapabilityInfo, Refusal, ResolveRequest, Resolved,
+};
 use agentroom_domain::engine::{Notification, Reconciliation};
 use agentroom_domain::ids::{PrincipalId, RoomId};
 use agentroom_domain::policy::RoomPolicy;
@@ -135,6 +137,11 @@ impl HostCatalog {
 impl CapabilityCatalog for HostCatalog {
     fn resolve(&self, request: ResolveRequest<'_>) -> Result<Resolved, Refusal> {
         self.current().resolve(request)
+    }
+
+    /// The capabilities of every policy loaded so far, from the catalog as it is now.
+    fn describe(&self) -> Vec<CapabilityInfo> {
+        self.current().describe()
     }
 }
 

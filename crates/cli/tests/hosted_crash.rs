@@ -275,6 +275,7 @@ fn contribution(usage: i64) -> String {
         "outcome": "contribution",
         "artifacts": [{"name": "notes", "content": NOTES}],
         "sources": [{"kind": "external", "url": "https://example.org/durable-runtimes-2025", "digest": "sha256:f848b5c5faa537795590541cef27232e6cdfcca35ee858f4fa3e539c9fca4f65"}],
+        "outputs": {"findings": [NOTES]},
         "usage_micros": usage,
     })
     .to_string()

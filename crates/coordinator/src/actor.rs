@@ -4,11 +4,15 @@
 //! same input again (same derived ids), bounded, with jittered backoff; an event accepted
 //! before is done (T1).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use agentroom_ports::domain::engine::{CallEvent, Decision, Effect, Env, Input, decide};
-use agentroom_ports::domain::ids::{DerivedIds, OperationId, RoomId};
+use agentroom_ports::domain::artifact::ContentDigest;
+use agentroom_ports::domain::state::RoomState;
+
+use agentroom_ports::domain::engine::{CallEvent, Decision, Effect, Env, Input, LogEntry, decide};
+use agentroom_ports::domain::ids::{DerivedIds, OperationId, RoomId, Timestamp};
 use agentroom_ports::{Commit, CommitError, Receipt, StoredRoom};
 use agentroom_workflows::Leased;
 use agentroom_workflows::crash::{self, crash_point};
@@ -77,6 +81,52 @@ fn backoff(base: Duration, attempt: u32, salt: u128) -> Duration {
     wait + wait.mul_f64(f64::from(jitter) / 1_000.0)
 }
 
+/// Stores the content of the contribution `input` carries, when the Room can keep it (within
+/// its policy's bounds, checked first, so nothing of an oversized one is stored), before the
+/// decision that names it is committed. Content is addressed by its digest, so storing it
+/// again on a retry or a redelivery is a no-op.
+async fn keep_content(
+    shared: &Arc<Shared>,
+    room: &RoomId,
+    state: &RoomState,
+    input: &Input,
+    now: Timestamp,
+) -> Result<(), CoordinatorError> {
+    let Some(draft) = input.contribution_draft() else {
+        return Ok(());
+    };
+    // An oversized or malformed one is refused by the decision (T2), with nothing stored.
+    if draft.check(state.policy().content()).is_err() {
+        return Ok(());
+    }
+    for piece in draft.pieces() {
+        shared
+            .store
+            .put_content(room, piece.media_type, &piece.bytes, now)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Reads the Room's content under `digests` (what a review's evidence is checked against,
+/// R7). A store error is the decision's error (it is taken again later), never a missing
+/// piece of evidence; content that is absent or not text is simply not supplied.
+async fn read_contents(
+    shared: &Arc<Shared>,
+    room: &RoomId,
+    digests: &[ContentDigest],
+) -> Result<BTreeMap<ContentDigest, String>, CoordinatorError> {
+    let mut contents = BTreeMap::new();
+    for digest in digests {
+        if let Some(stored) = shared.store.content(room, digest).await?
+            && let Ok(text) = String::from_utf8(stored.bytes)
+        {
+            contents.insert(digest.clone(), text);
+        }
+    }
+    Ok(contents)
+}
+
 async fn decide_and_commit(
     shared: &Arc<Shared>,
     room: &RoomId,
@@ -98,12 +148,17 @@ async fn decide_and_commit(
                 .ok_or_else(|| CoordinatorError::UnknownRoom(room.clone()))?,
         };
         let now = shared.clock.now();
+        if attempt == 0 {
+            keep_content(shared, room, &current.state, &input, now).await?;
+        }
+        let contents = read_contents(shared, room, &input.content_needed(&current.state)).await?;
         let decide_now = || -> Result<Decision, CoordinatorError> {
             let mut ids = DerivedIds::new(seed.namespace());
             let mut env = Env {
                 now,
                 ids: &mut ids,
                 catalog: &*shared.catalog,
+                contents: &contents,
             };
             Ok(decide(&current.state, input.clone(), &mut env)?)
         };
@@ -114,7 +169,19 @@ async fn decide_and_commit(
                 let settles = event.settles();
                 let state = current.state.operation(op).map(|o| o.state());
                 if state.is_some_and(|state| event.fits(state)) {
-                    let decision = decide_now()?;
+                    let mut decision = decide_now()?;
+                    // C1: what the call's prompt left out goes into the decision log.
+                    if let Some((_, receipt)) = receipt.as_deref()
+                        && !receipt.omitted.is_empty()
+                    {
+                        let objective = current.state.operation(op).and_then(|o| o.objective());
+                        decision.log.push(LogEntry::context_omitted(
+                            now,
+                            objective,
+                            op,
+                            &receipt.omitted,
+                        ));
+                    }
                     let mark = (settles && decision.settles(op)).then_some(op);
                     let receipt = receipt
                         .as_deref()

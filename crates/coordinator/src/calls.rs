@@ -20,10 +20,11 @@ use std::sync::Arc;
 use agentroom_ports::domain::authority::required_role;
 use agentroom_ports::domain::engine::CallEvent;
 use agentroom_ports::domain::ids::{OperationId, RoomId};
-use agentroom_ports::{CommitError, Receipt};
+use agentroom_ports::{CallContext, CommitError, Receipt};
 use agentroom_workflows::{Executed, Leased, Recovery, RecoveryReport, Runner, WorkflowError};
 
 use crate::actor::Guard;
+use crate::context;
 use crate::ids::IdSeed;
 use crate::{CoordinatorError, Outcome, Shared};
 
@@ -69,34 +70,43 @@ impl Shared {
         taken
     }
 
-    /// Why `call` may not be sent now (T3), if it may not: its principal no longer holds the
-    /// role it is called in, by the Room as stored now.
-    async fn refusal(&self, call: &Leased) -> Option<String> {
+    /// What `call` sees of the Room (C1), assembled from the Room as stored now; or why it
+    /// may not be sent now (T3): its principal no longer holds the role it is called in.
+    async fn prepare(self: &Arc<Self>, call: &Leased) -> Result<CallContext, String> {
         let request = &call.request;
-        // The reasoner is the Room's own: no role to hold.
-        let role = required_role(request.role)?;
-        let principal = request.principal.as_ref();
         let loaded = self
             .runner
             .retrying("load", || self.store.load(&call.room))
             .await;
-        match loaded {
-            Ok(Some(room)) if room.state.may_be_called(principal, request.role) => None,
-            Ok(_) => {
+        // Nothing was sent: the call is settled at zero and its work open again.
+        let room = match loaded {
+            Ok(Some(room)) => room,
+            Ok(None) => return Err(format!("room {} is not in the store", call.room)),
+            Err(err) => return Err(format!("checking authorization: {err}")),
+        };
+        // The reasoner is the Room's own: no role to hold.
+        if let Some(role) = required_role(request.role) {
+            let principal = request.principal.as_ref();
+            if !room.state.may_be_called(principal, request.role) {
                 let who = principal.map_or_else(|| "nobody".to_owned(), ToString::to_string);
                 tracing::warn!(%who, ?role, op = %request.op, "T3: not sent");
-                Some(format!("T3: {who} holds no role {role:?} in the room now"))
+                return Err(format!("T3: {who} holds no role {role:?} in the room now"));
             }
-            // Nothing was sent: the call is settled at zero and its work open again.
-            Err(err) => Some(format!("checking authorization: {err}")),
         }
+        let assembled = self
+            .runner
+            .retrying("read context", || {
+                context::assemble(self, &call.room, &room.state, request)
+            })
+            .await;
+        assembled.map_err(|err| format!("reading the call's context: {err}"))
     }
 
     /// Runs `call` and has the Room decide what became of it.
     async fn run_call(self: &Arc<Self>, call: &Leased) -> Result<(), WorkflowError> {
-        let executed = match self.refusal(call).await {
-            Some(reason) => Executed::NotSent { reason },
-            None => self.runner.execute(call).await?,
+        let executed = match self.prepare(call).await {
+            Err(reason) => Executed::NotSent { reason },
+            Ok(context) => self.runner.execute(call, &context).await?,
         };
         let (room, op) = (&call.room, call.op());
         match executed {

@@ -13,7 +13,12 @@ pub(crate) struct NoAgents;
 
 #[async_trait]
 impl Provider for NoAgents {
-    async fn call(&self, request: &CallRequest, _abort: Abort) -> CallOutcome {
+    async fn call(
+        &self,
+        request: &CallRequest,
+        _context: &agentroom_ports::CallContext,
+        _abort: Abort,
+    ) -> CallOutcome {
         CallOutcome::Refused {
             reason: format!(
                 "no agents are configured in this process for the {} call {}",

@@ -2,8 +2,10 @@
 //! for a principal's result, and the submission of that result (checked against the Room's
 //! own operation first: another Room's call is not found, another specialist's is refused).
 
+use agentroom_ports::domain::engine::SpecialistResult;
 use agentroom_ports::domain::ids::{OperationId, PrincipalId, RoomId};
-use agentroom_ports::domain::state::CallRole;
+use agentroom_ports::domain::review::ContributionRefusal;
+use agentroom_ports::domain::state::{CallRole, Purpose};
 use agentroom_ports::{HostedDesk, SpecialistCall, Submission, SubmitError};
 
 use crate::{Coordinator, CoordinatorError};
@@ -74,6 +76,27 @@ impl Coordinator {
         submission: Submission,
     ) -> Result<(), CoordinatorError> {
         let desk = self.assignment_of(room, principal, op).await?;
+        // Checked before anything is recorded: an oversized or malformed contribution is
+        // refused with its reason and nothing of it is stored.
+        if let SpecialistResult::Contribution(draft) = &submission.result {
+            let stored = self
+                .shared
+                .store
+                .load(room)
+                .await?
+                .ok_or_else(|| CoordinatorError::UnknownRoom(room.clone()))?;
+            let state = &stored.state;
+            if let Some(operation) = state.operation(op)
+                && let (Some(objective), Purpose::Execute { task }) =
+                    (operation.objective(), operation.purpose())
+            {
+                state.admits_contribution(objective, task, draft)?;
+            } else {
+                draft
+                    .check(state.policy().content())
+                    .map_err(ContributionRefusal::from)?;
+            }
+        }
         desk.submit(principal, op, submission)?;
         Ok(())
     }

@@ -81,6 +81,10 @@ pub enum CoordinatorError {
     /// The agent-host desk refused a submission; nothing was recorded.
     #[error(transparent)]
     Submit(#[from] SubmitError),
+    /// A submitted contribution's content cannot be kept by the Room (its policy's bounds, an
+    /// empty body, malformed sources); nothing was recorded or stored.
+    #[error("the contribution is refused: {0}")]
+    Content(#[from] agentroom_ports::domain::review::ContributionRefusal),
     /// A workflow step (recovery) failed.
     #[error("workflow: {0}")]
     Workflow(#[from] WorkflowError),

@@ -18,6 +18,7 @@
 mod actor;
 mod background;
 mod calls;
+mod context;
 mod defaults;
 mod desk;
 mod error;
@@ -46,8 +47,8 @@ use agentroom_ports::domain::review::ReviewSubmission;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::domain::state::RoomState;
 use agentroom_ports::{
-    Clock, CommitError, HostedDesk, Notifier, Outbox, Random, Reconciler, Revision, RoomStore,
-    StoreError, StoredRoom, SystemClock, SystemRandom, TokenStore, WorkflowStore,
+    ArtifactStore, Clock, CommitError, HostedDesk, Notifier, Outbox, Random, Reconciler, Revision,
+    RoomStore, StoreError, StoredRoom, SystemClock, SystemRandom, TokenStore, WorkflowStore,
 };
 use agentroom_workflows::{Provider, RecoveryReport, Runner};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -277,8 +278,8 @@ impl Clone for Coordinator {
 
 /// Everything the coordinator stores: Rooms and their history, operations, the outbox and
 /// bearer tokens. Both store crates implement it whole.
-pub trait Store: RoomStore + WorkflowStore + Outbox + TokenStore + 'static {}
-impl<T: RoomStore + WorkflowStore + Outbox + TokenStore + 'static> Store for T {}
+pub trait Store: RoomStore + WorkflowStore + Outbox + TokenStore + ArtifactStore + 'static {}
+impl<T: RoomStore + WorkflowStore + Outbox + TokenStore + ArtifactStore + 'static> Store for T {}
 
 impl Coordinator {
     /// A builder over `store`, run by `config`; the other ports have defaults

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use agentroom_ports::domain::artifact::ContentDigest;
 use agentroom_ports::domain::ids::{NotificationId, OperationId, RoomId, Timestamp};
 use agentroom_ports::domain::ledger::LedgerEntry;
 use agentroom_ports::tokens::{AuthError, Authenticated};
@@ -88,6 +89,27 @@ pub enum ResolveOutcome {
 }
 
 impl Coordinator {
+    /// The text stored in `room` under each of `digests` that is there (content is immutable
+    /// and checked against its address by the store; what is not text is left out).
+    pub async fn texts(
+        &self,
+        room: &RoomId,
+        digests: impl IntoIterator<Item = &ContentDigest>,
+    ) -> Result<BTreeMap<ContentDigest, String>, CoordinatorError> {
+        let mut texts = BTreeMap::new();
+        for digest in digests {
+            if texts.contains_key(digest) {
+                continue;
+            }
+            if let Some(stored) = self.shared.store.content(room, digest).await?
+                && let Ok(text) = String::from_utf8(stored.bytes)
+            {
+                texts.insert(digest.clone(), text);
+            }
+        }
+        Ok(texts)
+    }
+
     /// Who the bearer token `text` authenticates now (its Room and principal).
     pub async fn authenticate(&self, text: &str) -> Result<Authenticated, AuthError> {
         TokenStore::authenticate(&*self.shared.store, text, self.shared.clock.now()).await

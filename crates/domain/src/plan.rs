@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::catalog::DeclaredOutput;
 use crate::ids::{ContributionId, EventId, OperationId, PlanVersionId, PrincipalId, ReviewId};
 use crate::ids::{TaskIdentity, TaskKey};
 use crate::objective::ObservedRevisions;
@@ -124,9 +125,18 @@ pub struct Task {
     pub(crate) assignee: PrincipalId,
     pub(crate) state: TaskState,
     pub(crate) reused: bool,
+    /// The capability's declared outputs at admission (T2); none for tasks admitted before
+    /// outputs were checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) outputs: Vec<DeclaredOutput>,
 }
 
 impl Task {
+    /// The outputs its capability declared when it was admitted: a contribution must give
+    /// each, typed as declared (T2).
+    pub fn outputs(&self) -> &[DeclaredOutput] {
+        &self.outputs
+    }
     /// The stable key.
     pub fn key(&self) -> &TaskKey {
         &self.key

@@ -394,6 +394,53 @@ impl Default for Bounds {
     }
 }
 
+/// How much content a contribution may carry (DESIGN.md "Artifact and source"): one piece
+/// (its body, a source's excerpt, its outputs) and all of it together, in bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct ContentBounds {
+    max_artifact_bytes: u64,
+    max_contribution_bytes: u64,
+}
+
+impl ContentBounds {
+    /// The smallest value either bound may take.
+    pub const MIN: u64 = 1;
+    /// The largest value either bound may take: 64 MiB.
+    pub const MAX: u64 = 64 * 1024 * 1024;
+    /// The default bound of one piece: 256 KiB.
+    pub const DEFAULT_ARTIFACT: u64 = 256 * 1024;
+    /// The default bound of a whole contribution: 1 MiB.
+    pub const DEFAULT_CONTRIBUTION: u64 = 1024 * 1024;
+
+    /// Bounds of `artifact` bytes per piece and `contribution` bytes in all (each clamped to
+    /// `MIN..=MAX`).
+    pub fn new(artifact: u64, contribution: u64) -> Self {
+        Self {
+            max_artifact_bytes: artifact.clamp(Self::MIN, Self::MAX),
+            max_contribution_bytes: contribution.clamp(Self::MIN, Self::MAX),
+        }
+    }
+
+    /// The most bytes one piece of content may have.
+    pub const fn max_artifact_bytes(self) -> u64 {
+        self.max_artifact_bytes
+    }
+
+    /// The most bytes a contribution's content may have in all.
+    pub const fn max_contribution_bytes(self) -> u64 {
+        self.max_contribution_bytes
+    }
+}
+
+impl Default for ContentBounds {
+    fn default() -> Self {
+        Self {
+            max_artifact_bytes: Self::DEFAULT_ARTIFACT,
+            max_contribution_bytes: Self::DEFAULT_CONTRIBUTION,
+        }
+    }
+}
+
 /// Who reviews source-bound reports.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -435,6 +482,9 @@ pub struct RoomPolicy {
     review_source: ReviewSource,
     capability_files: Vec<String>,
     binding_files: Vec<String>,
+    /// Absent from the state of Rooms made before content bounds existed: the defaults.
+    #[serde(default)]
+    content: ContentBounds,
 }
 
 impl RoomPolicy {
@@ -535,13 +585,61 @@ impl RoomPolicy {
         let capability_files = paths(capabilities.files, "files");
         let binding_files = paths(capabilities.bindings, "bindings");
 
+        let content_file = file.content.unwrap_or_default();
+        let mut bytes = |value: Option<Spanned<WholeNumber>>, name: &str, default: u64| -> u64 {
+            let Some(value) = value else {
+                return default;
+            };
+            match u64::try_from(value.get_ref().0) {
+                Ok(n) if (ContentBounds::MIN..=ContentBounds::MAX).contains(&n) => n,
+                _ => {
+                    problems.add(
+                        &value.span(),
+                        format!("content.{name}"),
+                        format!(
+                            "must be a whole number of bytes from {} to {}, got {}",
+                            ContentBounds::MIN,
+                            ContentBounds::MAX,
+                            value.get_ref().0
+                        ),
+                    );
+                    default
+                }
+            }
+        };
+        let content = ContentBounds {
+            max_artifact_bytes: bytes(
+                content_file.max_artifact_bytes,
+                "max_artifact_bytes",
+                ContentBounds::DEFAULT_ARTIFACT,
+            ),
+            max_contribution_bytes: bytes(
+                content_file.max_contribution_bytes,
+                "max_contribution_bytes",
+                ContentBounds::DEFAULT_CONTRIBUTION,
+            ),
+        };
+
         problems.finish(Self {
             bounds,
             task_identity_prefix,
             review_source,
             capability_files,
             binding_files,
+            content,
         })
+    }
+
+    /// How much content a contribution may carry.
+    pub fn content(&self) -> ContentBounds {
+        self.content
+    }
+
+    /// The same policy with content bounds `content`.
+    #[must_use]
+    pub fn with_content(mut self, content: ContentBounds) -> Self {
+        self.content = content;
+        self
     }
 
     /// How many times the Room tries before it stops and asks for help.
@@ -584,6 +682,15 @@ struct RoomFile {
     bounds: Option<BoundsFile>,
     review: Option<ReviewFile>,
     capabilities: Option<CapabilitiesFile>,
+    content: Option<ContentFile>,
+}
+
+/// The `[content]` table as written.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a `[content]` table")]
+struct ContentFile {
+    max_artifact_bytes: Option<Spanned<WholeNumber>>,
+    max_contribution_bytes: Option<Spanned<WholeNumber>>,
 }
 
 /// The `[bounds]` table as written.

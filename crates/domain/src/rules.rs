@@ -29,6 +29,7 @@ pub enum Rule {
     B5,
     B6,
     B7,
+    B8,
     D1,
     D2,
     D3,
@@ -40,12 +41,16 @@ pub enum Rule {
     T3,
     T4,
     T5,
+    T6,
     R1,
     R2,
     R3,
     R4,
     R5,
     R6,
+    R7,
+    C1,
+    M1,
 }
 
 impl fmt::Display for Rule {

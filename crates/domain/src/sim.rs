@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
+use crate::artifact::ContentDigest;
 use crate::catalog::CapabilityCatalog;
 use crate::engine::{Decision, Env, Input, InputError, LogEntry};
 use crate::ids::{DerivedIds, EventId, OperationId, Timestamp};
@@ -37,6 +38,7 @@ pub struct Simulation<C> {
     ledger: Vec<LedgerEntry>,
     closed: BTreeMap<OperationId, Operation>,
     accepted: BTreeSet<EventId>,
+    contents: BTreeMap<ContentDigest, String>,
 }
 
 impl<C: CapabilityCatalog> Simulation<C> {
@@ -52,7 +54,13 @@ impl<C: CapabilityCatalog> Simulation<C> {
             ledger,
             closed: BTreeMap::new(),
             accepted: BTreeSet::new(),
+            contents: BTreeMap::new(),
         }
+    }
+
+    /// The content kept under `digest`, as a host's artifact store would return it.
+    pub fn content(&self, digest: &ContentDigest) -> Option<&str> {
+        self.contents.get(digest).map(String::as_str)
     }
 
     /// Decides `input` and, when it concerns this Room, keeps the new state. Ids derive from
@@ -66,10 +74,21 @@ impl<C: CapabilityCatalog> Simulation<C> {
         self.inputs += 1;
         self.clock = Timestamp::from_millis(self.clock.as_millis().saturating_add(1_000));
         let mut ids = DerivedIds::new(Uuid::from_u128(SIM_NAMESPACE ^ u128::from(self.inputs)));
+        // Like a host: a contribution's content is kept (within the Room's bounds) before
+        // the decision that names it.
+        if let Some(draft) = input.contribution_draft()
+            && draft.check(self.state.policy().content()).is_ok()
+        {
+            for piece in draft.pieces() {
+                let text = String::from_utf8_lossy(&piece.bytes).into_owned();
+                self.contents.insert(ContentDigest::of(&piece.bytes), text);
+            }
+        }
         let mut env = Env {
             now: self.clock,
             ids: &mut ids,
             catalog: &self.catalog,
+            contents: &self.contents,
         };
         let decision = crate::engine::decide(&self.state, input, &mut env)?;
         self.state = decision.state.clone();

@@ -36,7 +36,8 @@ use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
 use agentroom_domain::objective::{Criterion, ObjectiveStatus, ObservedRevisions};
 use agentroom_domain::policy::RoomPolicy;
 use agentroom_domain::review::{
-    Artifact, ContributionDraft, CriterionVerdict, ReviewOutcome, ReviewSubmission, Source, Verdict,
+    Artifact, ContributionDraft, CriterionVerdict, ReportRef, ReviewOutcome, ReviewSubmission,
+    SourceDraft, Verdict,
 };
 use agentroom_domain::room::Role;
 use agentroom_domain::sim::{SimError, Simulation};
@@ -370,7 +371,7 @@ impl Driver {
                 match call.role {
                     CallRole::Reasoner => self.reasoner_answer(&call, reasoner, charge),
                     CallRole::Specialist => self.specialist_answer(&call, specialist, charge),
-                    CallRole::Reviewer => reviewer_answer(&call, reviewer, charge),
+                    CallRole::Reviewer => reviewer_answer(&self.room, &call, reviewer, charge),
                 }
             }
             Move::Settle { pick, charge } => {
@@ -555,9 +556,9 @@ impl Driver {
                     by: p(who.name()),
                     objective,
                     review: ReviewSubmission {
+                        verdicts: verdicts_for(&self.room, &report, &criteria, verdicts),
                         report,
                         observed,
-                        verdicts: verdicts_for(&criteria, verdicts),
                     },
                 }
             }
@@ -669,8 +670,10 @@ impl Driver {
                 sources: brief
                     .dep_contributions
                     .iter()
-                    .map(|id| Source::Contribution { id: *id })
+                    .map(|id| SourceDraft::Contribution { id: *id })
                     .collect(),
+                body: None,
+                outputs: serde_json::Map::new(),
             })),
         }
     }
@@ -735,15 +738,16 @@ fn charge_of(call: &CallRequest, m: ChargeMove) -> Charge {
 
 /// The verdicts a reviewer gives `criteria`: all met, one unmet, one unknown, one missing,
 /// or (for `FormatError`) one on something that is no criterion.
-fn verdicts_for(criteria: &[Criterion], m: ReviewerMove) -> Vec<CriterionVerdict> {
-    let mut verdicts: Vec<CriterionVerdict> = criteria
-        .iter()
-        .map(|c| CriterionVerdict {
-            criterion: c.id.clone(),
-            verdict: Verdict::Met,
-            evidence: format!("{} checked", c.id),
-        })
-        .collect();
+/// Each `met` carries the evidence R7 asks for (the report's first source, its body quoted).
+fn verdicts_for(
+    room: &Room,
+    report: &ReportRef,
+    criteria: &[Criterion],
+    m: ReviewerMove,
+) -> Vec<CriterionVerdict> {
+    let ids: Vec<String> = criteria.iter().map(|c| c.id.to_string()).collect();
+    let all_met: Vec<(&str, Verdict)> = ids.iter().map(|c| (c.as_str(), Verdict::Met)).collect();
+    let mut verdicts = room.verdicts(report, &all_met);
     match m {
         ReviewerMove::AllMet => {}
         ReviewerMove::OneUnmet => {
@@ -759,16 +763,16 @@ fn verdicts_for(criteria: &[Criterion], m: ReviewerMove) -> Vec<CriterionVerdict
         ReviewerMove::MissingCriterion => {
             verdicts.pop();
         }
-        ReviewerMove::FormatError => verdicts.push(CriterionVerdict {
-            criterion: CriterionId::parse("not-a-criterion").unwrap(),
-            verdict: Verdict::Met,
-            evidence: "made up".into(),
-        }),
+        ReviewerMove::FormatError => verdicts.push(CriterionVerdict::new(
+            CriterionId::parse("not-a-criterion").unwrap(),
+            Verdict::Met,
+            "made up",
+        )),
     }
     verdicts
 }
 
-fn reviewer_answer(call: &CallRequest, m: ReviewerMove, charge: Charge) -> Input {
+fn reviewer_answer(room: &Room, call: &CallRequest, m: ReviewerMove, charge: Charge) -> Input {
     let CallBrief::Review { report, criteria } = &call.brief else {
         panic!("a review call without a review brief");
     };
@@ -779,7 +783,7 @@ fn reviewer_answer(call: &CallRequest, m: ReviewerMove, charge: Charge) -> Input
         other => ReviewerResult::Review(ReviewSubmission {
             report: report.clone(),
             observed: call.observed,
-            verdicts: verdicts_for(criteria, other),
+            verdicts: verdicts_for(room, report, criteria, other),
         }),
     };
     Input::CallReturned {

@@ -24,6 +24,8 @@ use agentroom_domain::objective::{Criterion, ObservedRevisions};
 use agentroom_domain::review::ReportRef;
 use agentroom_domain::state::CallRole;
 
+use crate::context::CallContext;
+
 /// What the reasoner may see for one interpretation (DESIGN "The engine": the objective,
 /// authorized Room context, engine-owned task progress, the revisions it observed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +52,9 @@ pub struct ReasonerCall {
     pub feedback: Vec<String>,
     /// Which attempt of this event's interpretation this is (O11), from 1.
     pub attempt: u32,
+    /// The Room content it sees (C1), assembled by the coordinator.
+    #[serde(default)]
+    pub context: CallContext,
 }
 
 /// What a specialist may see for one task.
@@ -65,6 +70,9 @@ pub struct SpecialistCall {
     pub objective: Option<ObjectiveId>,
     /// The task.
     pub task: TaskBrief,
+    /// The Room content it sees (C1), assembled by the coordinator.
+    #[serde(default)]
+    pub context: CallContext,
 }
 
 /// What a model reviewer may see for one review.
@@ -84,6 +92,9 @@ pub struct ReviewerCall {
     pub report: ReportRef,
     /// Every criterion, each to get exactly one verdict (R2).
     pub criteria: Vec<Criterion>,
+    /// The Room content it sees (C1), assembled by the coordinator.
+    #[serde(default)]
+    pub context: CallContext,
 }
 
 /// A [`CallRequest`] cut to the view of the port it goes to.
@@ -129,6 +140,17 @@ fn brief_name(brief: &CallBrief) -> &'static str {
 }
 
 impl AgentCall {
+    /// The same call seeing `context`.
+    #[must_use]
+    pub fn with_context(mut self, context: CallContext) -> Self {
+        match &mut self {
+            AgentCall::Reasoner(call) => call.context = context,
+            AgentCall::Specialist(call) => call.context = context,
+            AgentCall::Reviewer(call) => call.context = context,
+        }
+        self
+    }
+
     /// Cuts `request` to its port's view; refuses a request whose parts do not fit.
     pub fn from_request(request: &CallRequest) -> Result<Self, BriefError> {
         let op = request.op;
@@ -163,6 +185,7 @@ impl AgentCall {
                 unmet: unmet.clone(),
                 feedback: feedback.clone(),
                 attempt: *attempt,
+                context: CallContext::default(),
             })),
             (CallRole::Specialist, CallBrief::Execute(task)) => {
                 Ok(AgentCall::Specialist(SpecialistCall {
@@ -171,6 +194,7 @@ impl AgentCall {
                     principal: principal()?,
                     objective: request.objective,
                     task: task.clone(),
+                    context: CallContext::default(),
                 }))
             }
             (CallRole::Reviewer, CallBrief::Review { report, criteria }) => {
@@ -182,6 +206,7 @@ impl AgentCall {
                     observed: request.observed,
                     report: report.clone(),
                     criteria: criteria.clone(),
+                    context: CallContext::default(),
                 }))
             }
             (_, brief) => Err(BriefError::WrongBrief {
@@ -254,6 +279,14 @@ pub trait Reasoner: Send + Sync {
     /// Interprets `call`. The proposal must bind `call.observed` (O10).
     async fn interpret(&self, call: &ReasonerCall) -> AgentOutcome<ReasonerResult>;
 
+    /// How many bytes of rendered context (C1) a call like `call` may carry within the role's
+    /// input bound, or `None` when the adapter has no bound (scripted, hosted): the caller
+    /// fits the context to it before the call is made.
+    fn context_budget(&self, call: &ReasonerCall) -> Option<usize> {
+        let _ = call;
+        None
+    }
+
     /// The model its calls are charged for, recorded on their receipts (cost by model).
     fn model_name(&self) -> Option<String> {
         None
@@ -265,6 +298,14 @@ pub trait Reasoner: Send + Sync {
 pub trait Specialist: Send + Sync {
     /// Executes `call.task` as `call.principal`.
     async fn execute(&self, call: &SpecialistCall) -> AgentOutcome<SpecialistResult>;
+
+    /// How many bytes of rendered context (C1) a call like `call` may carry within the role's
+    /// input bound, or `None` when the adapter has no bound (scripted, hosted): the caller
+    /// fits the context to it before the call is made.
+    fn context_budget(&self, call: &SpecialistCall) -> Option<usize> {
+        let _ = call;
+        None
+    }
 
     /// The model its calls are charged for, recorded on their receipts (cost by model).
     fn model_name(&self) -> Option<String> {
@@ -278,6 +319,14 @@ pub trait Reviewer: Send + Sync {
     /// Reviews `call.report` as `call.principal`; the review binds `call.report` and
     /// `call.observed`.
     async fn review(&self, call: &ReviewerCall) -> AgentOutcome<ReviewerResult>;
+
+    /// How many bytes of rendered context (C1) a call like `call` may carry within the role's
+    /// input bound, or `None` when the adapter has no bound (scripted, hosted): the caller
+    /// fits the context to it before the call is made.
+    fn context_budget(&self, call: &ReviewerCall) -> Option<usize> {
+        let _ = call;
+        None
+    }
 
     /// The model its calls are charged for, recorded on their receipts (cost by model).
     fn model_name(&self) -> Option<String> {

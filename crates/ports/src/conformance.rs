@@ -153,6 +153,7 @@ impl Driver {
             ),
             ids: &mut ids,
             catalog: &self.catalog,
+            contents: &agentroom_domain::review::NoContents,
         };
         decide(&self.state, input, &mut env).unwrap()
     }
@@ -218,6 +219,7 @@ fn reserved_op(decision: &Decision) -> OperationId {
 fn answer() -> Receipt {
     Receipt {
         model: None,
+        omitted: Vec::new(),
         charge: Charge::Actual(UsdMicros::new(400)),
         result: CallResult::Reasoner(ReasonerResult::FormatError {
             detail: "not JSON".to_owned(),

@@ -17,6 +17,7 @@ pub use agentroom_domain as domain;
 pub mod agents;
 pub mod artifacts;
 pub mod clock;
+pub mod context;
 pub mod delta;
 pub mod desk;
 pub mod error;
@@ -47,6 +48,7 @@ pub use agents::{
 };
 pub use artifacts::{ArtifactStore, Put, StoredContent};
 pub use clock::{Clock, SystemClock};
+pub use context::{CallContext, ContextItem, DoesNotFit, Omitted};
 pub use delta::{Delta, DeltaError, Sections};
 pub use desk::{HostedDesk, Submission, SubmitError};
 pub use error::BoxError;

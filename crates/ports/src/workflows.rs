@@ -52,6 +52,10 @@ pub struct Receipt {
     /// model); receipts stored before it was recorded read back without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// What the call's prompt left out to fit its input bound (C1), each named by kind, id
+    /// and digest; empty when nothing was (and on receipts stored before it was recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<String>,
 }
 
 impl Receipt {

@@ -281,6 +281,7 @@ impl From<CoordinatorError> for ApiError {
             error @ (CoordinatorError::ActorStopped(_) | CoordinatorError::NoRandomness(_)) => {
                 ApiError::unavailable(error)
             }
+            CoordinatorError::Content(error) => ApiError::InvalidBody(error.to_string()),
             CoordinatorError::NoAssignment(op) => {
                 ApiError::NotFound(format!("no assignment of operation {op}"))
             }

@@ -278,12 +278,13 @@ impl App {
     async fn review(&self, objective: &str, version: u64, covers_2026: &str) {
         let reviews = self.get("rita", &format!("{objective}/reviews")).await;
         assert_eq!(reviews["awaiting_review"]["version"], version, "{reviews}");
+        let (source, quote) = evidence(&reviews, version);
         let body = json!({
             "report_version": version,
             "observed": reviews["observed"],
             "verdicts": [
-                {"criterion": "cites-sources", "verdict": "met", "evidence": "every claim cites a contribution"},
-                {"criterion": "covers-2026", "verdict": covers_2026, "evidence": format!("checked report version {version}")},
+                {"criterion": "cites-sources", "verdict": "met", "evidence": "every claim cites a contribution", "sources": [source], "quote": quote},
+                {"criterion": "covers-2026", "verdict": covers_2026, "evidence": format!("checked report version {version}"), "sources": [source], "quote": quote},
             ],
         });
         let answer = self
@@ -768,4 +769,29 @@ async fn board_updates_live_from_the_notification_stream() {
             .contains("completed: every criterion met"),
         "{notices}"
     );
+}
+
+/// Evidence for a `met` on report `version` as R7 asks: its first source and the first line
+/// of its body, read from the reviews the API shows.
+fn evidence(reviews: &Value, version: u64) -> (String, String) {
+    let report = reviews["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["version"] == version)
+        .unwrap_or_else(|| panic!("no report v{version}: {reviews}"));
+    let content = &report["content"];
+    let source = content["sources"][0]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("report v{version} cites nothing: {report}"))
+        .to_owned();
+    let quote = content["body"]
+        .as_str()
+        .unwrap_or_else(|| panic!("report v{version} has no body: {report}"))
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .unwrap()
+        .to_owned();
+    (source, quote)
 }

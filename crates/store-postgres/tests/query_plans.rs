@@ -305,6 +305,7 @@ async fn commit_statements_keep_their_generic_plan() {
         d.commit(&store, &decision, "event_accepted").await.unwrap();
         let receipt = Receipt {
             model: None,
+            omitted: Vec::new(),
             charge: Charge::Actual(UsdMicros::new(400)),
             result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
                 observed: request.observed,

@@ -82,6 +82,7 @@ impl Writer {
             now: AT,
             ids: &mut ids,
             catalog: &self.catalog,
+            contents: &agentroom_domain::review::NoContents,
         };
         decide(&self.state, input, &mut env).unwrap()
     }
@@ -175,6 +176,7 @@ fn reserved(decision: &Decision) -> Vec<OperationId> {
 fn answer(charge: i64) -> Receipt {
     Receipt {
         model: None,
+        omitted: Vec::new(),
         charge: Charge::Actual(UsdMicros::new(charge)),
         result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
             observed: Default::default(),

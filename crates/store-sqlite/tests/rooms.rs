@@ -223,6 +223,7 @@ fn answer_of(call: &CallRequest) -> (Input, Receipt) {
             charge,
             result,
             model: None,
+            omitted: Vec::new(),
         },
     )
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agentroom_ports::domain::engine::CallRequest;
 use agentroom_ports::domain::ids::OperationId;
-use agentroom_ports::{Heartbeat, Receipt, ReceiptWrite, StoreError, WorkflowStore};
+use agentroom_ports::{CallContext, Heartbeat, Receipt, ReceiptWrite, StoreError, WorkflowStore};
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
 use crate::abort::{Abort, AbortReason, AbortTrigger};
@@ -143,6 +143,7 @@ pub(crate) async fn execute<W, P>(
     config: &RunnerConfig,
     generation: i64,
     request: &CallRequest,
+    context: &CallContext,
 ) -> Execution
 where
     W: WorkflowStore + ?Sized,
@@ -151,7 +152,9 @@ where
     let mut keeper = LeaseKeeper::new(store, request.op, generation, config);
     let mut attempt = 0_u32;
     loop {
-        let outcome = keeper.guard(provider.call(request, keeper.signal())).await;
+        let outcome = keeper
+            .guard(provider.call(request, context, keeper.signal()))
+            .await;
         let aborted = keeper.reason();
         let (retry_after, reason) = match (outcome, aborted) {
             (_, Some(AbortReason::Fenced)) => return Execution::Fenced,

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use agentroom_ports::Receipt;
 use agentroom_ports::domain::engine::CallRequest;
+use agentroom_ports::{CallContext, Receipt};
 use async_trait::async_trait;
 
 use crate::abort::Abort;
@@ -44,6 +44,7 @@ pub enum CallOutcome {
 /// fires; a provider that ignores it is dropped after the runner's grace period.
 #[async_trait]
 pub trait Provider: Send + Sync {
-    /// Executes `request`.
-    async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome;
+    /// Executes `request`, which sees `context` of the Room (C1).
+    async fn call(&self, request: &CallRequest, context: &CallContext, abort: Abort)
+    -> CallOutcome;
 }

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use agentroom_ports::domain::engine::{CallEvent, CallRequest, Reconciliation};
 use agentroom_ports::domain::ids::{OperationId, RoomId};
 use agentroom_ports::{
-    ClaimedOperation, OperationRecord, Receipt, ReceiptWrite, Reconciler, StoreError, WorkflowStore,
+    CallContext, ClaimedOperation, OperationRecord, Receipt, ReceiptWrite, Reconciler, StoreError,
+    WorkflowStore,
 };
 
 use crate::config::RunnerConfig;
@@ -132,10 +133,15 @@ impl Runner {
         &self.config
     }
 
-    /// Runs `leased`: calls the provider while heartbeating (retrying calls that reached
-    /// nothing, bounded), and says what became of it. An uncertain call is marked so here.
+    /// Runs `leased`, which sees `context` of the Room (C1): calls the provider while
+    /// heartbeating (retrying calls that reached nothing, bounded), and says what became of
+    /// it. An uncertain call is marked so here.
     #[tracing::instrument(skip_all, fields(op = %leased.op(), generation = leased.generation))]
-    pub async fn execute(&self, leased: &Leased) -> Result<Executed, WorkflowError> {
+    pub async fn execute(
+        &self,
+        leased: &Leased,
+        context: &CallContext,
+    ) -> Result<Executed, WorkflowError> {
         let op = leased.op();
         let generation = leased.generation;
         let execution = lease::execute(
@@ -144,6 +150,7 @@ impl Runner {
             &self.config,
             generation,
             &leased.request,
+            context,
         )
         .await;
         match execution {

@@ -34,7 +34,10 @@ async fn the_receipt_is_recorded_on_the_generation_and_the_owner_applies_it() {
             config("runner-a", 300),
         );
         let leased = Leased::created(room.id(), request.clone());
-        let outcome = runner.execute(&leased).await.unwrap();
+        let outcome = runner
+            .execute(&leased, &agentroom_ports::CallContext::default())
+            .await
+            .unwrap();
         owner.take(&runner, &leased, &outcome).await;
         assert_eq!(outcome, Executed::Returned(answer(&request, 700)));
         assert_eq!(
@@ -78,7 +81,10 @@ async fn d3_a_fenced_runner_aborts_and_its_result_is_dropped() {
             .unwrap();
         assert_eq!(claimed[0].generation, 2);
         let leased = Leased::created(room.id(), request.clone());
-        let outcome = runner.execute(&leased).await.unwrap();
+        let outcome = runner
+            .execute(&leased, &agentroom_ports::CallContext::default())
+            .await
+            .unwrap();
         owner.take(&runner, &leased, &outcome).await;
         assert_eq!(outcome, Executed::Fenced);
         assert_eq!(provider.aborts(), vec![AbortReason::Fenced]);
@@ -116,7 +122,10 @@ async fn d2_a_result_that_arrives_after_the_fence_is_dropped() {
             .await
             .unwrap();
         let leased = Leased::created(room.id(), request.clone());
-        let outcome = runner.execute(&leased).await.unwrap();
+        let outcome = runner
+            .execute(&leased, &agentroom_ports::CallContext::default())
+            .await
+            .unwrap();
         owner.take(&runner, &leased, &outcome).await;
         assert_eq!(outcome, Executed::Fenced);
         assert_eq!(provider.aborts(), vec![AbortReason::Fenced]);
@@ -142,7 +151,10 @@ async fn d3_a_cancelled_call_that_ignores_its_abort_is_dropped_and_uncertain() {
         );
         Room::cancel_elsewhere(&room.store, &room.id(), request.op).await;
         let leased = Leased::created(room.id(), request.clone());
-        let outcome = runner.execute(&leased).await.unwrap();
+        let outcome = runner
+            .execute(&leased, &agentroom_ports::CallContext::default())
+            .await
+            .unwrap();
         owner.take(&runner, &leased, &outcome).await;
         match outcome {
             Executed::Uncertain { reason, confirmed } => {
@@ -188,7 +200,10 @@ async fn not_sent_retries_are_bounded_and_the_owner_releases_the_call() {
             config("runner-a", 60).with_not_sent_retries(1, ms(5), ms(5)),
         );
         let leased = Leased::created(room.id(), request.clone());
-        let outcome = runner.execute(&leased).await.unwrap();
+        let outcome = runner
+            .execute(&leased, &agentroom_ports::CallContext::default())
+            .await
+            .unwrap();
         owner.take(&runner, &leased, &outcome).await;
         assert!(matches!(outcome, Executed::NotSent { .. }), "{outcome:?}");
         assert_eq!(outcome.events(), vec![CallEvent::NotSent]);
@@ -224,7 +239,10 @@ async fn run_with_heartbeats(
         config("runner-a", 300).with_abort_grace(ms(50)),
     );
     let leased = Leased::created(room.id(), request.clone());
-    let outcome = runner.execute(&leased).await.unwrap();
+    let outcome = runner
+        .execute(&leased, &agentroom_ports::CallContext::default())
+        .await
+        .unwrap();
     owner.take(&runner, &leased, &outcome).await;
     (room, request, store, owner, outcome)
 }
@@ -306,7 +324,10 @@ async fn returned_call(name: &str, lease_ms: u64) -> (Room, CallRequest, Runner,
         config("runner-a", 300),
     );
     let leased = Leased::created(room.id(), request.clone());
-    let outcome = runner.execute(&leased).await.unwrap();
+    let outcome = runner
+        .execute(&leased, &agentroom_ports::CallContext::default())
+        .await
+        .unwrap();
     assert_eq!(outcome, Executed::Returned(answer(&request, 700)));
     (room, request, runner, leased, outcome)
 }
@@ -391,7 +412,10 @@ async fn d3_an_aborted_call_comes_back_uncertain_with_what_the_reconciler_confir
         );
         Room::cancel_elsewhere(&room.store, &room.id(), request.op).await;
         let leased = Leased::created(room.id(), request.clone());
-        let outcome = runner.execute(&leased).await.unwrap();
+        let outcome = runner
+            .execute(&leased, &agentroom_ports::CallContext::default())
+            .await
+            .unwrap();
         assert!(
             matches!(&outcome, Executed::Uncertain { confirmed: Some(c), .. } if *c == confirmed),
             "{outcome:?}"
@@ -434,7 +458,10 @@ async fn d2_a_call_that_times_out_unasked_is_left_to_recovery_not_reconciled_at_
             config("runner-a", 300),
         );
         let outcome = runner
-            .execute(&Leased::created(room.id(), request.clone()))
+            .execute(
+                &Leased::created(room.id(), request.clone()),
+                &agentroom_ports::CallContext::default(),
+            )
             .await
             .unwrap();
         assert_eq!(outcome.events(), vec![CallEvent::Uncertain]);

@@ -279,6 +279,16 @@ impl OpenAi {
         self.prices.reservation(role, &self.model)
     }
 
+    /// The bytes a `role` call's context may take, rendered: the role's input bound less the
+    /// overhead of its two messages, its system prompt, its brief and the separator (B6: what
+    /// is sent stays within what the reservation prices).
+    fn context_budget(&self, role: CallRole, system: &str, brief: &str) -> usize {
+        let bounds = self.prices.bounds(role);
+        let fixed = (system.len() + brief.len() + prompt::DATA_SEPARATOR.len()) as u64
+            + 2 * bounds.per_message_overhead;
+        usize::try_from(bounds.max_input_tokens.saturating_sub(fixed)).unwrap_or(usize::MAX)
+    }
+
     /// Sends one chat completion and reads its content and charge.
     async fn complete(
         &self,
@@ -557,9 +567,17 @@ impl Reasoner for OpenAi {
         Some(self.model.clone())
     }
 
+    fn context_budget(&self, call: &ReasonerCall) -> Option<usize> {
+        Some(self.context_budget(
+            CallRole::Reasoner,
+            &self.prompts.reasoner,
+            &prompt::reasoner_user(call),
+        ))
+    }
+
     #[tracing::instrument(skip_all, fields(op = %call.op, model = %self.model))]
     async fn interpret(&self, call: &ReasonerCall) -> AgentOutcome<ReasonerResult> {
-        let user = prompt::reasoner_user(call);
+        let user = prompt::with_context(&prompt::reasoner_user(call), &call.context);
         self.complete(
             CallRole::Reasoner,
             call.op,
@@ -581,9 +599,17 @@ impl Specialist for OpenAi {
         Some(self.model.clone())
     }
 
+    fn context_budget(&self, call: &SpecialistCall) -> Option<usize> {
+        Some(self.context_budget(
+            CallRole::Specialist,
+            &self.prompts.specialist,
+            &prompt::specialist_user(call),
+        ))
+    }
+
     #[tracing::instrument(skip_all, fields(op = %call.op, model = %self.model, principal = %call.principal))]
     async fn execute(&self, call: &SpecialistCall) -> AgentOutcome<SpecialistResult> {
-        let user = prompt::specialist_user(call);
+        let user = prompt::with_context(&prompt::specialist_user(call), &call.context);
         self.complete(
             CallRole::Specialist,
             call.op,
@@ -605,9 +631,17 @@ impl Reviewer for OpenAi {
         Some(self.model.clone())
     }
 
+    fn context_budget(&self, call: &ReviewerCall) -> Option<usize> {
+        Some(self.context_budget(
+            CallRole::Reviewer,
+            &self.prompts.reviewer,
+            &prompt::reviewer_user(call),
+        ))
+    }
+
     #[tracing::instrument(skip_all, fields(op = %call.op, model = %self.model, principal = %call.principal))]
     async fn review(&self, call: &ReviewerCall) -> AgentOutcome<ReviewerResult> {
-        let user = prompt::reviewer_user(call);
+        let user = prompt::with_context(&prompt::reviewer_user(call), &call.context);
         self.complete(
             CallRole::Reviewer,
             call.op,

@@ -20,7 +20,9 @@ use agentroom_ports::domain::engine::{
 };
 use agentroom_ports::domain::ids::OperationId;
 use agentroom_ports::domain::objective::ObservedRevisions;
-use agentroom_ports::domain::review::{ContributionDraft, ReviewSubmission, Source};
+use agentroom_ports::domain::review::{
+    ContributionDraft, CriterionVerdict, ReviewSubmission, SourceDraft, Verdict,
+};
 use agentroom_ports::domain::state::CallRole;
 use agentroom_ports::{
     AgentOutcome, Reasoner, ReasonerCall, Reviewer, ReviewerCall, Specialist, SpecialistCall,
@@ -338,19 +340,26 @@ impl Scripted {
                 sources,
                 cite_deps,
             } => {
-                let mut sources = sources.clone();
+                let mut sources: Vec<SourceDraft> =
+                    sources.iter().cloned().map(SourceDraft::from).collect();
                 if *cite_deps {
                     sources.extend(
                         call.task
                             .dep_contributions
                             .iter()
-                            .map(|id| Source::Contribution { id: *id }),
+                            .map(|id| SourceDraft::Contribution { id: *id }),
                     );
                 }
-                SpecialistResult::Contribution(ContributionDraft {
+                let draft = ContributionDraft {
                     id: contribution_id(call.op),
                     artifacts: artifacts.clone(),
+                    body: None,
                     sources,
+                    outputs: serde_json::Map::new(),
+                };
+                SpecialistResult::Contribution(ContributionDraft {
+                    outputs: declared_outputs(call, &draft),
+                    ..draft
                 })
             }
         };
@@ -375,6 +384,79 @@ impl Scripted {
         };
         (outcome, entry.reply_after)
     }
+}
+
+/// The outputs the task's capability declares (as its context shows it, C1), filled from the
+/// scripted contribution: a string is its body, an array its lines, a number their count, a
+/// boolean `true`, an object empty. A capability the context does not show declares nothing
+/// the scripted specialist knows of, so it gives none (and T2 refuses it if some were due).
+fn declared_outputs(
+    call: &SpecialistCall,
+    draft: &ContributionDraft,
+) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::Value;
+    let body = draft.body_text().map(|(_, text)| text).unwrap_or_default();
+    let lines: Vec<Value> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| Value::String(l.to_owned()))
+        .collect();
+    let mut outputs = serde_json::Map::new();
+    let capability = call
+        .context
+        .of_kind("capability")
+        .find(|c| c.id == call.task.capability);
+    let declared = capability
+        .and_then(|c| serde_json::from_str::<Value>(&c.text).ok())
+        .and_then(|info| info.get("outputs").cloned());
+    for output in declared
+        .as_ref()
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let (Some(name), Some(kind)) = (
+            output.get("name").and_then(Value::as_str),
+            output.get("kind").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        let value = match kind {
+            "string" => Value::String(body.clone()),
+            "array" => Value::Array(lines.clone()),
+            "number" | "integer" => Value::from(lines.len()),
+            "boolean" => Value::Bool(true),
+            _ => Value::Object(serde_json::Map::new()),
+        };
+        outputs.insert(name.to_owned(), value);
+    }
+    outputs
+}
+
+/// A scripted `met` that names no evidence cites what the reviewer was given (R7): the first
+/// source in its context and the report's first line, as a reviewer reading it would quote
+/// it. Without a report in its context there is nothing to quote, and the `met` stays
+/// unproven (so a scripted Room only completes when its reviewer sees the report).
+fn cite_from(call: &ReviewerCall, verdict: &CriterionVerdict) -> CriterionVerdict {
+    let mut verdict = verdict.clone();
+    if verdict.verdict != Verdict::Met || !verdict.sources.is_empty() || verdict.quote.is_some() {
+        return verdict;
+    }
+    let line = call.context.of_kind("report").next().and_then(|report| {
+        report
+            .text
+            .lines()
+            .map(str::trim)
+            .find(|line| !line.is_empty() && !line.starts_with('#'))
+            .map(str::to_owned)
+    });
+    let source = call.context.of_kind("source").next().map(|s| s.id.clone());
+    if let (Some(line), Some(source)) = (line, source) {
+        verdict.sources = vec![source];
+        verdict.quote = Some(line);
+    }
+    verdict
 }
 
 #[async_trait]
@@ -408,7 +490,7 @@ impl Reviewer for Scripted {
             ReviewerSays::Verdicts(verdicts) => ReviewerResult::Review(ReviewSubmission {
                 report: call.report.clone(),
                 observed: call.observed,
-                verdicts: verdicts.clone(),
+                verdicts: verdicts.iter().map(|v| cite_from(call, v)).collect(),
             }),
             ReviewerSays::FormatError(detail) => ReviewerResult::FormatError {
                 detail: detail.clone(),

@@ -16,6 +16,7 @@ use std::path::Path;
 use agentroom_agents::scripted::{RoomSpec, Scenario};
 use agentroom_agents::{Agents, PriceTable};
 use agentroom_ports::domain::catalog::MemoryCatalog;
+use agentroom_ports::domain::engine::CallBrief;
 use agentroom_ports::domain::engine::{
     CallRequest, Charge, Decision, Effect, Input, MembershipChange, Reconciliation,
 };
@@ -26,10 +27,11 @@ use agentroom_ports::domain::ids::{
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::objective::Objective;
 use agentroom_ports::domain::policy::{AccessPolicy, RoomPolicy};
+use agentroom_ports::domain::review::{Contribution, ReportRef, Source};
 use agentroom_ports::domain::rules::Rule;
 use agentroom_ports::domain::sim::Simulation;
 use agentroom_ports::domain::state::{RoomSetup, RoomState};
-use agentroom_ports::{OperationRecord, OperationStatus, Reconciler};
+use agentroom_ports::{CallContext, ContextItem, OperationRecord, OperationStatus, Reconciler};
 use agentroom_workflows::{Abort, CallOutcome, Provider};
 
 pub fn p(id: &str) -> PrincipalId {
@@ -148,6 +150,47 @@ impl Drive {
         )
     }
 
+    /// What the coordinator's assembler would give a review call (C1): the report's text and
+    /// its sources' texts, read from the simulation's content; nothing for other calls.
+    pub fn context_for(&self, call: &CallRequest) -> CallContext {
+        match &call.brief {
+            CallBrief::Review { report, .. } => self.review_context(report),
+            _ => CallContext::default(),
+        }
+    }
+
+    /// The context of a review of `report`: its text and its sources' texts.
+    pub fn review_context(&self, report: &ReportRef) -> CallContext {
+        let state = self.sim.state();
+        let text = |c: &Contribution| {
+            c.body()
+                .and_then(|b| self.sim.content(&b.digest))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let Some(written) = state.contributions().get(&report.contribution) else {
+            return CallContext::default();
+        };
+        let mut items =
+            vec![ContextItem::new("report", written.id().to_string(), text(written)).required()];
+        for source in written.sources() {
+            match source {
+                Source::Contribution { id } => {
+                    if let Some(cited) = state.contributions().get(id) {
+                        items.push(ContextItem::new("source", id.to_string(), text(cited)));
+                    }
+                }
+                Source::Document(d) => items.push(ContextItem::new(
+                    "source",
+                    d.id.clone(),
+                    self.sim.content(&d.excerpt).unwrap_or_default(),
+                )),
+                Source::External { .. } => {}
+            }
+        }
+        CallContext::new(items)
+    }
+
     /// Runs queued calls (and the calls their outcomes reserve) through `agents` until none
     /// is left, at most `max` of them.
     pub async fn run(&mut self, agents: &Agents, max: usize) {
@@ -155,7 +198,8 @@ impl Drive {
             let Some(call) = self.pending.pop_front() else {
                 return;
             };
-            let outcome = agents.call(&call, Abort::never()).await;
+            let context = self.context_for(&call);
+            let outcome = agents.call(&call, &context, Abort::never()).await;
             let (input, ended) = match outcome {
                 CallOutcome::Returned(receipt) => (
                     Input::CallReturned {

@@ -379,12 +379,40 @@ impl TokenStore for Interposed {
     }
 }
 
+#[async_trait]
+impl agentroom_ports::ArtifactStore for Interposed {
+    async fn put_content(
+        &self,
+        room: &RoomId,
+        media_type: &str,
+        bytes: &[u8],
+        at: Timestamp,
+    ) -> Result<
+        (
+            agentroom_ports::domain::artifact::ContentDigest,
+            agentroom_ports::Put,
+        ),
+        StoreError,
+    > {
+        self.inner.put_content(room, media_type, bytes, at).await
+    }
+
+    async fn content(
+        &self,
+        room: &RoomId,
+        digest: &agentroom_ports::domain::artifact::ContentDigest,
+    ) -> Result<Option<agentroom_ports::StoredContent>, StoreError> {
+        self.inner.content(room, digest).await
+    }
+}
+
 // --- the provider -------------------------------------------------------------------------
 
 /// An ordinary answer to the call, charged `micros`.
 pub fn answer(request: &CallRequest, micros: i64) -> Receipt {
     Receipt {
         model: None,
+        omitted: Vec::new(),
         charge: Charge::Actual(UsdMicros::new(micros)),
         result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
             observed: request.observed,
@@ -467,7 +495,12 @@ impl TestProvider {
 
 #[async_trait]
 impl Provider for TestProvider {
-    async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome {
+    async fn call(
+        &self,
+        request: &CallRequest,
+        _context: &agentroom_ports::CallContext,
+        abort: Abort,
+    ) -> CallOutcome {
         self.requests.lock().unwrap().push(request.clone());
         let store = self.observe.lock().unwrap().clone();
         if let Some(store) = store {

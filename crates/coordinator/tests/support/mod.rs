@@ -110,9 +110,14 @@ impl Counting {
 
 #[async_trait]
 impl Provider for Counting {
-    async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome {
+    async fn call(
+        &self,
+        request: &CallRequest,
+        context: &agentroom_ports::CallContext,
+        abort: Abort,
+    ) -> CallOutcome {
         self.calls.lock().unwrap().push(request.clone());
-        self.inner.call(request, abort).await
+        self.inner.call(request, context, abort).await
     }
 }
 

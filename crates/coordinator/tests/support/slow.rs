@@ -58,7 +58,12 @@ pub struct SlowSpecialist {
 
 #[async_trait]
 impl Provider for SlowSpecialist {
-    async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome {
+    async fn call(
+        &self,
+        request: &CallRequest,
+        context: &agentroom_ports::CallContext,
+        abort: Abort,
+    ) -> CallOutcome {
         let slow = request.role == CallRole::Specialist && self.armed.swap(false, Ordering::SeqCst);
         if slow {
             self.started.notify_one();
@@ -76,11 +81,11 @@ impl Provider for SlowSpecialist {
                     // Its work was under way before the abort and is not stopped: it runs
                     // to the end as if nobody had asked (the router would send nothing
                     // once the abort fired).
-                    return self.inner.call(request, Abort::never()).await;
+                    return self.inner.call(request, context, Abort::never()).await;
                 }
             }
         }
-        self.inner.call(request, abort).await
+        self.inner.call(request, context, abort).await
     }
 }
 

@@ -669,6 +669,7 @@ impl Ctx<'_, '_> {
                 assignee: resolved.provider,
                 state,
                 reused,
+                outputs: resolved.outputs,
             });
         }
         Ok((plan_id, tasks))

@@ -27,6 +27,7 @@ pub use outcome::CallEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::artifact::ContentDigest;
 use crate::catalog::CapabilityCatalog;
 use crate::event::Event;
 use crate::ids::{
@@ -37,7 +38,7 @@ use crate::ledger::LedgerEntry;
 use crate::money::UsdMicros;
 use crate::objective::{Criterion, Objective, ObjectiveStatus, ObservedRevisions};
 use crate::plan::{Column, TaskKind};
-use crate::review::{ContributionDraft, ReportRef, ReviewSubmission};
+use crate::review::{Contents, ContributionDraft, ReportRef, ReviewSubmission, Source};
 use crate::room::{Permission, Role};
 use crate::rules::Rule;
 use crate::state::{CallRole, Operation, RoomState};
@@ -50,6 +51,9 @@ pub struct Env<'a> {
     pub ids: &'a mut dyn IdSource,
     /// The capability catalog (implemented by `crates/capabilities`).
     pub catalog: &'a dyn CapabilityCatalog,
+    /// The Room's content the host read for this decision (R7 checks a review's quotes
+    /// against it); [`NoContents`](crate::review::NoContents) when the input needs none.
+    pub contents: &'a dyn Contents,
 }
 
 /// What a call cost, as the provider reported it.
@@ -182,6 +186,69 @@ impl CallResult {
             CallResult::Specialist(_) => CallRole::Specialist,
             CallResult::Reviewer(_) => CallRole::Reviewer,
         }
+    }
+}
+
+impl Input {
+    /// The contribution this input carries, if it applies a specialist's result: its content
+    /// is what the host stores (within the Room's bounds) before the decision names it.
+    pub fn contribution_draft(&self) -> Option<&ContributionDraft> {
+        match self {
+            Input::CallReturned {
+                result: CallResult::Specialist(SpecialistResult::Contribution(draft)),
+                ..
+            }
+            | Input::Reconciled {
+                outcome:
+                    Reconciliation::Executed {
+                        result: CallResult::Specialist(SpecialistResult::Contribution(draft)),
+                        ..
+                    },
+                ..
+            } => Some(draft),
+            _ => None,
+        }
+    }
+
+    /// The content this input's decision reads from the Room (R7): for a review, the
+    /// awaited report's body, its sources' excerpts and the bodies of the contributions it
+    /// cites. The host reads them from its artifact store into [`Env::contents`].
+    pub fn content_needed(&self, state: &RoomState) -> Vec<ContentDigest> {
+        let reviewed = match self {
+            Input::RecordReview { objective, .. } => Some(*objective),
+            Input::CallReturned {
+                op,
+                result: CallResult::Reviewer(_),
+                ..
+            }
+            | Input::Reconciled {
+                op,
+                outcome:
+                    Reconciliation::Executed {
+                        result: CallResult::Reviewer(_),
+                        ..
+                    },
+            } => state.operation(*op).and_then(|o| o.objective),
+            _ => None,
+        };
+        let Some(report) = reviewed
+            .and_then(|id| state.objective(id))
+            .and_then(|o| o.awaiting_review())
+            .and_then(|r| state.contributions().get(&r.report.contribution))
+        else {
+            return Vec::new();
+        };
+        let mut needed: Vec<ContentDigest> = report.digests().into_iter().cloned().collect();
+        for source in report.sources() {
+            if let Source::Contribution { id } = source
+                && let Some(cited) = state.contributions().get(id)
+            {
+                needed.extend(cited.body().map(|b| b.digest.clone()));
+            }
+        }
+        needed.sort();
+        needed.dedup();
+        needed
     }
 }
 
@@ -492,6 +559,28 @@ pub struct LogEntry {
     pub rule: Option<Rule>,
     /// What happened, for people.
     pub message: String,
+}
+
+impl LogEntry {
+    /// C1: what the prompt of call `op` left out to fit its input bound, each named by kind,
+    /// id and digest (the host records it with the decision that settles the call).
+    pub fn context_omitted(
+        at: Timestamp,
+        objective: Option<ObjectiveId>,
+        op: OperationId,
+        omitted: &[String],
+    ) -> Self {
+        Self {
+            at,
+            objective,
+            verdict: Verdict::Accepted,
+            rule: Some(Rule::C1),
+            message: format!(
+                "{op}: its prompt left out, to fit its input bound: {}",
+                omitted.join("; ")
+            ),
+        }
+    }
 }
 
 /// The result of deciding one input: the new state, its effects and its log.

@@ -44,16 +44,14 @@ impl Ctx<'_, '_> {
             }
             SpecialistResult::Contribution(draft) => draft,
         };
-        if draft.artifacts.is_empty() {
+        // T2: content the Room can keep, and the outputs the task's capability declared.
+        if let Err(why) = self.state.admits_contribution(objective, task, &draft) {
             self.reject(
                 Some(objective),
                 Rule::T2,
-                format!(
-                    "{}: a contribution without artifacts completes nothing",
-                    operation.id
-                ),
+                format!("{}: {why}: charged, not applied", operation.id),
             );
-            self.task_call_failed(idx, task, operation, "empty contribution".to_owned());
+            self.task_call_failed(idx, task, operation, why.to_string());
             return;
         }
         let contribution = self.record_contribution(objective, task, operation.id, author, draft);
@@ -76,15 +74,7 @@ impl Ctx<'_, '_> {
         let id = draft.id;
         self.state.contributions.insert(
             id,
-            Contribution {
-                id,
-                objective,
-                task: task.clone(),
-                op,
-                author,
-                artifacts: draft.artifacts,
-                sources: draft.sources,
-            },
+            Contribution::from_draft(draft, objective, task.clone(), op, author),
         );
         if let Ok(idx) = self.objective_index(objective) {
             self.objective_mut(idx).contributions.push(id);

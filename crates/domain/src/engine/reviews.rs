@@ -11,7 +11,9 @@ use crate::ids::{ContributionId, EventId, ObjectiveId, PrincipalId, ReviewId, Ta
 use crate::objective::{ObjectiveStatus, ReviewRequest};
 use crate::plan::PlanTrigger;
 use crate::policy::ReviewSource;
-use crate::review::{ReportRef, Review, ReviewOutcome, ReviewSubmission, SourceSet, Verdict};
+use crate::review::{
+    ReportRef, Review, ReviewOutcome, ReviewSubmission, SourceSet, Verdict, unproven,
+};
 use crate::room::{Permission, Role};
 use crate::rules::Rule;
 use crate::state::{CallRole, Operation, Purpose};
@@ -351,7 +353,35 @@ impl Ctx<'_, '_> {
                 format!("`{}` is not a criterion of this objective", v.criterion),
             ));
         }
-        let verdicts = submission.verdicts;
+        let id = objective.id;
+        let mut verdicts = submission.verdicts;
+        // R7: a `met` stands only on evidence the review input carries.
+        let mut downgraded = Vec::new();
+        if let Some(report) = self.state.contributions.get(&awaited.contribution) {
+            for verdict in &mut verdicts {
+                if let Some(reason) = unproven(
+                    verdict,
+                    report,
+                    &self.state.contributions,
+                    self.env.contents,
+                ) {
+                    verdict.evidence = format!(
+                        "R7: recorded as unknown: {reason} (the reviewer said met: {})",
+                        verdict.evidence
+                    );
+                    verdict.verdict = Verdict::Unknown;
+                    downgraded.push((verdict.criterion.clone(), reason));
+                }
+            }
+        }
+        // The review is taken; what R7 changed in it is logged under its rule.
+        for (criterion, reason) in downgraded {
+            self.accept(
+                Some(id),
+                Some(Rule::R7),
+                format!("criterion `{criterion}`: the `met` is recorded as unknown: {reason}"),
+            );
+        }
         let outcome = if verdicts.iter().any(|v| v.verdict == Verdict::Unknown) {
             ReviewOutcome::Unknown
         } else if verdicts.iter().any(|v| v.verdict == Verdict::Unmet) {
@@ -359,7 +389,6 @@ impl Ctx<'_, '_> {
         } else {
             ReviewOutcome::AllMet
         };
-        let id = objective.id;
         let review = ReviewId::from_uuid(self.env.ids.next_uuid());
         let objective = self.objective_mut(idx);
         objective.reviews.push(Review {

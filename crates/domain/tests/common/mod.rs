@@ -23,7 +23,8 @@ use agentroom_domain::objective::{Criterion, Objective, ObservedRevisions};
 use agentroom_domain::plan::TaskKind;
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
 use agentroom_domain::review::{
-    Artifact, ContributionDraft, CriterionVerdict, ReviewSubmission, Source, Verdict,
+    Artifact, Body, ContributionDraft, CriterionVerdict, ReportRef, ReviewSubmission, Source,
+    SourceDraft, Verdict,
 };
 use agentroom_domain::room::Role;
 use agentroom_domain::rules::Rule;
@@ -69,6 +70,7 @@ pub fn catalog() -> MemoryCatalog {
                 required_inputs: vec![],
                 defaults: Map::new(),
                 replacement: None,
+                ..MemoryEntry::default()
             },
         )
         .with(
@@ -80,6 +82,7 @@ pub fn catalog() -> MemoryCatalog {
                 required_inputs: vec![],
                 defaults: Map::new(),
                 replacement: None,
+                ..MemoryEntry::default()
             },
         )
         .with(
@@ -91,6 +94,7 @@ pub fn catalog() -> MemoryCatalog {
                 required_inputs: vec![],
                 defaults: Map::new(),
                 replacement: None,
+                ..MemoryEntry::default()
             },
         )
         .with(
@@ -102,6 +106,7 @@ pub fn catalog() -> MemoryCatalog {
                 required_inputs: vec![],
                 defaults: Map::new(),
                 replacement: Some("research".into()),
+                ..MemoryEntry::default()
             },
         )
 }
@@ -116,6 +121,10 @@ impl Room {
     }
 
     pub fn with_policy(policy: RoomPolicy, limit: i64) -> Self {
+        Self::with_catalog(policy, limit, catalog())
+    }
+
+    pub fn with_catalog(policy: RoomPolicy, limit: i64, catalog: MemoryCatalog) -> Self {
         let state = RoomState::new(RoomSetup {
             room: RoomId::parse("local").unwrap(),
             owner: p("olive"),
@@ -130,7 +139,7 @@ impl Room {
         })
         .unwrap();
         let mut room = Self {
-            sim: Simulation::new(state, catalog(), Timestamp::from_millis(1_700_000_000_000)),
+            sim: Simulation::new(state, catalog, Timestamp::from_millis(1_700_000_000_000)),
             events: 0,
             contributions: 0,
         };
@@ -261,6 +270,7 @@ impl Room {
         sources: Vec<Source>,
     ) -> Decision {
         let id = self.next_contribution_id();
+        let sources = sources.into_iter().map(SourceDraft::from).collect();
         self.apply(Input::CallReturned {
             op: call.op,
             charge: Charge::Actual(micros(SPECIALIST / 2)),
@@ -271,6 +281,32 @@ impl Room {
                     content: content.into(),
                 }],
                 sources,
+                body: None,
+                outputs: Map::new(),
+            })),
+        })
+    }
+
+    /// The specialist answers `call` with a Markdown `body` citing `sources`.
+    pub fn contribute_body(
+        &mut self,
+        call: &CallRequest,
+        body: &str,
+        sources: Vec<SourceDraft>,
+    ) -> Decision {
+        let id = self.next_contribution_id();
+        self.apply(Input::CallReturned {
+            op: call.op,
+            charge: Charge::Actual(micros(SPECIALIST / 2)),
+            result: CallResult::Specialist(SpecialistResult::Contribution(ContributionDraft {
+                id,
+                artifacts: Vec::new(),
+                body: Some(Body {
+                    media_type: "text/markdown".into(),
+                    text: body.into(),
+                }),
+                sources,
+                outputs: Map::new(),
             })),
         })
     }
@@ -302,15 +338,41 @@ impl Room {
         ReviewSubmission {
             report: report.clone(),
             observed: call.observed,
-            verdicts: verdicts
-                .iter()
-                .map(|(c, v)| CriterionVerdict {
-                    criterion: CriterionId::parse(c).unwrap(),
-                    verdict: *v,
-                    evidence: format!("{c} checked"),
-                })
-                .collect(),
+            verdicts: self.verdicts(report, verdicts),
         }
+    }
+
+    /// One verdict per criterion; each `met` cites the report's first source and quotes the
+    /// report's body, as R7 asks.
+    pub fn verdicts(
+        &self,
+        report: &ReportRef,
+        verdicts: &[(&str, Verdict)],
+    ) -> Vec<CriterionVerdict> {
+        let contribution = self.sim.state().contributions().get(&report.contribution);
+        let quote = contribution
+            .and_then(|c| c.body())
+            .and_then(|b| self.sim.content(&b.digest))
+            .unwrap_or_default()
+            .to_owned();
+        let first = contribution
+            .and_then(|c| c.sources().iter().find_map(Source::id))
+            .unwrap_or_default();
+        verdicts
+            .iter()
+            .map(|(c, v)| {
+                let verdict = CriterionVerdict::new(
+                    CriterionId::parse(c).unwrap(),
+                    *v,
+                    format!("{c} checked"),
+                );
+                if *v == Verdict::Met {
+                    verdict.citing(&[first.as_str()], &quote)
+                } else {
+                    verdict
+                }
+            })
+            .collect()
     }
 
     pub fn control(&mut self, by: &str, action: ControlAction) -> Decision {

@@ -5,11 +5,13 @@
 //! T3); the domain decides again whether the result applies and what it costs (B3, B5).
 
 use agentroom_api_model::requests::{SourceBody, SubmissionBody};
-use agentroom_api_model::responses::{AssignmentView, Page, Recorded};
+use agentroom_api_model::responses::{AssignmentView, ContextItemView, Page, Recorded};
+use agentroom_domain::artifact::NotADigest;
 use agentroom_domain::engine::{Charge, SpecialistResult};
 use agentroom_domain::ids::OperationId;
+use agentroom_domain::ids::Timestamp;
 use agentroom_domain::money::UsdMicros;
-use agentroom_domain::review::{Artifact, ContributionDraft, Source};
+use agentroom_domain::review::{Artifact, Body, ContributionDraft, DocumentDraft, SourceDraft};
 use agentroom_ports::Submission;
 use agentroom_ports::desk::contribution_id;
 use axum::Json;
@@ -40,6 +42,18 @@ pub(crate) async fn list(
             objective: call.objective,
             reservation_micros: call.reservation.micros(),
             task: call.task,
+            context: call
+                .context
+                .items
+                .into_iter()
+                .map(|item| ContextItemView {
+                    kind: item.kind,
+                    id: item.id,
+                    attrs: item.attrs.into_iter().collect(),
+                    text: item.text,
+                    digest: item.digest.to_string(),
+                })
+                .collect(),
         })
         .collect();
     Ok(page.of(&items))
@@ -60,15 +74,17 @@ fn charge(usage: Option<i64>) -> Result<Charge, ApiError> {
 fn into_submission(body: SubmissionBody, op: OperationId) -> Result<Submission, ApiError> {
     match body {
         SubmissionBody::Contribution {
+            body,
+            media_type,
             artifacts,
             sources,
+            outputs,
             usage_micros,
         } => {
-            if artifacts.is_empty() {
-                return Err(ApiError::InvalidBody(
-                    "a contribution needs at least one artifact".to_owned(),
-                ));
-            }
+            let sources = sources
+                .into_iter()
+                .map(source_draft)
+                .collect::<Result<Vec<_>, _>>()?;
             Ok(Submission {
                 charge: charge(usage_micros)?,
                 result: SpecialistResult::Contribution(ContributionDraft {
@@ -80,15 +96,12 @@ fn into_submission(body: SubmissionBody, op: OperationId) -> Result<Submission, 
                             content: a.content,
                         })
                         .collect(),
-                    sources: sources
-                        .into_iter()
-                        .map(|s| match s {
-                            SourceBody::Contribution { id } => Source::Contribution { id },
-                            SourceBody::External { url, digest } => {
-                                Source::External { url, digest }
-                            }
-                        })
-                        .collect(),
+                    body: body.map(|text| Body {
+                        media_type: media_type.unwrap_or_else(|| "text/markdown".to_owned()),
+                        text,
+                    }),
+                    sources,
+                    outputs,
                 }),
             })
         }
@@ -107,6 +120,31 @@ fn into_submission(body: SubmissionBody, op: OperationId) -> Result<Submission, 
             })
         }
     }
+}
+
+/// A submitted source as the domain takes it; a document's digest must be one.
+fn source_draft(source: SourceBody) -> Result<SourceDraft, ApiError> {
+    Ok(match source {
+        SourceBody::Contribution { id } => SourceDraft::Contribution { id },
+        SourceBody::External { url, digest } => SourceDraft::External { url, digest },
+        SourceBody::Document {
+            id,
+            uri,
+            title,
+            excerpt,
+            retrieved_at,
+            content_digest,
+        } => SourceDraft::Document(DocumentDraft {
+            content_digest: content_digest.parse().map_err(|err: NotADigest| {
+                ApiError::InvalidBody(format!("source `{id}`: content_digest: {err}"))
+            })?,
+            retrieved_at: Timestamp::from_millis(retrieved_at),
+            id,
+            uri,
+            title,
+            excerpt,
+        }),
+    })
 }
 
 /// `{operation}` in an assignment's path: a specialist call of the caller's Room that a

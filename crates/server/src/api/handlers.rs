@@ -12,17 +12,18 @@ use agentroom_api_model::requests::{
 use agentroom_api_model::responses::{
     Board, BoardColumn, Budget, ContributionView, Decided, Decision, LateResult, Member,
     ObjectiveBrief, ObjectiveDetail, OperationView, Page as ApiPage, PlanDiff, PlanVersionView,
-    ReportContent, ReportView, ResolutionView, Resolved, ReviewView, Reviews, RoomView, TaskView,
-    You,
+    ReportContent, ReportView, ResolutionView, Resolved, ReviewView, Reviews, RoomView, SourceView,
+    TaskView, You,
 };
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
+use agentroom_domain::artifact::ContentDigest;
 use agentroom_domain::engine::{self, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{EventId, ObjectiveId, TaskKey};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
-use agentroom_domain::review::{CriterionVerdict, ReviewSubmission};
+use agentroom_domain::review::{Contribution, CriterionVerdict, ReviewSubmission, Source};
 use agentroom_domain::room::Permission;
 use agentroom_planning::{Session, Step};
 use agentroom_ports::{OperationStatus, Resolution, ResolutionOutcome, Revision};
@@ -388,8 +389,9 @@ pub(crate) async fn objective(
 }
 
 /// `GET /v1/rooms/{room}/contributions/{contribution}`: a contribution the caller may read,
-/// with its artifacts, sources and digest.
+/// with its body, its sources and their excerpts, its outputs and digests.
 pub(crate) async fn contribution(
+    State(api): State<ApiState>,
     caller: Caller,
     ReadableContribution(id): ReadableContribution,
 ) -> Result<Json<ContributionView>, ApiError> {
@@ -403,12 +405,87 @@ pub(crate) async fn contribution(
         id: contribution.id().to_string(),
         objective: contribution.objective().to_string(),
         task: contribution.task().clone(),
-        author: contribution.author().clone(),
         operation: contribution.op().to_string(),
-        artifacts: contribution.artifacts().to_vec(),
-        sources: contribution.sources().to_vec(),
+        content: content_of(&api, &caller, contribution).await?,
         content_digest: contribution.content_digest(),
     }))
+}
+
+/// A report's content for its reviewers: as [`content_of`], with every cited contribution's
+/// body as that source's excerpt (what a verdict may quote, R7).
+async fn report_content(
+    api: &ApiState,
+    caller: &Caller,
+    report: &Contribution,
+) -> Result<ReportContent, ApiError> {
+    let mut content = content_of(api, caller, report).await?;
+    let contributions = caller.stored.state.contributions();
+    for source in &mut content.sources {
+        let cited = source
+            .id
+            .as_deref()
+            .filter(|_| source.kind == "contribution")
+            .and_then(|id| id.parse().ok())
+            .and_then(|id| contributions.get(&id));
+        if let Some(cited) = cited {
+            let body = content_of(api, caller, cited).await?;
+            source.title = Some(format!("{} by {}", cited.task(), cited.author()));
+            source.excerpt = body.body;
+        }
+    }
+    Ok(content)
+}
+
+/// What `contribution` holds, its content read from the Room's store.
+async fn content_of(
+    api: &ApiState,
+    caller: &Caller,
+    contribution: &Contribution,
+) -> Result<ReportContent, ApiError> {
+    let texts = api
+        .rooms
+        .texts(&caller.room, contribution.digests())
+        .await?;
+    let text = |digest: &ContentDigest| texts.get(digest).cloned();
+    let sources = contribution
+        .sources()
+        .iter()
+        .map(|source| match source {
+            Source::Document(d) => SourceView {
+                kind: "document".to_owned(),
+                id: Some(d.id.clone()),
+                uri: Some(d.uri.clone()),
+                title: Some(d.title.clone()),
+                excerpt: text(&d.excerpt),
+                retrieved_at: Some(d.retrieved_at.as_millis()),
+                content_digest: Some(d.content_digest.to_string()),
+                excerpt_digest: Some(d.excerpt.to_string()),
+            },
+            Source::Contribution { id } => SourceView {
+                kind: "contribution".to_owned(),
+                id: Some(id.to_string()),
+                ..SourceView::default()
+            },
+            Source::External { url, digest } => SourceView {
+                kind: "external".to_owned(),
+                uri: Some(url.clone()),
+                content_digest: Some(digest.clone()),
+                ..SourceView::default()
+            },
+        })
+        .collect();
+    Ok(ReportContent {
+        author: contribution.author().clone(),
+        body: contribution.body().and_then(|b| text(&b.digest)),
+        media_type: contribution.body().map(|b| b.media_type.clone()),
+        body_digest: contribution.body().map(|b| b.digest.to_string()),
+        artifacts: contribution.artifacts().to_vec(),
+        sources,
+        outputs: contribution
+            .outputs()
+            .and_then(|o| text(&o.digest))
+            .and_then(|json| serde_json::from_str(&json).ok()),
+    })
 }
 
 /// `GET /v1/rooms/{room}/objectives/{objective}/plans`: each version with its diff.
@@ -626,28 +703,26 @@ pub(crate) async fn update_task(
 
 /// `GET /v1/rooms/{room}/objectives/{objective}/reviews`.
 pub(crate) async fn reviews(
+    State(api): State<ApiState>,
     caller: Caller,
     KnownObjective(objective): KnownObjective,
 ) -> Result<Json<Reviews>, ApiError> {
     let objective = find_objective(&caller, objective)?;
     let contributions = caller.stored.state.contributions();
-    let reports = objective
-        .reports()
-        .iter()
-        .map(|report| ReportView {
+    let mut reports = Vec::new();
+    for report in objective.reports() {
+        let content = match contributions.get(&report.contribution) {
+            Some(c) => Some(report_content(&api, &caller, c).await?),
+            None => None,
+        };
+        reports.push(ReportView {
             version: report.version,
             task: report.task.clone(),
             contribution: report.contribution.to_string(),
             source_set: report.source_set.clone(),
-            content: contributions
-                .get(&report.contribution)
-                .map(|c| ReportContent {
-                    author: c.author().clone(),
-                    artifacts: c.artifacts().to_vec(),
-                    sources: c.sources().to_vec(),
-                }),
-        })
-        .collect();
+            content,
+        });
+    }
     let reviews = objective
         .reviews()
         .iter()
@@ -704,9 +779,35 @@ pub(crate) async fn record_review(
                 criterion: v.criterion,
                 verdict: v.verdict,
                 evidence: v.evidence,
+                sources: v.sources,
+                quote: v.quote,
             })
             .collect(),
     };
+    // R7 over REST: the evidence names sources of the report version reviewed, or the
+    // review is refused as written (a quote that is not found is the domain's to decide).
+    if let Some(report) = caller
+        .stored
+        .state
+        .contributions()
+        .get(&submission.report.contribution)
+    {
+        let known: Vec<String> = report.sources().iter().filter_map(Source::id).collect();
+        for verdict in &submission.verdicts {
+            if let Some(unknown) = verdict.sources.iter().find(|s| !known.contains(s)) {
+                return Err(ApiError::InvalidBody(format!(
+                    "the verdict on `{}` names source `{unknown}`, which is not a source of report v{} (its sources: {})",
+                    verdict.criterion,
+                    submission.report.version,
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                )));
+            }
+        }
+    }
     let outcome = api
         .rooms
         .submit(

@@ -82,13 +82,33 @@ fn contribution(assignment: &Value, content: &str, usage: i64) -> String {
             "digest": "sha256:9689f6287a68c8c6a28acb9452b06fa6dec179938470ef1e02c7a6a50fd6e003",
         }));
     }
+    // T2: the outputs the shipped capabilities declare (research: findings; writing: report).
+    let outputs = if assignment["task"]["kind"] == "report" {
+        json!({"report": content})
+    } else {
+        json!({"findings": [content]})
+    };
     json!({
         "outcome": "contribution",
         "artifacts": [{"name": "notes", "content": content}],
         "sources": sources,
+        "outputs": outputs,
         "usage_micros": usage,
     })
     .to_string()
+}
+
+/// A document source with its excerpt, as an agent host submits it.
+fn document(id: &str) -> Value {
+    json!({
+        "kind": "document",
+        "id": id,
+        "uri": format!("https://example.org/{id}"),
+        "title": format!("Paper {id}"),
+        "excerpt": "Leases fence stale writers.",
+        "retrieved_at": 1_764_460_800_000_i64,
+        "content_digest": "sha256:9689f6287a68c8c6a28acb9452b06fa6dec179938470ef1e02c7a6a50fd6e003",
+    })
 }
 
 async fn submit(app: &App, who: &str, assignment: &Value, body: &str) -> Value {
@@ -102,12 +122,13 @@ async fn submit(app: &App, who: &str, assignment: &Value, body: &str) -> Value {
 async fn review(app: &App, path: &str, version: u64, covers_2026: &str) -> Value {
     let reviews = app.get("rita", &format!("{path}/reviews")).await;
     assert_eq!(reviews["awaiting_review"]["version"], version, "{reviews}");
+    let (source, quote) = evidence(&reviews, version);
     let body = json!({
         "report_version": version,
         "observed": reviews["observed"],
         "verdicts": [
-            {"criterion": "cites-sources", "verdict": "met", "evidence": "every claim cites a contribution"},
-            {"criterion": "covers-2026", "verdict": covers_2026, "evidence": format!("checked version {version}")},
+            {"criterion": "cites-sources", "verdict": "met", "evidence": "every claim cites a contribution", "sources": [source], "quote": quote},
+            {"criterion": "covers-2026", "verdict": covers_2026, "evidence": format!("checked version {version}"), "sources": [source], "quote": quote},
         ],
     });
     app.post("rita", &format!("{path}/reviews"), &body.to_string())
@@ -174,8 +195,11 @@ async fn t2_a_whole_objective_runs_with_the_specialists_work_submitted_over_http
             read["task"].as_str().unwrap().ends_with("/gather"),
             "{read}"
         );
-        assert_eq!(
-            read["artifacts"][0]["content"], "Two surveys describe leases on tool calls.",
+        assert!(
+            read["body"]
+                .as_str()
+                .unwrap()
+                .contains("Two surveys describe leases on tool calls."),
             "{read}"
         );
     }
@@ -304,6 +328,38 @@ async fn t2_bad_submissions_get_a_clear_4xx_and_change_nothing() {
             "sam",
             result_path(&op),
             json!({"outcome": "contribution", "artifacts": []}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        // T2: a declared output missing or mistyped; sources the Room cannot keep.
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "contribution", "body": "Notes."}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "contribution", "body": "Notes.", "outputs": {"findings": "one"}}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "contribution", "body": "Notes [s1].", "outputs": {"findings": []},
+                   "sources": [document("s1"), document("s1")]}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "contribution", "body": "Notes [s1].", "outputs": {"findings": []},
+                   "sources": [{"kind": "document", "id": "s1", "uri": "https://example.org/a", "title": "A",
+                                "excerpt": "x", "retrieved_at": 0, "content_digest": "md5:00"}]}).to_string(),
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_body",
         ),
@@ -465,4 +521,29 @@ async fn t3_an_a2e_session_acts_as_its_tokens_principal_on_an_objective_board() 
             "{path}: {other}"
         );
     }
+}
+
+/// Evidence for a `met` on report `version` as R7 asks: its first source and the first line
+/// of its body, read from the reviews the API shows.
+fn evidence(reviews: &Value, version: u64) -> (String, String) {
+    let report = reviews["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["version"] == version)
+        .unwrap_or_else(|| panic!("no report v{version}: {reviews}"));
+    let content = &report["content"];
+    let source = content["sources"][0]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("report v{version} cites nothing: {report}"))
+        .to_owned();
+    let quote = content["body"]
+        .as_str()
+        .unwrap_or_else(|| panic!("report v{version} has no body: {report}"))
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .unwrap()
+        .to_owned();
+    (source, quote)
 }

@@ -12,7 +12,15 @@ use agentroom_agents::hosted::{HostedReconciler, HostedSpecialists};
 use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
 use agentroom_coordinator::RunnerConfig;
 use agentroom_coordinator::{Coordinator, CoordinatorConfig, InputId};
-use agentroom_domain::catalog::MemoryCatalog;
+use agentroom_domain::catalog::{DeclaredOutput, MemoryCatalog, MemoryEntry, OutputType};
+
+fn declared(name: &str, kind: OutputType) -> DeclaredOutput {
+    DeclaredOutput {
+        name: name.to_owned(),
+        kind,
+        description: None,
+    }
+}
 use agentroom_domain::engine::MembershipChange;
 use agentroom_domain::engine::Reconciliation;
 use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
@@ -189,11 +197,24 @@ pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
         scripted: reconciler,
         hosted: desk.as_ref().map(HostedSpecialists::reconciler),
     };
+    // The scenario's bindings, declaring the outputs the shipped capabilities declare (T2).
     let catalog = spec
         .bindings
         .iter()
         .fold(MemoryCatalog::new(), |c, (capability, provider)| {
-            c.bind(capability, provider)
+            let outputs = match capability.as_str() {
+                "research" => vec![declared("findings", OutputType::Array)],
+                "writing" => vec![declared("report", OutputType::String)],
+                _ => Vec::new(),
+            };
+            c.with(
+                capability,
+                MemoryEntry {
+                    provider: Some(provider.clone()),
+                    outputs,
+                    ..MemoryEntry::default()
+                },
+            )
         });
     let feed = Arc::new(Feed::new());
     let coordinator = Coordinator::builder(

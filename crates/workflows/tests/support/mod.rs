@@ -140,6 +140,7 @@ pub fn call_of(decision: &Decision) -> CallRequest {
 pub fn answer(request: &CallRequest, micros: i64) -> Receipt {
     Receipt {
         model: None,
+        omitted: Vec::new(),
         charge: Charge::Actual(UsdMicros::new(micros)),
         result: CallResult::Reasoner(ReasonerResult::Proposal(Proposal {
             observed: request.observed,
@@ -223,7 +224,12 @@ impl TestProvider {
 
 #[async_trait]
 impl Provider for TestProvider {
-    async fn call(&self, request: &CallRequest, abort: Abort) -> CallOutcome {
+    async fn call(
+        &self,
+        request: &CallRequest,
+        _context: &agentroom_ports::CallContext,
+        abort: Abort,
+    ) -> CallOutcome {
         self.seen.calls.fetch_add(1, Ordering::SeqCst);
         if let Some(check) = self.during.lock().unwrap().as_mut() {
             check(request);
