@@ -555,28 +555,33 @@ fn a_completed_objective_shows_its_board_plans_decisions_and_reviews_as_tables_a
         "the criteria table comes first"
     );
     assert!(
-        review
-            .lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>()
-                == [
-                    "cites-sources",
-                    "met",
-                    "the",
-                    "one",
-                    "claim",
-                    "cites",
-                    "the",
-                    "gathered",
-                    "notes"
-                ]),
+        review.lines().any(|l| l.split_whitespace().collect::<Vec<_>>().starts_with(&[
+            "cites-sources",
+            "met",
+            "the",
+            "one",
+            "claim",
+            "cites",
+            "the",
+            "gathered",
+            "notes"
+        ])),
         "{review}"
     );
-    // The one source of the report's source set is the gathered contribution.
+    // The one source of the report's source set is the gathered contribution, shown with
+    // its text; the verdict names it and quotes the report (R7).
     let gathered = json["reports"][0]["source_set"]["sources"][0]["id"]
         .as_str()
         .unwrap();
     assert!(
-        review.contains(&format!("    - contribution {gathered}\n")),
+        review.contains(&format!("    [{gathered}] contribution")),
+        "{review}"
+    );
+    assert!(review.contains("  text:\n    | "), "{review}");
+    let verdict = &json["reviews"][0]["verdicts"][0];
+    assert_eq!(verdict["sources"][0], gathered, "{json}");
+    assert!(
+        review.contains(&format!("\"{}\"", verdict["quote"].as_str().unwrap())),
         "{review}"
     );
 }

@@ -55,11 +55,12 @@ fn report(prompt: &Prompt, task_title: &str, capability: Option<&Capability>) ->
     if dependencies.is_empty() {
         return failure("no dependency content in my prompt");
     }
+    // The objective's first line: its title may be the owner's whole message, criteria and
+    // corpus included, which a report does not repeat.
     let title = prompt
         .of_kind("objective")
         .next()
-        .map(|b| b.text.trim())
-        .filter(|t| !t.is_empty())
+        .and_then(|b| b.text.lines().map(str::trim).find(|l| !l.is_empty()))
         .unwrap_or(task_title);
     let mut lines: Vec<&str> = Vec::new();
     for dependency in &dependencies {

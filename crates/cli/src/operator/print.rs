@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use agentroom_api_model::responses::{
-    Budget, Decided, Decision, ObjectiveBrief, ObjectiveDetail, Page, PlanVersionView, Reviews,
+    Budget, Decided, Decision, ObjectiveBrief, ObjectiveDetail, Page, PlanVersionView,
+    ReportContent, Reviews,
 };
 use agentroom_domain::ids::RoomId;
 use agentroom_domain::ledger::LedgerEntry;
@@ -321,6 +322,45 @@ pub(super) fn task_state(state: &TaskState) -> String {
     }
 }
 
+/// A report's text, line by line, and each of its sources with its excerpt (every string
+/// cleaned of control characters).
+fn report_content(out: &mut String, content: &ReportContent) {
+    let _ = writeln!(out, "  text:");
+    let body = content.body.clone().unwrap_or_else(|| {
+        content
+            .artifacts
+            .iter()
+            .map(|a| format!("## {}\n\n{}", a.name, a.content))
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    });
+    for line in body.lines() {
+        let _ = writeln!(out, "    | {}", clean(line));
+    }
+    let _ = writeln!(out, "  sources:");
+    if content.sources.is_empty() {
+        let _ = writeln!(out, "    (none)");
+    }
+    for source in &content.sources {
+        let id = source.id.as_deref().unwrap_or("-");
+        let title = source.title.as_deref().unwrap_or_default();
+        let uri = source.uri.as_deref().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "    [{}] {} {} {}",
+            clean(id),
+            clean(&source.kind),
+            clean(title),
+            clean(uri)
+        );
+        if let Some(excerpt) = &source.excerpt {
+            for line in excerpt.lines().filter(|l| !l.trim().is_empty()) {
+                let _ = writeln!(out, "        > {}", clean(line));
+            }
+        }
+    }
+}
+
 pub(super) fn reviews_text(reviews: &Reviews) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "reviews of objective {}", clean(&reviews.objective));
@@ -340,19 +380,13 @@ pub(super) fn reviews_text(reviews: &Reviews) -> String {
         let _ = writeln!(out, "  author:       {author}");
         let source_set = serde_json::to_value(&report.source_set).unwrap_or(Value::Null);
         let _ = writeln!(out, "  source set:   {}", text(&source_set["digest"]));
-        for source in items(&source_set, "sources") {
-            let what = source
-                .as_object()
-                .map(|fields| {
-                    fields
-                        .iter()
-                        .filter(|(name, _)| name.as_str() != "kind")
-                        .map(|(_, value)| text(value))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .unwrap_or_default();
-            let _ = writeln!(out, "    - {} {what}", text(&source["kind"]));
+        match &report.content {
+            Some(content) => report_content(&mut out, content),
+            None => {
+                for source in items(&source_set, "sources") {
+                    let _ = writeln!(out, "    - {}", clean(&source.to_string()));
+                }
+            }
         }
         let of_version: Vec<_> = reviews
             .reviews
@@ -374,14 +408,24 @@ pub(super) fn reviews_text(reviews: &Reviews) -> String {
                 .verdicts
                 .iter()
                 .map(|v| {
+                    let quote = v
+                        .quote
+                        .as_deref()
+                        .map(|q| format!("\"{}\"", clean(q)))
+                        .unwrap_or_default();
                     vec![
                         format!("    {}", wire(&v.criterion)),
                         wire(&v.verdict),
                         clean(&v.evidence),
+                        clean(&v.sources.join(", ")),
+                        quote,
                     ]
                 })
                 .collect();
-            out.push_str(&table(&["    CRITERION", "VERDICT", "EVIDENCE"], &rows));
+            out.push_str(&table(
+                &["    CRITERION", "VERDICT", "EVIDENCE", "SOURCES", "QUOTE"],
+                &rows,
+            ));
         }
     }
     if reviews.reports.is_empty() {
