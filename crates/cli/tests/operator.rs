@@ -555,17 +555,19 @@ fn a_completed_objective_shows_its_board_plans_decisions_and_reviews_as_tables_a
         "the criteria table comes first"
     );
     assert!(
-        review.lines().any(|l| l.split_whitespace().collect::<Vec<_>>().starts_with(&[
-            "cites-sources",
-            "met",
-            "the",
-            "one",
-            "claim",
-            "cites",
-            "the",
-            "gathered",
-            "notes"
-        ])),
+        review
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>().starts_with(&[
+                "cites-sources",
+                "met",
+                "the",
+                "one",
+                "claim",
+                "cites",
+                "the",
+                "gathered",
+                "notes"
+            ])),
         "{review}"
     );
     // The one source of the report's source set is the gathered contribution, shown with

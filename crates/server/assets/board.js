@@ -157,11 +157,22 @@
     return el("div", { class: "decisions" }, el("h4", null, "Decision timeline"), list);
   }
 
+  /** Each source with its title, its address (as text, never a link) and its excerpt. */
   function renderSources(sources) {
     const list = el("ul", { class: "sources" });
     for (const source of sources || []) {
-      list.append(el("li", null, source.kind === "external" ? `${source.url} (${source.digest})` : `contribution ${source.id}`));
+      const item = el(
+        "li",
+        { class: "source", "data-source": source.id || "", "data-kind": source.kind },
+        source.id ? el("code", null, `[${source.id}]`) : null,
+        " ",
+        el("span", { class: "source-title" }, source.title || source.kind),
+        source.uri ? el("span", { class: "source-uri muted" }, ` ${source.uri}`) : null,
+      );
+      if (source.excerpt) item.append(el("blockquote", { class: "excerpt" }, source.excerpt));
+      list.append(item);
     }
+    if (!list.children.length) list.append(el("li", { class: "muted" }, "no source"));
     return list;
   }
 
@@ -176,17 +187,24 @@
       const part = el("section", { class: "report", "data-report-version": report.version }, el("h5", null, `Report v${report.version}`));
       if (report.content) {
         part.append(el("p", { class: "muted" }, `by ${report.content.author}`));
+        if (report.content.body) {
+          part.append(el("div", { class: "report-content report-body" }, report.content.body));
+        }
         for (const artifact of report.content.artifacts || []) {
           part.append(el("div", { class: "report-content" }, el("strong", null, artifact.name), "\n", artifact.content));
         }
-        part.append(renderSources(report.content.sources));
+        part.append(el("h6", null, "Sources"), renderSources(report.content.sources));
       }
       if (report.source_set && report.source_set.digest) {
         part.append(el("p", { class: "muted" }, `source set ${report.source_set.digest}`));
       }
       const done = (reviews.reviews || []).filter((r) => r.report_version === report.version);
       for (const review of done) {
-        const table = el("table", { class: "verdicts" }, el("tr", null, el("th", null, "criterion"), el("th", null, "verdict"), el("th", null, "evidence")));
+        const table = el(
+          "table",
+          { class: "verdicts" },
+          el("tr", null, el("th", null, "criterion"), el("th", null, "verdict"), el("th", null, "evidence"), el("th", null, "sources"), el("th", null, "quote")),
+        );
         for (const v of review.verdicts || []) {
           table.append(
             el(
@@ -195,6 +213,8 @@
               el("td", null, textOf.get(v.criterion) || v.criterion),
               el("td", { class: `verdict-${v.verdict}` }, v.verdict),
               el("td", null, v.evidence),
+              el("td", { class: "verdict-sources" }, (v.sources || []).join(", ")),
+              el("td", { class: "verdict-quote" }, v.quote ? el("q", null, v.quote) : ""),
             ),
           );
         }

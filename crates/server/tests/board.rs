@@ -67,6 +67,10 @@ const HOSTILE_CRITERION: &str = "<svg onload=alert(3)>";
 /// The start of both report versions' content, and the hostile markup put before it.
 const REPORT_START: &str = "Durable agent runtimes checkpoint";
 const HOSTILE_REPORT: &str = "<iframe src=javascript:alert(4)></iframe>";
+/// The start of the research notes (the report's cited source, whose text a reviewer reads
+/// as its excerpt), and the hostile markup put before it.
+const NOTES_START: &str = "Two surveys describe";
+const HOSTILE_EXCERPT: &str = "<object data=javascript:alert(6)></object>";
 /// The owner's message (the objective's title), with hostile markup in it.
 const OWNER_MESSAGE: &str = "Summarize what changed in durable agent runtimes <b onmouseover=alert(5)>with sources</b> for every claim.";
 
@@ -94,14 +98,17 @@ fn hostile_scenario(dir: &Path) -> Scenario {
     let text = std::fs::read_to_string(demo).unwrap();
     assert!(text.contains(GATHER_TITLE), "the demo scenario changed");
     let path = dir.join("hostile.toml");
-    assert!(text.contains(CRITERION_TEXT) && text.contains(REPORT_START));
+    assert!(
+        text.contains(CRITERION_TEXT) && text.contains(REPORT_START) && text.contains(NOTES_START)
+    );
     let hostile = text
         .replace(GATHER_TITLE, HOSTILE)
         .replace(
             CRITERION_TEXT,
             &format!("{CRITERION_TEXT} {HOSTILE_CRITERION}"),
         )
-        .replace(REPORT_START, &format!("{HOSTILE_REPORT}{REPORT_START}"));
+        .replace(REPORT_START, &format!("{HOSTILE_REPORT}{REPORT_START}"))
+        .replace(NOTES_START, &format!("{HOSTILE_EXCERPT}{NOTES_START}"));
     std::fs::write(&path, hostile).unwrap();
     Scenario::from_file(&path).unwrap()
 }
@@ -543,6 +550,39 @@ async fn board_shows_the_room_in_chromium_with_every_user_string_as_text() {
     assert!(
         v2.contains(r#"<tr data-criterion="cites-sources" data-verdict="met">"#),
         "{v2}"
+    );
+
+    // The report's text, its sources with their excerpts and the evidence per criterion,
+    // every string shown as text (issue 15).
+    assert!(
+        v2.contains(r#"<div class="report-content report-body">"#)
+            && v2.contains(&format!(
+                "&lt;iframe src=javascript:alert(4)&gt;&lt;/iframe&gt;{REPORT_START}"
+            )),
+        "the report's text is not shown:\n{v2}"
+    );
+    let sources = between(v2, r#"<ul class="sources">"#, "</ul>");
+    assert!(sources.contains(r#"data-kind="contribution""#), "{sources}");
+    assert!(
+        sources.contains(&format!(
+            r#"<blockquote class="excerpt">## notes
+
+&lt;object data=javascript:alert(6)&gt;&lt;/object&gt;{NOTES_START}"#
+        )),
+        "the cited source's text is not shown as text:\n{sources}"
+    );
+    assert!(
+        !dom.contains("<object"),
+        "an object element was created:\n{dom}"
+    );
+    let quote = between(
+        v2,
+        r#"<tr data-criterion="cites-sources" data-verdict="met">"#,
+        "</tr>",
+    );
+    assert!(
+        quote.contains(r#"<td class="verdict-quote"><q>"#) && quote.contains("[gather]"),
+        "the quoted evidence is not shown:\n{quote}"
     );
 
     // The decision timeline: what was accepted and what a rule rejected.
