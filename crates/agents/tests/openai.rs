@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agentroom_agents::Agents;
 use agentroom_agents::PriceTable;
 use agentroom_agents::openai::{OpenAi, OpenAiConfig};
 use agentroom_ports::domain::engine::{
@@ -21,9 +22,12 @@ use agentroom_ports::domain::ids::{CriterionId, OperationId, PrincipalId, TaskId
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::objective::{Criterion, ObservedRevisions};
 use agentroom_ports::domain::plan::TaskKind;
+use agentroom_ports::domain::price::TokenUsage;
 use agentroom_ports::domain::review::{ReportRef, Source, SourceSet, Verdict};
+use agentroom_ports::domain::state::CallRole;
 use agentroom_ports::{
-    AgentOutcome, Reasoner, ReasonerCall, Reviewer, ReviewerCall, Specialist, SpecialistCall,
+    AgentCall, AgentOutcome, CallContext, ContextItem, Reasoner, ReasonerCall, Reviewer,
+    ReviewerCall, Specialist, SpecialistCall,
 };
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -606,4 +610,128 @@ fn brief_of(body: &Value) -> Value {
         .split_once("\n\nRoom content:\n")
         .expect("the brief, then the Room content");
     serde_json::from_str(brief).unwrap()
+}
+
+/// Prices with every role's input bound `max_input` and message overhead `overhead`.
+fn prices_bounded(max_input: u64, overhead: u64) -> String {
+    let mut text = String::from(
+        "[models.test-model]\ninput_micros_per_mtok = 2_500_000\noutput_micros_per_mtok = 10_000_000\nconnector_micros = 3\n",
+    );
+    for role in ["reasoner", "specialist", "reviewer"] {
+        text.push_str(&format!(
+            "[bounds.{role}]\nmax_input_tokens = {max_input}\nmax_output_tokens = 500\nper_message_overhead = {overhead}\n"
+        ));
+    }
+    text
+}
+
+/// Text of `len` characters drawn from a pattern with markup to escape and multi-byte
+/// characters, so rendering grows it and bytes differ from characters.
+fn awkward_text(len: usize, seed: u8) -> String {
+    const PATTERN: [&str; 6] = ["a", "<", "&", "é", "\"", " "];
+    (0..len)
+        .map(|i| PATTERN[(i + usize::from(seed)) % PATTERN.len()])
+        .collect()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// B6 and C1: for any Room content and any bounds, a call is sent only when what is sent
+    /// (every byte of both messages plus their overhead) fits the role's input bound, so the
+    /// reservation, the quote at that bound, is at least the price of what was sent; what
+    /// was left out is named in the prompt by its digest, never a required item; and a call
+    /// whose required content cannot fit is refused, nothing sent.
+    #[test]
+    fn b6_the_reservation_is_at_least_the_price_of_the_bytes_sent(
+        items in proptest::collection::vec((0_usize..6_000, proptest::bool::weighted(0.2), 0_u8..6), 0..10),
+        max_input in 2_500_u64..40_000,
+        overhead in 0_u64..32,
+        role in 0_u8..3,
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let reply = match role {
+                0 => r#"{"kind":"answer","text":"ok"}"#,
+                1 => r#"{"result":"failure","reason":"nothing to do"}"#,
+                _ => r#"{"verdicts":[]}"#,
+            };
+            let server = Server::start(vec![Reply::Json(200, completion(reply, Some((10, 10))))]).await;
+            let prices = prices_bounded(max_input, overhead);
+            let table = PriceTable::parse(&prices).unwrap();
+            let openai = Arc::new(adapter_with(&server.base_url(), &prices, 5_000));
+            let agents = Agents::new()
+                .with_reasoner(Arc::clone(&openai) as _)
+                .with_any_specialist(Arc::clone(&openai) as _)
+                .with_any_reviewer(Arc::clone(&openai) as _);
+            let context = CallContext::new(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (len, required, seed))| {
+                        let item = ContextItem::new("source", format!("s{i}"), awkward_text(*len, *seed))
+                            .attr("title", awkward_text(*len % 40, *seed));
+                        if *required { item.required() } else { item }
+                    })
+                    .collect(),
+            );
+            let (call, call_role) = match role {
+                0 => (AgentCall::Reasoner(reasoner_call()), CallRole::Reasoner),
+                1 => (AgentCall::Specialist(specialist_call()), CallRole::Specialist),
+                _ => (AgentCall::Reviewer(reviewer_call()), CallRole::Reviewer),
+            };
+            let reservation = table.reservation(call_role, "test-model").unwrap();
+            let call = match call {
+                AgentCall::Reasoner(c) => AgentCall::Reasoner(ReasonerCall { reservation, ..c }),
+                AgentCall::Specialist(c) => AgentCall::Specialist(SpecialistCall { reservation, ..c }),
+                AgentCall::Reviewer(c) => AgentCall::Reviewer(ReviewerCall { reservation, ..c }),
+            };
+            let (fitted, omitted) = match agents.fitted(call, &context) {
+                Ok(fitted) => fitted,
+                Err(err) => {
+                    // Only the required items are above what the bound leaves: refused.
+                    assert!(err.required > err.budget, "{err}");
+                    assert!(server.requests().is_empty());
+                    return;
+                }
+            };
+            let outcome = agents.dispatch(&fitted).await;
+            let requests = server.requests();
+            match &outcome {
+                AgentOutcome::Returned { .. } => {}
+                AgentOutcome::Refused { reason } => {
+                    // Refused by the adapter's own bound check: nothing sent.
+                    assert!(requests.is_empty(), "{reason}");
+                    panic!("a fitted call was refused: {reason}");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(requests.len(), 1);
+            let body = &requests[0].1;
+            let sent: u64 = body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["content"].as_str().unwrap().len() as u64 + overhead)
+                .sum();
+            assert!(sent <= max_input, "sent {sent} above the bound {max_input}");
+            let max_tokens = body["max_tokens"].as_u64().unwrap();
+            let price = table
+                .cost("test-model", TokenUsage { input_tokens: sent, output_tokens: max_tokens })
+                .unwrap();
+            assert!(price <= reservation, "{price} above the reservation {reservation}");
+            // What was left out is named in the prompt; no required item was.
+            let user = body["messages"][1]["content"].as_str().unwrap();
+            for (i, (_, required, _)) in items.iter().enumerate() {
+                let name = format!("id=\"s{i}\"");
+                if *required {
+                    assert!(user.contains(&format!("<data kind=\"source\" {name}")), "required s{i} missing");
+                }
+            }
+            for left_out in &omitted {
+                let digest = left_out.split(['(', ')']).nth(1).unwrap();
+                assert!(user.contains(digest), "{left_out} not named in the prompt");
+            }
+        });
+    }
 }

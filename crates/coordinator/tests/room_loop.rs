@@ -330,3 +330,54 @@ async fn a_dropped_coordinator_lets_go_of_its_room_actors_and_its_store() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
+
+/// T2 and the content bounds: a model specialist's contribution above the Room's
+/// `content.max_artifact_bytes` is refused by its rule (charged, not applied), and nothing of
+/// it is stored in the Room's artifact store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t2_an_oversized_contribution_is_refused_and_nothing_of_it_is_stored() {
+    let demo = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/demo.toml"),
+    )
+    .unwrap();
+    let bounded = demo.replacen(
+        "[room]\n",
+        "[room]\npolicy = \"[content]\\nmax_artifact_bytes = 40\\n\"\n",
+        1,
+    );
+    let scenario = agentroom_agents::scripted::Scenario::parse(&bounded).unwrap();
+    let (_, catalog) = room_of(&scenario);
+    let store = Arc::new(MemoryStore::new());
+    let provider = agents(&scenario);
+    let (coordinator, _) = coordinator(Arc::clone(&store), Arc::clone(&provider), catalog, "one");
+    set_up(&coordinator, &scenario).await;
+    coordinator.post(&owner_event(&scenario, 0)).await.unwrap();
+    coordinator.wait_idle().await;
+
+    let room = agentroom_ports::RoomStore::load(&*store, &room_id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(room.state.contributions().is_empty(), "nothing applied");
+    // The research notes as the scripted specialist returned them: the body it would be kept
+    // under, which the store never received.
+    let notes =
+        "## notes\n\nTwo surveys describe checkpointed agent loops and leases on tool calls.\n";
+    let digest = agentroom_ports::domain::artifact::ContentDigest::of(notes.as_bytes());
+    assert_eq!(
+        agentroom_ports::ArtifactStore::content(&*store, &room_id(), &digest)
+            .await
+            .unwrap(),
+        None,
+        "the refused body was stored"
+    );
+    let balances = room.state.ledger().balances();
+    assert!(balances.spent.micros() > 0, "the refused work is charged");
+    // The task failed with the refusal's reason, which names the bound.
+    let objective = &room.state.objectives()[0];
+    let failed = format!("{:?}", objective.plans()[0].tasks());
+    assert!(
+        failed.contains("content.max_artifact_bytes"),
+        "the refusal names the bound: {failed}"
+    );
+}

@@ -547,3 +547,95 @@ fn evidence(reviews: &Value, version: u64) -> (String, String) {
         .to_owned();
     (source, quote)
 }
+
+/// R7 over REST: a human's verdict naming a source the report does not cite is refused as
+/// written (422, nothing recorded); a `met` whose quote is in neither the report nor a named
+/// source's excerpt is recorded as `unknown` with the reason, and the objective waits (R5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_a_human_met_needs_a_supplied_source_and_a_quote_found_in_what_was_supplied() {
+    let app = spawn_app_hosting(&["sam", "sue"]).await;
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": "Summarize durable agent runtimes."}).to_string(),
+    )
+    .await;
+    let gather = assignment(&app, "sam", "gather").await;
+    let id = gather["objective"].as_str().unwrap().to_owned();
+    let path = format!("/v1/rooms/local/objectives/{id}");
+    submit(
+        &app,
+        "sam",
+        &gather,
+        &contribution(&gather, "Leases fence stale writers.", 1_000),
+    )
+    .await;
+    let write = assignment(&app, "sue", "write").await;
+    // The writer's assignment carries its dependency's content (C1).
+    assert!(
+        write["context"].as_array().unwrap().iter().any(|item| {
+            item["kind"] == "dependency"
+                && item["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Leases fence stale writers.")
+        }),
+        "{write}"
+    );
+    submit(
+        &app,
+        "sue",
+        &write,
+        &contribution(&write, "Runtimes use leases [gather].", 1_000),
+    )
+    .await;
+    app.settle().await;
+
+    let reviews = app.get("rita", &format!("{path}/reviews")).await;
+    let (source, quote) = evidence(&reviews, 1);
+    let body = |sources: Vec<&str>, quote: &str| {
+        json!({
+            "report_version": 1,
+            "observed": reviews["observed"],
+            "verdicts": [
+                {"criterion": "cites-sources", "verdict": "met", "evidence": "cited", "sources": sources, "quote": quote},
+                {"criterion": "covers-2026", "verdict": "met", "evidence": "seen", "sources": [source.as_str()], "quote": "a sentence nobody wrote"},
+            ],
+        })
+        .to_string()
+    };
+    let before = app.snapshot().await;
+    let refused = app
+        .as_(
+            "rita",
+            Method::POST,
+            &format!("{path}/reviews"),
+            &body(vec!["s9"], &quote),
+        )
+        .await;
+    refused.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
+    assert!(refused.body.contains("`s9`"), "{refused:?}");
+    assert_eq!(app.snapshot().await, before, "nothing changed");
+
+    let taken = app
+        .post(
+            "rita",
+            &format!("{path}/reviews"),
+            &body(vec![source.as_str()], &quote),
+        )
+        .await;
+    assert_eq!(taken["accepted"], true, "{taken}");
+    let reviews = app.get("olive", &format!("{path}/reviews")).await;
+    let verdicts = &reviews["reviews"][0]["verdicts"];
+    assert_eq!(verdicts[0]["verdict"], "met", "{reviews}");
+    assert_eq!(verdicts[1]["verdict"], "unknown", "{reviews}");
+    assert!(
+        verdicts[1]["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("R7: recorded as unknown"),
+        "{reviews}"
+    );
+    let objective = app.get("olive", &path).await;
+    assert_eq!(objective["status"], "waiting_for_owner", "{objective}");
+}
