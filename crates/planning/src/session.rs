@@ -79,7 +79,13 @@ impl Session {
 
     /// Answers one message (a stdio line without its newline, or an HTTP body).
     pub async fn step(&self, bytes: &[u8]) -> Step {
-        match wire::decode(bytes) {
+        self.step_decoded(wire::decode(bytes)).await
+    }
+
+    /// Answers a message the transport already decoded with [`wire::decode`] (one that looks
+    /// at a message before the session answers it, such as a handshake's `auth_token`).
+    pub async fn step_decoded(&self, decoded: Result<Inbound, ProtocolError>) -> Step {
+        match decoded {
             Err(error) => Step::Reply(self.encode("", &Reply::Error(error))),
             Ok(Inbound {
                 body: Body::Shutdown,
@@ -93,6 +99,13 @@ impl Session {
                 Step::Reply(self.encode(&req_id, &reply))
             }
         }
+    }
+
+    /// Answers with an A2E `error` the transport decided on (e.g. `unauthorized`), in this
+    /// session's envelope; the error's `req_id` is echoed.
+    pub fn answer_error(&self, error: ProtocolError) -> Step {
+        let req_id = error.req_id.clone();
+        Step::Reply(self.encode(&req_id, &Reply::Error(error)))
     }
 
     /// The A2E error for a message that was too large to read, as a line.

@@ -259,6 +259,17 @@ impl ProtocolError {
         self
     }
 
+    /// Detail for the client: `key` is `value` in the error's `detail` object.
+    pub fn with_detail(self, key: &str, value: impl Into<Value>) -> Self {
+        self.with(key, value)
+    }
+
+    /// No permission: the message was understood and refused before anything was done (a
+    /// transport that authenticates its sessions says why in `message`).
+    pub fn unauthorized(req_id: &str, message: impl Into<String>) -> Self {
+        Self::new(req_id, ErrorCode::Unauthorized, message)
+    }
+
     /// A storage or internal failure (a failing store, no randomness for a fresh id); the
     /// cause goes to the log, not to the client, so the text names neither.
     pub fn runtime(req_id: &str) -> Self {
