@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::body::read_message;
-use crate::caller::Scope;
+use crate::caller::SessionScope;
 use crate::error::ApiError;
 use crate::sessions::Slot;
 use crate::state::{AppState, Stopping};
@@ -28,15 +28,17 @@ struct Created<'a> {
 }
 
 /// `POST /session`: a new session acting in the caller's Room. Its output is buffered from
-/// now on, so a handshake sent before `/stream` connects is not lost.
+/// now on, so a handshake sent before `/stream` connects is not lost. Where tokens are
+/// required, a request without an `Authorization` header makes an unbound session of the
+/// configured Room, which its handshake's `auth_token` binds (`crate::handshake`).
 #[tracing::instrument(level = "debug", skip_all, fields(room = %scope.room(), principal = scope.principal()))]
 pub(crate) async fn create_session(
     State(state): State<AppState>,
-    scope: Scope,
+    scope: SessionScope,
 ) -> Result<Response, ApiError> {
     // No randomness, no session: 503, nothing made under a guessable id.
-    let session = scope.session(state.service.clone())?;
-    let slot = state.sessions.create(session)?;
+    let (session, acting) = scope.session(state.service.clone())?;
+    let slot = state.sessions.create(session, acting)?;
     Ok(Json(Created {
         session_id: slot.id(),
     })
@@ -48,7 +50,7 @@ pub(crate) async fn create_session(
 #[tracing::instrument(level = "debug", skip_all, fields(room = %scope.room(), principal = scope.principal()))]
 pub(crate) async fn send(
     State(state): State<AppState>,
-    scope: Scope,
+    scope: SessionScope,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -72,7 +74,7 @@ pub(crate) async fn send(
 #[tracing::instrument(level = "debug", skip_all, fields(room = %scope.room(), principal = scope.principal()))]
 pub(crate) async fn stream(
     State(state): State<AppState>,
-    scope: Scope,
+    scope: SessionScope,
     headers: HeaderMap,
     stopping: Option<axum::Extension<Stopping>>,
 ) -> Result<Response, ApiError> {
@@ -90,10 +92,12 @@ pub(crate) async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// The session `X-Session-Id` names: missing → 400, unknown or expired → 404.
+/// The session `X-Session-Id` names: missing → 400, unknown or expired → 404; without an
+/// `Authorization` header where tokens are required, only a session made without one (a
+/// session made with the header needs it: 401).
 fn session(
     state: &AppState,
-    scope: &Scope,
+    scope: &SessionScope,
     headers: &HeaderMap,
 ) -> Result<std::sync::Arc<Slot>, ApiError> {
     let id = headers
@@ -102,5 +106,8 @@ fn session(
         .map(str::trim)
         .filter(|id| !id.is_empty())
         .ok_or(ApiError::MissingSession)?;
-    state.sessions.get(id, scope.room())
+    match scope {
+        SessionScope::Handshake { room, .. } => state.sessions.get_without_header(id, room),
+        SessionScope::Open(_) | SessionScope::Header { .. } => state.sessions.get(id, scope.room()),
+    }
 }

@@ -20,8 +20,10 @@ pub const DEFAULT_MAX_SESSIONS: usize = 4096;
 /// of 1, one session, an idle timeout of 1 ms), so every value of this struct is usable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
-    /// The Room every session acts in, as its owner. Until tokens exist (the host issue)
-    /// every caller is the owner of this Room; the embedded default is `local`.
+    /// The Room every session acts in, as its owner, with [`crate::router`] (the embedded
+    /// default is `local`). With [`crate::authenticated_router`], the Room of the sessions
+    /// made without an `Authorization` header, which their handshake's `auth_token` binds to a
+    /// principal of this Room; sessions made with the header act in the token's Room.
     pub room: RoomId,
     /// A session with no `/send` and no connected `/stream` for this long is expired: its
     /// id then answers 404.

@@ -196,7 +196,7 @@ impl ApiError {
 }
 
 /// `error`'s sources, innermost last, for the log.
-fn causes(error: &dyn std::error::Error) -> String {
+pub(crate) fn causes(error: &dyn std::error::Error) -> String {
     let mut text = String::new();
     let mut next = error.source();
     while let Some(cause) = next {

@@ -5,7 +5,7 @@
 //!
 //! | endpoint | answer |
 //! | --- | --- |
-//! | `POST /session` (no body) | `200 {"session_id": "..."}`; `503 too_many_sessions` when [`ServerConfig::max_sessions`] exist after expiring idle ones; `503 unavailable` when there is no randomness for its id (no session made) |
+//! | `POST /session` (no body) | `200 {"session_id": "..."}`; `503 too_many_sessions` when [`ServerConfig::max_sessions`] exist after expiring idle ones (for a session to be bound by its handshake, when such unbound sessions fill half of them); `503 unavailable` when there is no randomness for its id (no session made) |
 //! | `POST /send` (`X-Session-Id`, body = one JSON message, any content type) | `202 {"ok":true}` at once, the reply (if any) on `/stream`; `400 missing_session_id`; `404 unknown_session` (ended, expired, never existed); `429 session_buffer_full` (with `Retry-After: 1`) when the session holds [`ServerConfig::session_buffer`] messages, nothing processed; `413 too_large` above `limits::MAX_MESSAGE_BYTES`, nothing processed, and the A2E `schema_violation` error queued on the stream as stdio answers an oversized line |
 //! | `GET /stream` (`X-Session-Id`) | Server-Sent Events: one `data: <json>` line and a blank line per reply, `:` keep-alive comments; everything produced since the session began and not yet streamed, then each new reply; a newer stream of the session ends the older; ends after `shutdown` once the queue is empty |
 //! | `GET /health` | `200 {"status":"ok"}` |
@@ -21,8 +21,10 @@
 //! Built with [`router`], every caller acts as the owner of [`ServerConfig::room`] whatever
 //! the `Authorization` header says (the embedded default without tokens); built with
 //! [`authenticated_router`], every endpoint but `/health` needs a bearer token whose
-//! principal holds `planning.use`, and acts in the token's Room. The REST API always checks
-//! bearer tokens, including for its planning endpoint `POST /v1/rooms/{room}/planning`.
+//! principal holds `planning.use`, and acts in the token's Room — except that a session may
+//! instead bring its token in its handshake's `auth_token` (for clients that send no
+//! headers): see [`authenticated_router`]. The REST API always checks bearer tokens,
+//! including for its planning endpoint `POST /v1/rooms/{room}/planning`.
 
 mod a2e;
 pub mod api;
@@ -31,6 +33,7 @@ mod body;
 mod caller;
 mod config;
 mod error;
+mod handshake;
 mod sessions;
 mod state;
 mod v1;
@@ -68,8 +71,21 @@ pub fn router(service: Arc<PlanningService>, config: ServerConfig) -> Router {
 
 /// [`router`] with bearer tokens: every endpoint but `/health` needs `Authorization: Bearer`
 /// with a valid token (401 otherwise) whose principal holds `planning.use` in its Room (403
-/// naming it otherwise); a session acts in the token's Room, and a session id is only found
-/// by callers of that Room. `config.room` is not used. The planning service is `api`'s.
+/// naming it otherwise); a session acts in the token's Room as its principal (T3), and a
+/// session id is only found by callers of that Room. The planning service is `api`'s.
+///
+/// A session may also authenticate with its handshake instead (A2E clients that send no
+/// headers): `POST /session` without an `Authorization` header makes an *unbound* session of
+/// `config.room` (the only Room a request without a token can name), which `/send` and
+/// `/stream` then reach without the header too. Until a `handshake/req` whose `auth_token` is
+/// a valid token of `config.room` whose principal holds `planning.use` binds it to that
+/// principal, the session answers every message with the A2E `error` `unauthorized` (a bad
+/// token, one of another Room, included) and changes nothing; `shutdown` ends it, and an
+/// unbound session expires like any idle one. Unbound sessions may fill at most half of
+/// `config.max_sessions`. A session never changes identity: on any bound session (by header
+/// or handshake) a handshake's `auth_token` must be empty or authenticate the same principal,
+/// else `unauthorized`. A session made with the header needs the header on `/send` and
+/// `/stream` (401 without).
 pub fn authenticated_router(config: ServerConfig, api: &api::Api) -> Router {
     build(
         Arc::clone(&api.planning),

@@ -11,6 +11,13 @@
 //! Bound: a session holds at most `buffer` messages, counting both the accepted messages not
 //! yet answered and the replies not yet taken. A message is admitted only when it fits, so
 //! every admitted message's reply has room and none is ever dropped.
+//!
+//! Identity: each session carries whom its messages act for ([`Acting`]), read by its
+//! processor before each message; the handshake that binds an unbound session changes it
+//! before the next message is taken, so every message is answered as the binding its
+//! position in the order gives. Unbound sessions (made without a header, so by anyone) may
+//! fill at most half of `max_sessions`, so they can never crowd out sessions of token
+//! holders.
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -24,6 +31,7 @@ use tokio::sync::{Notify, watch};
 use agentroom_planning::{RoomId, Session, Step};
 
 use crate::error::ApiError;
+use crate::handshake::Acting;
 
 /// Every session of one router.
 #[derive(Debug)]
@@ -49,17 +57,33 @@ impl Sessions {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a new session; when the bound is reached, expires idle sessions first.
-    pub(crate) fn create(&self, session: Session) -> Result<Arc<Slot>, ApiError> {
-        let slot = Arc::new(Slot::new(session, self.buffer));
+    /// Registers a new session whose messages act for `acting`; when the bound is reached,
+    /// expires idle sessions first. An unbound session is refused, like one above the bound,
+    /// when unbound sessions already fill half of it.
+    pub(crate) fn create(&self, session: Session, acting: Acting) -> Result<Arc<Slot>, ApiError> {
+        let unbound_limit = acting.is_unbound().then(|| (self.max_sessions / 2).max(1));
+        let slot = Arc::new(Slot::new(session, acting, self.buffer));
         let mut map = self.lock();
-        if map.len() >= self.max_sessions {
+        let full = |map: &HashMap<String, Arc<Slot>>| {
+            map.len() >= self.max_sessions
+                || unbound_limit.is_some_and(|limit| unbound(map) >= limit)
+        };
+        if full(&map) {
             expire(&mut map, Instant::now(), self.idle_timeout);
         }
         if map.len() >= self.max_sessions {
             return Err(ApiError::TooManySessions {
                 limit: self.max_sessions,
             });
+        }
+        if let Some(limit) = unbound_limit
+            && unbound(&map) >= limit
+        {
+            tracing::info!(
+                limit,
+                "unbound sessions fill their share; one more is refused"
+            );
+            return Err(ApiError::TooManySessions { limit });
         }
         let id = slot.session.id().to_owned();
         if map.contains_key(&id) {
@@ -84,6 +108,21 @@ impl Sessions {
         }
     }
 
+    /// The live session `id` acting in `room`, for a request without an `Authorization`
+    /// header: a session made with the header needs it (401, as before sessions could be
+    /// bound by their handshake); one of another Room, or none, is unknown (404).
+    pub(crate) fn get_without_header(
+        &self,
+        id: &str,
+        room: &RoomId,
+    ) -> Result<Arc<Slot>, ApiError> {
+        let slot = self.get(id, room)?;
+        if slot.made_with_header {
+            return Err(ApiError::Unauthenticated);
+        }
+        Ok(slot)
+    }
+
     fn remove(&self, id: &str) {
         let removed = self.lock().remove(id);
         if removed.is_some() {
@@ -101,6 +140,13 @@ impl Sessions {
     pub(crate) fn sweep_interval(&self) -> Duration {
         (self.idle_timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(30))
     }
+}
+
+/// How many sessions wait for the handshake that binds them.
+fn unbound(map: &HashMap<String, Arc<Slot>>) -> usize {
+    map.values()
+        .filter(|slot| slot.lock().acting.is_unbound())
+        .count()
 }
 
 fn expire(map: &mut HashMap<String, Arc<Slot>>, now: Instant, idle: Duration) -> usize {
@@ -129,7 +175,11 @@ pub(crate) async fn sweep_forever(sessions: Weak<Sessions>, interval: Duration) 
 /// One session and its queues.
 #[derive(Debug)]
 pub(crate) struct Slot {
+    /// The session as `POST /session` made it: its id, Room and reply numbering.
     session: Session,
+    /// Whether `POST /session` carried the bearer header: then every request for the session
+    /// must too.
+    made_with_header: bool,
     buffer: usize,
     state: Mutex<SlotState>,
     /// Woken on every change a stream may care about: a reply queued, the session closed,
@@ -155,12 +205,15 @@ struct SlotState {
     last_active: Instant,
     /// `shutdown` was processed, or the session expired: nothing more is admitted.
     closed: bool,
+    /// Whom the session's messages act for; changed only by the handshake that binds it.
+    acting: Acting,
 }
 
 impl Slot {
-    fn new(session: Session, buffer: usize) -> Self {
+    fn new(session: Session, acting: Acting, buffer: usize) -> Self {
         Self {
             session,
+            made_with_header: matches!(acting, Acting::Bound { .. }),
             buffer,
             state: Mutex::new(SlotState {
                 inbox: VecDeque::new(),
@@ -171,6 +224,7 @@ impl Slot {
                 stream_generation: 0,
                 last_active: Instant::now(),
                 closed: false,
+                acting,
             }),
             changed: Notify::new(),
         }
@@ -282,16 +336,22 @@ async fn process(slot: Arc<Slot>, sessions: Arc<Sessions>) {
                 }
             }
         };
+        // Messages are taken one at a time, so the binding read here is the one every
+        // message before this one left.
+        let acting = slot.lock().acting.clone();
         // A panic in the service must not leave the session waiting forever for a reply
         // that will not come: it closes the session (its id then answers 404) instead.
-        let step = AssertUnwindSafe(slot.session.step(&message))
+        let (step, bound) = AssertUnwindSafe(acting.answer(&slot.session, &message))
             .catch_unwind()
             .await
             .unwrap_or_else(|_| {
                 tracing::error!(session = %slot.id(), "a message panicked; the session is closed");
-                Step::Close
+                (Step::Close, None)
             });
         let mut state = slot.lock();
+        if let Some(bound) = bound {
+            state.acting = bound;
+        }
         state.unanswered = state.unanswered.saturating_sub(1);
         match step {
             Step::Reply(line) => state.outbound.push_back(line),

@@ -84,6 +84,20 @@ pub(crate) async fn authorize(
         .and_then(|value| value.strip_prefix("Bearer "))
         .map(str::trim)
         .ok_or(ApiError::Unauthenticated)?;
+    authorize_token(api, token, room, permission).await
+}
+
+/// Who the token text `token` authenticates, if its principal may use `permission` in `room`
+/// (the token's own Room when `None`): the check behind [`authorize`], and behind an A2E
+/// session's handshake `auth_token` (`crate::handshake`), so both accept exactly the same
+/// tokens. 401 for a malformed, unknown, expired or revoked token; 404 for another Room; 403
+/// naming the permission.
+pub(crate) async fn authorize_token(
+    api: &Api,
+    token: &str,
+    room: Option<&str>,
+    permission: Permission,
+) -> Result<Caller, ApiError> {
     let authenticated = match api.rooms.authenticate(token).await {
         Ok(authenticated) => authenticated,
         Err(AuthError::Store(error)) => return Err(ApiError::internal(error)),

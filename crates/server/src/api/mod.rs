@@ -34,7 +34,7 @@ use axum::Router;
 use axum::http::Method;
 use axum::routing::{MethodFilter, MethodRouter, on};
 
-pub(crate) use auth::authorize;
+pub(crate) use auth::{authorize, authorize_token};
 pub use feed::Feed;
 
 /// The largest JSON body the REST API reads; above it a request is a 413 and nothing changes.

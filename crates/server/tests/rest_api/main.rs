@@ -623,14 +623,20 @@ async fn planning_messages_tolerate_unknown_fields_and_need_a_token() {
     answer.assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
 }
 
-/// The A2E HTTP transport beside the API takes the same tokens: no token 401, no
-/// `planning.use` 403, and a session is found only by callers of its Room.
+/// The A2E HTTP transport beside the API takes the same tokens: a bad token 401 (no token at
+/// all makes a session its handshake must bind: `handshake.rs`), no `planning.use` 403, a
+/// session made with the header needs it on `/send`, and a session is found only by callers
+/// of its Room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2e_sessions_authenticate_with_bearer_tokens() {
     let app = spawn_app().await;
-    let refused = app.call(Method::POST, "/session", &[], "").await;
-    refused.assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
-    assert_eq!(refused.headers["www-authenticate"], "Bearer");
+    for bad in ["Bearer ar_not-a-token", "Basic c2FtOnNhbQ==", ""] {
+        let refused = app
+            .call(Method::POST, "/session", &[("authorization", bad)], "")
+            .await;
+        refused.assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
+        assert_eq!(refused.headers["www-authenticate"], "Bearer");
+    }
     let nora = app.as_("nora", Method::POST, "/session", "").await;
     assert_eq!(
         nora.assert_error(StatusCode::FORBIDDEN, "forbidden")["permission"],
@@ -650,6 +656,11 @@ async fn a2e_sessions_authenticate_with_bearer_tokens() {
         )
         .await;
     assert_eq!(sent.status, StatusCode::ACCEPTED, "{sent:?}");
+    // Made with the header, the session needs it.
+    let bare = app
+        .call(Method::POST, "/send", &[("x-session-id", &session)], ping)
+        .await;
+    bare.assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
     // A token of another Room does not find the session.
     let other = agentroom_domain::ids::RoomId::parse("other").unwrap();
     let (_, foreign) = issue(&app.store, &other, "sam", None).await;
