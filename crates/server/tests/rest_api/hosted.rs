@@ -17,7 +17,7 @@ fn result_path(op: &str) -> String {
 
 /// Waits until `who` has an assignment for the task `key` and returns it (a hang fails the
 /// test after [`STEP`]; nothing is measured).
-async fn assignment(app: &App, who: &str, key: &str) -> Value {
+pub(super) async fn assignment(app: &App, who: &str, key: &str) -> Value {
     timeout(STEP, async {
         loop {
             let list = app.get(who, ASSIGNMENTS).await;

@@ -10,6 +10,7 @@
     reason = "tests: a failed unwrap is a failed test"
 )]
 
+mod handshake;
 mod hosted;
 mod inputs;
 mod support;

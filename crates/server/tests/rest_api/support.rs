@@ -173,6 +173,15 @@ pub async fn spawn_app() -> App {
 /// [`spawn_app`] with the specialists `hosted` executed by agent hosts over the API: their
 /// calls wait for the results submitted to `/v1/rooms/local/assignments/{operation}/result`.
 pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
+    spawn_app_configured(hosted, |_| {}).await
+}
+
+/// [`spawn_app_hosting`] with the A2E transport's settings as `configure` leaves them (its
+/// Room, `local`, first).
+pub async fn spawn_app_configured(
+    hosted: &[&str],
+    configure: impl FnOnce(&mut agentroom_server::ServerConfig),
+) -> App {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agentroom.db");
     agentroom_store_sqlite::migrate::up(&path).unwrap();
@@ -282,10 +291,9 @@ pub async fn spawn_app_hosting(hosted: &[&str]) -> App {
         planning,
         feed: Arc::clone(&feed),
     };
-    let a2e = agentroom_server::authenticated_router(
-        agentroom_server::ServerConfig::new(room.clone()),
-        &api,
-    );
+    let mut config = agentroom_server::ServerConfig::new(room.clone());
+    configure(&mut config);
+    let a2e = agentroom_server::authenticated_router(config, &api);
     let rest = api::router(api);
     let router = api::with_request_ids(a2e).merge(rest);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
