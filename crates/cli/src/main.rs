@@ -91,8 +91,9 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: std::net::SocketAddr,
         /// A Room to coordinate (repeat for several; each must exist). None: every Room on the
-        /// store, and each Room created while it runs. Anonymous A2E sessions
-        /// (--anonymous-planning) act in the first, or in `local`.
+        /// store, and each Room created while it runs. A2E sessions made without a bearer
+        /// header (bound by their handshake's auth_token, or anonymous with
+        /// --anonymous-planning) act in the first, or in `local`.
         #[arg(long = "room", value_parser = RoomId::parse)]
         rooms: Vec<RoomId>,
         #[command(flatten)]
