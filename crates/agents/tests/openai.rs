@@ -375,6 +375,42 @@ async fn b3_a_response_without_usage_charges_the_whole_reservation() {
 }
 
 #[tokio::test]
+async fn b3_a_usage_of_zero_prompt_tokens_charges_the_whole_reservation() {
+    // What a proxy reports when its upstream gave it no usage: the call ran, it is not free.
+    let server = Server::start(vec![Reply::Json(200, completion(ANSWER, Some((0, 0))))]).await;
+    let outcome = adapter(&server).interpret(&reasoner_call()).await;
+    assert!(
+        matches!(
+            outcome,
+            AgentOutcome::Returned {
+                charge: Charge::NoUsage,
+                result: ReasonerResult::Proposal(_)
+            }
+        ),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn d2_a_proxys_timeout_or_gateway_error_is_uncertain_and_never_sent_again() {
+    for status in [408_u16, 502, 503, 504] {
+        // One reply only: a second request would find none and fail the test.
+        let server = Server::start(vec![Reply::Raw(
+            status,
+            vec![("retry-after", "1"), ("content-type", "application/json")],
+            r#"{"error":{"message":"upstream timed out","type":"timeout"}}"#,
+        )])
+        .await;
+        let outcome = adapter(&server).interpret(&reasoner_call()).await;
+        assert!(
+            matches!(&outcome, AgentOutcome::Uncertain { reason } if reason.contains(&status.to_string())),
+            "{status}: {outcome:?}"
+        );
+        assert_eq!(server.requests().len(), 1, "{status} was sent again");
+    }
+}
+
+#[tokio::test]
 async fn o11_malformed_content_is_a_format_error_that_feeds_repair_and_is_charged() {
     let server = Server::start(vec![
         Reply::Json(

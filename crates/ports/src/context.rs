@@ -133,12 +133,12 @@ pub struct CallContext {
 /// The context's required items alone are above the bytes the prompt leaves for them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the call's required content ({required} bytes: {kinds}) does not fit the {budget} bytes its \
-     input bound leaves for it; raise the role's max_input_tokens in prices.toml or lower the \
-     room's content bounds"
+    "the call's required content ({required} bytes: {kinds}, and a note naming each item left \
+     out) does not fit the {budget} bytes its input bound leaves for it; raise the role's \
+     max_input_tokens in prices.toml or lower the room's content bounds"
 )]
 pub struct DoesNotFit {
-    /// The bytes the required items take, rendered.
+    /// The bytes the required items and the notes naming what was left out take, rendered.
     pub required: usize,
     /// The bytes there are.
     pub budget: usize,
@@ -180,8 +180,10 @@ impl CallContext {
                     self.items.iter().filter(|i| i.required).collect();
                 let mut kinds: Vec<&str> = required.iter().map(|i| i.kind.as_str()).collect();
                 kinds.dedup();
+                // The least the prompt can hold: the required items and a note naming each
+                // item left out.
                 return Err(DoesNotFit {
-                    required: required.iter().map(|i| i.render().len()).sum(),
+                    required: total,
                     budget,
                     kinds: kinds.join(", "),
                 });

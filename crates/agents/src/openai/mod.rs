@@ -7,12 +7,14 @@
 //!   variable the configuration names. A request above the role's bounds, or whose reservation
 //!   is below the role's quote, is refused before anything is sent (B6).
 //! - **Charges** (B3): from `usage.prompt_tokens` and `usage.completion_tokens` at the model's
-//!   price, each component rounded up; no usage is [`Charge::NoUsage`] (the whole reservation).
-//! - **Failures**: nothing sent (connect refused, DNS, TLS, connect timeout) or not taken (429,
-//!   408, 503 with `Retry-After`) → not sent, which the runner retries with backoff (this
-//!   adapter sends each request once); refused by the server (other 3xx/4xx) → refused, not
-//!   retried; a timeout after sending, a connection dropped mid-response, a 5xx or a 409 →
-//!   uncertain, never sent again blindly (D2). A reply that is not the envelope is a format
+//!   price, each component rounded up; no usage, or zero prompt tokens (what a proxy reports
+//!   when its upstream gave none), is [`Charge::NoUsage`] (the whole reservation).
+//! - **Failures** (money-safe, the table in `wire::meaning`): nothing sent (connect refused,
+//!   DNS, TLS, connect timeout) or not taken (429) → not sent, which the runner retries with
+//!   backoff (this adapter sends each request once); refused by the server (other 3xx/4xx) →
+//!   refused, not retried; a timeout after sending, a connection dropped mid-response, 408,
+//!   409 or any 5xx (a proxy answers 408/502/503/504 when its upstream failed, after the work
+//!   may have run) → uncertain, never sent again blindly (D2). A reply that is not the envelope is a format
 //!   error (reasoner, reviewer: O11 and repair) or the task's failure (specialist), charged.
 
 mod prompt;
@@ -423,8 +425,9 @@ impl OpenAi {
         Completion { content, charge }
     }
 
-    /// B3: the usage's cost at the model's price; no usage (or none this adapter can price) is
-    /// charged the whole reservation.
+    /// B3: the usage's cost at the model's price; no usage, usage of zero prompt tokens (every
+    /// prompt here holds a system message: a proxy that got no usage from its upstream
+    /// reports zeros), or usage this adapter cannot price is charged the whole reservation.
     fn charge(&self, usage: Option<wire::Usage>) -> Charge {
         let Some(wire::Usage {
             prompt_tokens: Some(input_tokens),
@@ -433,6 +436,13 @@ impl OpenAi {
         else {
             return Charge::NoUsage;
         };
+        if input_tokens == 0 {
+            tracing::warn!(
+                output_tokens,
+                "B3: the response reports zero prompt tokens for a non-empty prompt: charged the whole reservation"
+            );
+            return Charge::NoUsage;
+        }
         let usage = TokenUsage {
             input_tokens,
             output_tokens,

@@ -118,29 +118,30 @@ pub(crate) fn clip(text: &str) -> String {
 /// What a non-success status says about the call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum StatusMeaning {
-    /// The server did not take the request (rate limited, overloaded and said when to come
-    /// back, timed out reading it): it may be sent again.
+    /// The server did not take the request (rate limited): it may be sent again.
     NotTaken { retry_after: Option<Duration> },
     /// The server refused the request without running it: sending it again cannot help.
     Refused,
-    /// The request may have run (a server error, a conflict on its idempotency key).
+    /// The request may have run: never sent again blindly (D2).
     Unknown,
 }
 
-/// Classifies a status other than 2xx. 429, 408 and a 503 that names a `Retry-After` did not
-/// take the request; other 5xx and 409 (another request with this idempotency key) may have
-/// run; every other 3xx and 4xx (400, 401, 403, 404, 413, 422, ...) refused it.
+/// Classifies a status other than 2xx, money-safe (issue 16): only what proves the request
+/// was not run may be sent again. The whole table, as the operator docs give it:
+///
+/// | status | meaning | why |
+/// | --- | --- | --- |
+/// | 429 | not taken (after `retry-after`) | rate limited before the work |
+/// | 408, 502, 503, 504 | unknown: uncertain, never resent | a proxy answers these when *its* upstream timed out or failed, after the work may have run |
+/// | 409 | unknown | another request with this idempotency key |
+/// | other 5xx | unknown | a server error, after the work may have run |
+/// | other 3xx, 4xx | refused | the request was not accepted (400, 401, 403, 404, 413, 422, ...) |
 pub(crate) fn meaning(status: StatusCode, headers: &HeaderMap) -> StatusMeaning {
-    let retry_after = retry_after(headers);
-    match status {
-        StatusCode::TOO_MANY_REQUESTS | StatusCode::REQUEST_TIMEOUT => {
-            StatusMeaning::NotTaken { retry_after }
-        }
-        StatusCode::SERVICE_UNAVAILABLE if retry_after.is_some() => {
-            StatusMeaning::NotTaken { retry_after }
-        }
-        StatusCode::CONFLICT => StatusMeaning::Unknown,
-        s if s.is_server_error() => StatusMeaning::Unknown,
+    match status.as_u16() {
+        429 => StatusMeaning::NotTaken {
+            retry_after: retry_after(headers),
+        },
+        408 | 409 | 500..=599 => StatusMeaning::Unknown,
         _ => StatusMeaning::Refused,
     }
 }
@@ -178,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn statuses_say_whether_the_request_ran() {
+    fn b3_d2_statuses_say_whether_the_request_ran_and_only_a_429_is_resent() {
         let none = HeaderMap::new();
         let later = headers(&[("retry-after", "3")]);
         for (status, headers, expected) in [
@@ -190,14 +191,10 @@ mod tests {
                     retry_after: Some(Duration::from_secs(3)),
                 },
             ),
-            (408, &none, StatusMeaning::NotTaken { retry_after: None }),
-            (
-                503,
-                &later,
-                StatusMeaning::NotTaken {
-                    retry_after: Some(Duration::from_secs(3)),
-                },
-            ),
+            // A proxy's timeouts and gateway errors may follow work that ran upstream.
+            (408, &none, StatusMeaning::Unknown),
+            (408, &later, StatusMeaning::Unknown),
+            (503, &later, StatusMeaning::Unknown),
             (503, &none, StatusMeaning::Unknown),
             (500, &none, StatusMeaning::Unknown),
             (502, &none, StatusMeaning::Unknown),
