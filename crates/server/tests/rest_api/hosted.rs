@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use tokio::time::{sleep, timeout};
 
 use super::support::{App, STEP, spawn_app_hosting};
-use super::{UNKNOWN, task};
+use super::{UNKNOWN, evidence, task};
 
 const ASSIGNMENTS: &str = "/v1/rooms/local/assignments";
 
@@ -521,31 +521,6 @@ async fn t3_an_a2e_session_acts_as_its_tokens_principal_on_an_objective_board() 
             "{path}: {other}"
         );
     }
-}
-
-/// Evidence for a `met` on report `version` as R7 asks: its first source and the first line
-/// of its body, read from the reviews the API shows.
-fn evidence(reviews: &Value, version: u64) -> (String, String) {
-    let report = reviews["reports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["version"] == version)
-        .unwrap_or_else(|| panic!("no report v{version}: {reviews}"));
-    let content = &report["content"];
-    let source = content["sources"][0]["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("report v{version} cites nothing: {report}"))
-        .to_owned();
-    let quote = content["body"]
-        .as_str()
-        .unwrap_or_else(|| panic!("report v{version} has no body: {report}"))
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with('#'))
-        .unwrap()
-        .to_owned();
-    (source, quote)
 }
 
 /// R7 over REST: a human's verdict naming a source the report does not cite is refused as
