@@ -139,6 +139,15 @@ enum Command {
         /// released, so the next recovery classifies them at once. At most an hour.
         #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = serve::parse_grace)]
         shutdown_grace: std::time::Duration,
+        /// How long a call that reaches no provider (connection refused, rate limited) is
+        /// retried, with jittered backoff under the same operation id and reservation, before
+        /// its objective (or the pending owner message) stops for attention naming the error.
+        #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = serve::parse_duration)]
+        provider_wait: std::time::Duration,
+        /// How long an uncertain call (it may have run; no result) stays uncertain, its
+        /// reservation held and the operator notified, before it is dead-lettered.
+        #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = serve::parse_duration)]
+        uncertain_hold: std::time::Duration,
         /// Serve the A2E transport and `POST /v1/planning` without tokens, every caller
         /// acting as the owner of the first --room: for one local user on loopback only.
         /// Without it they need `Authorization: Bearer` like the REST API.
@@ -263,6 +272,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             poll_ms,
             recover_every,
             shutdown_grace,
+            provider_wait,
+            uncertain_hold,
             anonymous_planning,
         } => {
             // A bad policy file stops the host before it listens, naming file, line, field.
@@ -287,6 +298,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 poll: std::time::Duration::from_millis(poll_ms.max(1)),
                 recover_every,
                 shutdown_grace,
+                provider_wait,
+                uncertain_hold,
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

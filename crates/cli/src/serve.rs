@@ -72,6 +72,10 @@ pub(crate) struct CoordinatorArgs {
     pub(crate) recover_every: u32,
     /// How long calls still running at a graceful stop may take to finish.
     pub(crate) shutdown_grace: Duration,
+    /// How long a call that reaches nothing is retried before its objective stops.
+    pub(crate) provider_wait: Duration,
+    /// How long an uncertain call stays uncertain before it is dead-lettered.
+    pub(crate) uncertain_hold: Duration,
 }
 
 pub(crate) async fn run(
@@ -176,15 +180,12 @@ async fn start_coordinator(
         tracing::warn!("no agents configured (--agents or --openai): every call is refused");
     }
     let feed = Arc::new(Feed::new());
-    let coordinator = Coordinator::builder(
-        store,
-        CoordinatorConfig::new(RunnerConfig::new(runner_name(), args.lease)),
-    )
-    .provider(Arc::new(agents))
-    .reconciler(Arc::new(reconciler))
-    .clock(Arc::new(SystemClock))
-    .catalog(catalog.clone())
-    .notifier(Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)));
+    let coordinator = Coordinator::builder(store, CoordinatorConfig::new(runner_config(args)))
+        .provider(Arc::new(agents))
+        .reconciler(Arc::new(reconciler))
+        .clock(Arc::new(SystemClock))
+        .catalog(catalog.clone())
+        .notifier(Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)));
     let coordinator = match hosted {
         Some(desk) => coordinator.desk(desk),
         None => coordinator,
@@ -240,23 +241,54 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 /// Parses `--shutdown-grace`: whole seconds (`10`, `10s`), milliseconds (`1500ms`) or
 /// minutes (`2m`).
 pub(crate) fn parse_grace(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text)?;
+    if duration > Duration::from_secs(3_600) {
+        return Err(format!("`{}` is longer than an hour", text.trim()));
+    }
+    Ok(duration)
+}
+
+/// A duration as people write it: `1500ms`, `10s`, `15m`, `24h`, `7d` (a bare number is
+/// seconds). Zero is refused: every window here must let something happen.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(at) => text.split_at(at),
         None => (text, "s"),
     };
-    let bad = || format!("`{text}` is not a duration: write e.g. `10s`, `1500ms` or `2m`");
+    let bad = || format!("`{text}` is not a duration: write e.g. `10s`, `1500ms`, `15m` or `24h`");
     let n: u64 = digits.parse().map_err(|_| bad())?;
+    let seconds = |factor: u64| {
+        n.checked_mul(factor)
+            .map(Duration::from_secs)
+            .ok_or_else(bad)
+    };
     let duration = match unit {
         "ms" => Duration::from_millis(n),
         "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(bad)?),
+        "m" => seconds(60)?,
+        "h" => seconds(3_600)?,
+        "d" => seconds(86_400)?,
         _ => return Err(bad()),
     };
-    if duration > Duration::from_secs(3_600) {
-        return Err(format!("`{text}` is longer than an hour"));
+    if duration.is_zero() {
+        return Err(format!("`{text}` is zero: give a positive duration"));
     }
     Ok(duration)
+}
+
+/// The runner of `serve`: calls that reach nothing are retried for `provider_wait`; an
+/// uncertain call is asked about at every recovery (every `poll` × `recover_every`) and
+/// dead-lettered only after `uncertain_hold`, long enough for an operator to act.
+pub(crate) fn runner_config(args: &CoordinatorArgs) -> RunnerConfig {
+    let every = args
+        .poll
+        .saturating_mul(args.recover_every.max(1))
+        .max(Duration::from_millis(1));
+    let passes = args.uncertain_hold.as_millis().div_ceil(every.as_millis());
+    RunnerConfig::new(runner_name(), args.lease)
+        .with_not_sent_window(args.provider_wait)
+        .with_max_recovery_attempts(u32::try_from(passes).unwrap_or(u32::MAX).max(1))
 }
 
 /// The Rooms named, each of which must exist; or, when none is named, every Room on the

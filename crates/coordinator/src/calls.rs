@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use agentroom_ports::domain::authority::required_role;
-use agentroom_ports::domain::engine::CallEvent;
+use agentroom_ports::domain::engine::{CallEvent, CallFailure, FailureKind};
 use agentroom_ports::domain::ids::{OperationId, RoomId};
 use agentroom_ports::{CallContext, CommitError, Receipt};
 use agentroom_workflows::{Executed, Leased, Recovery, RecoveryReport, Runner, WorkflowError};
@@ -71,8 +71,11 @@ impl Shared {
     }
 
     /// What `call` sees of the Room (C1), assembled from the Room as stored now; or why it
-    /// may not be sent now (T3): its principal no longer holds the role it is called in.
-    async fn prepare(self: &Arc<Self>, call: &Leased) -> Result<CallContext, String> {
+    /// may not be sent now: its principal no longer holds the role it is called in (T3), or
+    /// the store could not be read (nothing was sent; the provider is not to blame, but the
+    /// call could not reach it).
+    async fn prepare(self: &Arc<Self>, call: &Leased) -> Result<CallContext, CallFailure> {
+        let unreachable = |cause: String| CallFailure::new(FailureKind::Unreachable, cause);
         let request = &call.request;
         let loaded = self
             .runner
@@ -81,8 +84,13 @@ impl Shared {
         // Nothing was sent: the call is settled at zero and its work open again.
         let room = match loaded {
             Ok(Some(room)) => room,
-            Ok(None) => return Err(format!("room {} is not in the store", call.room)),
-            Err(err) => return Err(format!("checking authorization: {err}")),
+            Ok(None) => {
+                return Err(CallFailure::new(
+                    FailureKind::Refused,
+                    format!("room {} is not in the store", call.room),
+                ));
+            }
+            Err(err) => return Err(unreachable(format!("checking authorization: {err}"))),
         };
         // The reasoner is the Room's own: no role to hold.
         if let Some(role) = required_role(request.role) {
@@ -90,7 +98,10 @@ impl Shared {
             if !room.state.may_be_called(principal, request.role) {
                 let who = principal.map_or_else(|| "nobody".to_owned(), ToString::to_string);
                 tracing::warn!(%who, ?role, op = %request.op, "T3: not sent");
-                return Err(format!("T3: {who} holds no role {role:?} in the room now"));
+                return Err(CallFailure::new(
+                    FailureKind::Unauthorized,
+                    format!("T3: {who} holds no role {role:?} in the room now"),
+                ));
             }
         }
         let assembled = self
@@ -99,14 +110,34 @@ impl Shared {
                 context::assemble(self, &call.room, &room.state, request)
             })
             .await;
-        assembled.map_err(|err| format!("reading the call's context: {err}"))
+        assembled.map_err(|err| unreachable(format!("reading the call's context: {err}")))
     }
 
     /// Runs `call` and has the Room decide what became of it.
     async fn run_call(self: &Arc<Self>, call: &Leased) -> Result<(), WorkflowError> {
         let executed = match self.prepare(call).await {
-            Err(reason) => Executed::NotSent { reason },
-            Ok(context) => self.runner.execute(call, &context).await?,
+            Err(failure) => Executed::NotSent(failure),
+            Ok(context) => {
+                // The Room shows the call waits for its provider (once per call); the
+                // outcome that ends the call is decided after it, in the Room's order.
+                let on_wait = {
+                    let shared = Arc::clone(self);
+                    let (room, op) = (call.room.clone(), call.op());
+                    move |cause: String| {
+                        let shared = Arc::clone(&shared);
+                        let room = room.clone();
+                        tokio::spawn(async move {
+                            let event = CallEvent::Waiting { cause };
+                            if let Err(err) = shared.call_event(&room, op, event, None).await {
+                                tracing::info!(%op, %err, "the room did not record that the call waits");
+                            }
+                        });
+                    }
+                };
+                self.runner
+                    .execute_watched(call, &context, &on_wait)
+                    .await?
+            }
         };
         let (room, op) = (&call.room, call.op());
         match executed {

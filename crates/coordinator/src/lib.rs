@@ -474,6 +474,19 @@ impl Coordinator {
         .await
     }
 
+    /// Retry a pending owner message whose interpretation a provider failed: it waited for
+    /// attention, and its interpretation is issued again.
+    pub async fn retry_message(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        by: PrincipalId,
+        event: EventId,
+    ) -> Result<Outcome, CoordinatorError> {
+        self.submit(room, id, OperatorInput::RetryMessage { by, event })
+            .await
+    }
+
     /// Grant or revoke a role.
     pub async fn change_membership(
         &self,
@@ -622,6 +635,13 @@ pub enum OperatorInput {
         /// The contribution it claims (T2).
         contribution: Option<ContributionId>,
     },
+    /// Retry a pending owner message a provider failed.
+    RetryMessage {
+        /// Who asks.
+        by: PrincipalId,
+        /// The message.
+        event: EventId,
+    },
     /// Grant or revoke a role.
     ChangeMembership {
         /// Who changes it.
@@ -651,6 +671,7 @@ impl OperatorInput {
                 Input::DecideLateResult { by, op, decision }
             }
             OperatorInput::RaiseLimit { by, amount } => Input::RaiseLimit { by, amount },
+            OperatorInput::RetryMessage { by, event } => Input::RetryMessage { by, event },
             OperatorInput::AcknowledgeOverrun { by } => Input::AcknowledgeOverrun { by },
             OperatorInput::RecordReview {
                 by,

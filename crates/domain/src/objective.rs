@@ -94,6 +94,10 @@ pub struct Interpretation {
     pub(crate) attempts: u32,
     pub(crate) op: Option<OperationId>,
     pub(crate) feedback: Vec<String>,
+    /// Why it waits for a person: its call never reached the provider (or was refused before
+    /// running) and nothing is issued until someone retries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) held: Option<String>,
 }
 
 impl Interpretation {
@@ -105,6 +109,7 @@ impl Interpretation {
             attempts: 0,
             op: None,
             feedback: Vec::new(),
+            held: None,
         }
     }
 
@@ -127,6 +132,11 @@ impl Interpretation {
     /// Repair feedback from refused attempts (O7).
     pub fn feedback(&self) -> &[String] {
         &self.feedback
+    }
+    /// Why it waits for a person, when its provider failed it (nothing is issued until it is
+    /// retried).
+    pub fn held(&self) -> Option<&str> {
+        self.held.as_deref()
     }
 }
 

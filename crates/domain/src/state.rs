@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{
-    ContributionId, EventId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity,
+    ContributionId, EventId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity, Timestamp,
 };
 use crate::ledger::{BudgetLedger, LedgerError};
 use crate::money::UsdMicros;
@@ -119,6 +119,20 @@ pub struct Operation {
     pub(crate) reservation: UsdMicros,
     pub(crate) charged: Option<UsdMicros>,
     pub(crate) state: OperationState,
+    /// Why it is where it is, when that is not plain: in flight, waiting for the provider
+    /// (nothing reached it yet, retried with backoff); uncertain, why no receipt exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cause: Option<CallCause>,
+}
+
+/// Why a call waits for its provider or is uncertain, and since when: what the board, the
+/// API and the decision log show people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallCause {
+    /// What the provider (or the lack of one) said: a status, a message, a rule.
+    pub cause: String,
+    /// When it was recorded.
+    pub since: Timestamp,
 }
 
 impl Operation {
@@ -157,6 +171,15 @@ impl Operation {
     /// Where it is.
     pub fn state(&self) -> OperationState {
         self.state
+    }
+    /// Why it waits for its provider (in flight) or is uncertain, when known.
+    pub fn cause(&self) -> Option<&CallCause> {
+        self.cause.as_ref()
+    }
+    /// Whether it is in flight but has not reached its provider yet: retried with backoff,
+    /// its reservation held under the same id.
+    pub fn waiting_for_provider(&self) -> bool {
+        self.state == OperationState::InFlight && self.cause.is_some()
     }
 }
 

@@ -5,7 +5,8 @@
 mod common;
 
 use agentroom_domain::engine::{
-    CallEvent, CallResult, Charge, Proposal, ProposalKind, ReasonerResult, Reconciliation,
+    CallEvent, CallFailure, CallResult, Charge, FailureKind, Proposal, ProposalKind,
+    ReasonerResult, Reconciliation,
 };
 use agentroom_domain::state::OperationState;
 use common::*;
@@ -45,14 +46,14 @@ fn d2_b3_a_returned_call_settles_once_and_a_second_delivery_no_longer_fits() {
 fn d2_an_uncertain_call_keeps_its_reservation_until_a_reconciliation_settles_it() {
     let mut room = Room::new();
     let call = reasoner_call(&room.say("what is six times seven?"));
-    let uncertain = CallEvent::Uncertain;
+    let uncertain = CallEvent::Uncertain { cause: None };
     assert!(!uncertain.settles(), "D2: the reservation is held");
     let decision = room.apply(uncertain.input(call.op));
     assert!(!decision.settles(call.op));
     assert_eq!(state_of(&room, &call), Some(OperationState::Uncertain));
     // Only a confirmation follows an uncertain call; its own outcomes no longer fit.
-    assert!(!CallEvent::Uncertain.fits(OperationState::Uncertain));
-    assert!(!CallEvent::NotSent.fits(OperationState::Uncertain));
+    assert!(!CallEvent::Uncertain { cause: None }.fits(OperationState::Uncertain));
+    assert!(!not_sent().fits(OperationState::Uncertain));
     let confirmed = CallEvent::Reconciled(Reconciliation::ExecutedWithoutResult {
         charge: Charge::NoUsage,
     });
@@ -68,10 +69,18 @@ fn b3_a_call_never_sent_is_settled_at_zero() {
     let mut room = Room::new();
     let call = reasoner_call(&room.say("what is six times seven?"));
     let before = room.state().ledger().balances();
-    assert_eq!(CallEvent::NotSent.kind(), "call_settled");
-    assert!(CallEvent::NotSent.fits(OperationState::CancelRequested));
-    let decision = room.apply(CallEvent::NotSent.input(call.op));
+    assert_eq!(not_sent().kind(), "call_failed");
+    assert!(not_sent().fits(OperationState::CancelRequested));
+    let decision = room.apply(not_sent().input(call.op));
     assert!(decision.settles(call.op));
     let after = room.state().ledger().balances();
     assert_eq!(after.spent, before.spent, "nothing charged");
+}
+
+/// A call its provider never received.
+fn not_sent() -> CallEvent {
+    CallEvent::NotSent(CallFailure::new(
+        FailureKind::Unreachable,
+        "connection refused",
+    ))
 }

@@ -393,7 +393,10 @@ impl Driver {
                 let Some(call) = pick_from(&known, pick) else {
                     return;
                 };
-                Input::CallUncertain { op: call.op }
+                Input::CallUncertain {
+                    op: call.op,
+                    cause: None,
+                }
             }
             Move::Reconcile {
                 pick,
@@ -641,7 +644,10 @@ impl Driver {
         };
         let content = match m {
             SpecialistMove::Uncertain if self.op_state(call.op) != OperationState::Uncertain => {
-                return Input::CallUncertain { op: call.op };
+                return Input::CallUncertain {
+                    op: call.op,
+                    cause: None,
+                };
             }
             SpecialistMove::Failure => {
                 return Input::CallReturned {
@@ -800,7 +806,7 @@ fn stale_input(call: &CallRequest, kind: StaleMove) -> Input {
             op,
             charge: Charge::NoUsage,
         },
-        StaleMove::Uncertain => Input::CallUncertain { op },
+        StaleMove::Uncertain => Input::CallUncertain { op, cause: None },
         StaleMove::Reconcile => Input::Reconciled {
             op,
             outcome: Reconciliation::NotExecuted,

@@ -727,7 +727,10 @@ fn b3_an_uncertain_call_keeps_its_reservation() {
     let mut room = Room::new();
     let d = room.start_objective();
     let gather = specialist_call(&d);
-    let d = room.apply(Input::CallUncertain { op: gather.op });
+    let d = room.apply(Input::CallUncertain {
+        op: gather.op,
+        cause: None,
+    });
     assert!(accepted_by(&d, Rule::D2));
     let b = room.state().ledger().balances();
     assert_eq!(b.reserved.micros(), SPECIALIST);
@@ -819,7 +822,10 @@ fn d2_a_reconciler_confirms_an_uncertain_call_before_it_is_charged_or_released()
     let mut room = Room::new();
     let d = room.start_objective();
     let gather = specialist_call(&d);
-    room.apply(Input::CallUncertain { op: gather.op });
+    room.apply(Input::CallUncertain {
+        op: gather.op,
+        cause: None,
+    });
     let d = room.apply(Input::Reconciled {
         op: gather.op,
         outcome: Reconciliation::NotExecuted,
@@ -840,7 +846,10 @@ fn d2_a_confirmed_execution_applies_its_result() {
     let mut room = Room::new();
     let d = room.start_objective();
     let gather = specialist_call(&d);
-    room.apply(Input::CallUncertain { op: gather.op });
+    room.apply(Input::CallUncertain {
+        op: gather.op,
+        cause: None,
+    });
     let id = room.next_contribution_id();
     let d = room.apply(Input::Reconciled {
         op: gather.op,
@@ -1402,7 +1411,10 @@ fn unknown_operations_and_wrong_ports_change_nothing() {
     let bogus = agentroom_domain::ids::OperationId::from_uuid(Uuid::from_u128(9));
     let err = room
         .sim
-        .apply(Input::CallUncertain { op: bogus })
+        .apply(Input::CallUncertain {
+            op: bogus,
+            cause: None,
+        })
         .unwrap_err();
     assert_eq!(err, SimError::Input(InputError::NotOpen(bogus)));
     let err = room
@@ -1465,7 +1477,10 @@ fn d4_an_aborted_call_confirmed_run_without_result_is_charged_and_leaves_the_tas
     let gather = specialist_call(&d);
     room.control("olive", ControlAction::Pause);
     // The call stopped when its heartbeat read the pause: no receipt, so uncertain (D2) …
-    room.apply(Input::CallUncertain { op: gather.op });
+    room.apply(Input::CallUncertain {
+        op: gather.op,
+        cause: None,
+    });
     let spent = room.state().ledger().balances().spent.micros();
     // … until its provider's record shows it ran and left no result: charged, and like a
     // discarded late result the task is open again, not failed (no repair plan is asked).

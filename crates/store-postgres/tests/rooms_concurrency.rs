@@ -353,7 +353,7 @@ async fn b7_concurrent_coordinators_never_admit_beyond_the_balance() {
                     let op = in_flight[rng.below(in_flight.len() as u64) as usize];
                     (
                         "call_uncertain",
-                        w.decide(Input::CallUncertain { op }),
+                        w.decide(Input::CallUncertain { op, cause: None }),
                         vec![],
                     )
                 } else if roll < 60 && !uncertain.is_empty() {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use agentroom_ports::LeaseGrant;
+use agentroom_ports::domain::ids::OperationId;
 
 /// The runner's settings. The heartbeat interval never exceeds a third of the lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +14,7 @@ pub struct RunnerConfig {
     heartbeat: Duration,
     abort_grace: Duration,
     not_sent_retries: u32,
+    not_sent_window: Duration,
     backoff: Duration,
     backoff_max: Duration,
     store_retries: u32,
@@ -21,8 +23,9 @@ pub struct RunnerConfig {
 }
 
 impl RunnerConfig {
-    /// Defaults for runner `runner` holding leases of `lease`: heartbeat every lease/3, three
-    /// retries of an unsent call, three recovery attempts before a dead letter.
+    /// Defaults for runner `runner` holding leases of `lease`: heartbeat every lease/3; a call
+    /// that reaches nothing is retried with backoff from 1 s to 30 s (jittered) for up to
+    /// [`DEFAULT_NOT_SENT_WINDOW`]; three recovery attempts before a dead letter.
     pub fn new(runner: impl Into<String>, lease: Duration) -> Self {
         // Stores grant at most MAX_LEASE; heartbeats must be timed on what they grant.
         let lease = lease.min(agentroom_ports::MAX_LEASE);
@@ -32,9 +35,10 @@ impl RunnerConfig {
             lease,
             heartbeat,
             abort_grace: heartbeat,
-            not_sent_retries: 3,
-            backoff: Duration::from_millis(100),
-            backoff_max: Duration::from_secs(5),
+            not_sent_retries: u32::MAX,
+            not_sent_window: DEFAULT_NOT_SENT_WINDOW,
+            backoff: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(30),
             store_retries: 3,
             max_recovery_attempts: 3,
             claim_batch: 64,
@@ -59,6 +63,14 @@ impl RunnerConfig {
         self.not_sent_retries = retries;
         self.backoff = base;
         self.backoff_max = max.max(base);
+        self
+    }
+
+    /// How long a call that reaches nothing is retried before it ends as unreachable (its
+    /// objective, or its pending message, then stops for attention). A provider restart or a
+    /// short outage stays well inside it.
+    pub fn with_not_sent_window(mut self, window: Duration) -> Self {
+        self.not_sent_window = window;
         self
     }
 
@@ -113,6 +125,11 @@ impl RunnerConfig {
         self.not_sent_retries
     }
 
+    /// How long an unsent call is retried.
+    pub fn not_sent_window(&self) -> Duration {
+        self.not_sent_window
+    }
+
     /// Retries of a failed store write.
     pub fn store_retries(&self) -> u32 {
         self.store_retries
@@ -137,7 +154,31 @@ impl RunnerConfig {
             .max(retry_after.unwrap_or_default())
             .min(self.backoff_max)
     }
+
+    /// The wait before retry `attempt` of call `op`: [`RunnerConfig::backoff`] less a jitter
+    /// of up to half of it, drawn from the call's id and the attempt (no randomness source:
+    /// calls that failed together spread out, and the same call waits the same way on every
+    /// run). A provider's `retry_after` is never cut short.
+    pub fn jittered_backoff(
+        &self,
+        op: OperationId,
+        attempt: u32,
+        retry_after: Option<Duration>,
+    ) -> Duration {
+        let full = self.backoff(attempt, retry_after);
+        let floor = retry_after.unwrap_or_default().min(full);
+        let bits = op.as_uuid().as_u128() ^ (u128::from(attempt) << 64 | u128::from(attempt));
+        let mixed = (bits ^ (bits >> 61)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 64;
+        // 0..=1023 thousandths of half the wait.
+        let cut = u32::try_from(mixed % 1024).unwrap_or(0);
+        let jittered = full.saturating_sub(full / 2 * cut / 1024);
+        jittered.max(floor)
+    }
 }
+
+/// How long a call that reaches nothing is retried by default: long enough for a provider's
+/// restart or a short outage, short enough that people hear of a real one.
+pub const DEFAULT_NOT_SENT_WINDOW: Duration = Duration::from_secs(15 * 60);
 
 #[cfg(test)]
 mod tests {
@@ -151,6 +192,31 @@ mod tests {
         assert_eq!(slower.heartbeat(), Duration::from_millis(30));
         let faster = config.with_heartbeat(Duration::from_millis(5));
         assert_eq!(faster.heartbeat(), Duration::from_millis(5));
+    }
+
+    #[test]
+    fn jitter_cuts_at_most_half_never_below_retry_after_and_differs_between_calls() {
+        let config = RunnerConfig::new("r", Duration::from_secs(3));
+        let ops: Vec<OperationId> = (1..=64_u128)
+            .map(|n| OperationId::from_uuid(uuid::Uuid::from_u128(n * 0x1234_5678_9abc)))
+            .collect();
+        let waits: std::collections::BTreeSet<u128> = ops
+            .iter()
+            .map(|op| {
+                let wait = config.jittered_backoff(*op, 3, None);
+                let full = config.backoff(3, None);
+                assert!(wait <= full && wait >= full / 2, "{wait:?} of {full:?}");
+                wait.as_millis()
+            })
+            .collect();
+        assert!(waits.len() > 8, "jitter spreads calls out: {waits:?}");
+        let op = ops[0];
+        assert_eq!(
+            config.jittered_backoff(op, 2, None),
+            config.jittered_backoff(op, 2, None)
+        );
+        let asked = Duration::from_secs(7);
+        assert!(config.jittered_backoff(op, 1, Some(asked)) >= asked);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Holding a lease while a call runs: heartbeats at most a third of the lease apart, fenced on
 //! the generation; the abort fires when the heartbeat says fenced or cancel, or when no
-//! heartbeat got through for a whole lease (D3). Also the runner's call loop: bounded retries
-//! with backoff of calls that reached nothing.
+//! heartbeat got through for a whole lease (D3). Also the runner's call loop: calls that
+//! reached nothing are retried with jittered backoff within a window.
 
 use std::future::Future;
 use std::time::Duration;
@@ -131,11 +131,16 @@ pub(crate) enum Execution {
     Fenced,
     /// It may have run: no receipt.
     Uncertain(String),
-    /// Nothing reached the provider, and no more retries are allowed.
-    NotSent(String),
+    /// Nothing reached the provider for the whole waiting window (or the call was stopped
+    /// while it waited).
+    Unreachable(String),
+    /// The provider refused it before running it: not retried.
+    Refused(String),
 }
 
-/// Calls the provider under the lease at `generation`, retrying calls that reached nothing.
+/// Calls the provider under the lease at `generation`. A call that reached nothing is retried
+/// with jittered exponential backoff for the configured window, under the same operation id
+/// and lease; `on_wait` hears once, at the first such failure, why it waits.
 #[tracing::instrument(skip_all, fields(op = %request.op, generation))]
 pub(crate) async fn execute<W, P>(
     store: &W,
@@ -144,12 +149,14 @@ pub(crate) async fn execute<W, P>(
     generation: i64,
     request: &CallRequest,
     context: &CallContext,
+    on_wait: &(dyn Fn(String) + Send + Sync),
 ) -> Execution
 where
     W: WorkflowStore + ?Sized,
     P: Provider + ?Sized,
 {
     let mut keeper = LeaseKeeper::new(store, request.op, generation, config);
+    let started = Instant::now();
     let mut attempt = 0_u32;
     loop {
         let outcome = keeper
@@ -166,9 +173,7 @@ where
             }
             (Some(CallOutcome::Returned(receipt)), _) => return Execution::Returned(receipt),
             (Some(CallOutcome::Uncertain { reason }), _) => return Execution::Uncertain(reason),
-            (Some(CallOutcome::Refused { reason }), _) => {
-                return Execution::NotSent(format!("{reason} (refused: not retried)"));
-            }
+            (Some(CallOutcome::Refused { reason }), _) => return Execution::Refused(reason),
             (Some(CallOutcome::Aborted), reason) => {
                 let reason = reason.map_or("unasked", AbortReason::as_str);
                 return Execution::Uncertain(format!("the call was aborted ({reason})"));
@@ -183,12 +188,22 @@ where
         };
         attempt = attempt.saturating_add(1);
         if let Some(aborted) = aborted {
-            return Execution::NotSent(format!("{reason}; not retried ({})", aborted.as_str()));
+            return Execution::Unreachable(format!("{reason}; not retried ({})", aborted.as_str()));
         }
-        if attempt > config.not_sent_retries() {
-            return Execution::NotSent(format!("{reason} (gave up after {attempt} attempts)"));
+        let waited = started.elapsed();
+        if attempt > config.not_sent_retries() || waited >= config.not_sent_window() {
+            return Execution::Unreachable(format!(
+                "{reason} (gave up after {attempt} attempts over {}s)",
+                waited.as_secs()
+            ));
         }
-        let wait = config.backoff(attempt, retry_after);
+        if attempt == 1 {
+            on_wait(reason.clone());
+        }
+        let wait = config
+            .jittered_backoff(request.op, attempt, retry_after)
+            .min(config.not_sent_window().saturating_sub(waited))
+            .max(Duration::from_millis(1));
         tracing::info!(
             attempt,
             ?wait,
@@ -207,7 +222,10 @@ where
         match keeper.reason() {
             Some(AbortReason::Fenced) => return Execution::Fenced,
             Some(other) => {
-                return Execution::NotSent(format!("{reason}; not retried ({})", other.as_str()));
+                return Execution::Unreachable(format!(
+                    "{reason}; not retried ({})",
+                    other.as_str()
+                ));
             }
             None => {}
         }

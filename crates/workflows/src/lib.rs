@@ -18,7 +18,7 @@ mod recovery;
 mod runner;
 
 pub use abort::{Abort, AbortReason, AbortTrigger};
-pub use config::RunnerConfig;
+pub use config::{DEFAULT_NOT_SENT_WINDOW, RunnerConfig};
 pub use error::WorkflowError;
 pub use provider::{CallOutcome, Provider};
 pub use recovery::{Due, Found, Recovery, RecoveryReport, resolution_outcome};

@@ -122,6 +122,9 @@ impl Runner {
         })
         .await?;
         for record in open {
+            let cause = claimed.contains(&record.op()).then(|| {
+                "no receipt and its lease expired: the process running it stopped".to_owned()
+            });
             match record.status {
                 OperationStatus::Receipted => {
                     if let Some(receipt) = &record.receipt {
@@ -142,8 +145,7 @@ impl Runner {
                     }
                 }
                 OperationStatus::Uncertain => {
-                    let fresh = claimed.contains(&record.op());
-                    self.reconcile(record, fresh, &mut recovery).await?;
+                    self.reconcile(record, cause, &mut recovery).await?;
                 }
                 OperationStatus::DeadLetter
                 | OperationStatus::Applied
@@ -203,23 +205,26 @@ impl Runner {
             recovery.due.push(Due {
                 record,
                 found: Found::Resolved,
-                events: vec![CallEvent::Uncertain, CallEvent::Reconciled(outcome)],
+                events: vec![
+                    CallEvent::Uncertain { cause: None },
+                    CallEvent::Reconciled(outcome),
+                ],
             });
         }
         Ok(())
     }
 
-    /// Asks the reconciler about an uncertain operation; `fresh` when this pass's claim
-    /// counted its attempt already. Without a confirmed outcome after the attempts bound, it
-    /// is dead-lettered for an operator.
+    /// Asks the reconciler about an uncertain operation; `claimed` (why it is uncertain) when
+    /// this pass's claim made it so and counted its attempt already. Without a confirmed
+    /// outcome after the attempts bound, it is dead-lettered for an operator.
     async fn reconcile(
         &self,
         record: OperationRecord,
-        fresh: bool,
+        claimed: Option<String>,
         recovery: &mut Recovery,
     ) -> Result<(), WorkflowError> {
         let op = record.op();
-        let attempts = if fresh {
+        let attempts = if claimed.is_some() {
             record.recovery_attempts
         } else {
             let counted = lease::retrying(&self.config, "count_recovery_attempt", || {
@@ -236,7 +241,10 @@ impl Runner {
             recovery.due.push(Due {
                 record,
                 found: Found::Confirmed,
-                events: vec![CallEvent::Uncertain, CallEvent::Reconciled(outcome)],
+                events: vec![
+                    CallEvent::Uncertain { cause: claimed },
+                    CallEvent::Reconciled(outcome),
+                ],
             });
             return Ok(());
         }
@@ -259,7 +267,7 @@ impl Runner {
         recovery.due.push(Due {
             record,
             found: Found::Uncertain,
-            events: vec![CallEvent::Uncertain],
+            events: vec![CallEvent::Uncertain { cause: claimed }],
         });
         Ok(())
     }

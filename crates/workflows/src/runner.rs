@@ -8,7 +8,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use agentroom_ports::domain::engine::{CallEvent, CallRequest, Reconciliation};
+use agentroom_ports::domain::engine::{
+    CallEvent, CallFailure, CallRequest, FailureKind, Reconciliation,
+};
 use agentroom_ports::domain::ids::{OperationId, RoomId};
 use agentroom_ports::{
     CallContext, ClaimedOperation, OperationRecord, Receipt, ReceiptWrite, Reconciler, StoreError,
@@ -70,11 +72,9 @@ pub enum Executed {
     Returned(Receipt),
     /// Another runner holds the operation: whatever came back is dropped.
     Fenced,
-    /// Nothing reached the provider after the bounded retries (or it refused): never ran.
-    NotSent {
-        /// Why.
-        reason: String,
-    },
+    /// Nothing ran: the provider stayed unreachable for the whole window, refused the
+    /// request, or the sink refused it (T3).
+    NotSent(CallFailure),
     /// It may have run and has no receipt: marked uncertain (fenced on the generation), its
     /// reservation held, never replayed (D2).
     Uncertain {
@@ -93,9 +93,11 @@ impl Executed {
         match self {
             Executed::Returned(receipt) => vec![receipt.event()],
             Executed::Fenced => Vec::new(),
-            Executed::NotSent { .. } => vec![CallEvent::NotSent],
-            Executed::Uncertain { confirmed, .. } => {
-                let mut events = vec![CallEvent::Uncertain];
+            Executed::NotSent(failure) => vec![CallEvent::NotSent(failure.clone())],
+            Executed::Uncertain { reason, confirmed } => {
+                let mut events = vec![CallEvent::Uncertain {
+                    cause: Some(reason.clone()),
+                }];
                 events.extend(confirmed.clone().map(CallEvent::Reconciled));
                 events
             }
@@ -134,13 +136,24 @@ impl Runner {
     }
 
     /// Runs `leased`, which sees `context` of the Room (C1): calls the provider while
-    /// heartbeating (retrying calls that reached nothing, bounded), and says what became of
-    /// it. An uncertain call is marked so here.
-    #[tracing::instrument(skip_all, fields(op = %leased.op(), generation = leased.generation))]
+    /// heartbeating (retrying calls that reached nothing, within the window), and says what
+    /// became of it. An uncertain call is marked so here.
     pub async fn execute(
         &self,
         leased: &Leased,
         context: &CallContext,
+    ) -> Result<Executed, WorkflowError> {
+        self.execute_watched(leased, context, &|_| {}).await
+    }
+
+    /// [`Runner::execute`], telling `on_wait` once, at its first failure to reach the
+    /// provider, why the call waits (the Room shows it: "waiting for the provider").
+    #[tracing::instrument(skip_all, fields(op = %leased.op(), generation = leased.generation))]
+    pub async fn execute_watched(
+        &self,
+        leased: &Leased,
+        context: &CallContext,
+        on_wait: &(dyn Fn(String) + Send + Sync),
     ) -> Result<Executed, WorkflowError> {
         let op = leased.op();
         let generation = leased.generation;
@@ -151,6 +164,7 @@ impl Runner {
             generation,
             &leased.request,
             context,
+            on_wait,
         )
         .await;
         match execution {
@@ -163,9 +177,19 @@ impl Runner {
                 Ok(Executed::Fenced)
             }
             Execution::Uncertain(reason) => self.uncertain(op, generation, reason).await,
-            Execution::NotSent(reason) => {
+            Execution::Unreachable(reason) => {
                 tracing::warn!(reason, "nothing reached the provider: giving up");
-                Ok(Executed::NotSent { reason })
+                Ok(Executed::NotSent(CallFailure::new(
+                    FailureKind::Unreachable,
+                    reason,
+                )))
+            }
+            Execution::Refused(reason) => {
+                tracing::warn!(reason, "the provider refused the call: not retried");
+                Ok(Executed::NotSent(CallFailure::new(
+                    FailureKind::Refused,
+                    reason,
+                )))
             }
         }
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use agentroom_ports::conformance::lease;
-use agentroom_ports::domain::engine::{CallEvent, CallRequest, Reconciliation};
+use agentroom_ports::domain::engine::{CallEvent, CallRequest, FailureKind, Reconciliation};
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::OperationState;
 use agentroom_ports::{OperationStatus, WorkflowStore};
@@ -205,8 +205,11 @@ async fn not_sent_retries_are_bounded_and_the_owner_releases_the_call() {
             .await
             .unwrap();
         owner.take(&runner, &leased, &outcome).await;
-        assert!(matches!(outcome, Executed::NotSent { .. }), "{outcome:?}");
-        assert_eq!(outcome.events(), vec![CallEvent::NotSent]);
+        assert!(matches!(outcome, Executed::NotSent(_)), "{outcome:?}");
+        assert!(
+            matches!(&outcome.events()[..], [CallEvent::NotSent(failure)] if failure.kind == FailureKind::Unreachable),
+            "{outcome:?}"
+        );
         assert_eq!(provider.calls(), 2);
         assert_eq!(owner.took(), vec![(request.op, "not_sent")]);
         let stored = room.load().await;
@@ -422,7 +425,12 @@ async fn d3_an_aborted_call_comes_back_uncertain_with_what_the_reconciler_confir
         );
         assert_eq!(
             outcome.events(),
-            vec![CallEvent::Uncertain, CallEvent::Reconciled(confirmed)]
+            vec![
+                CallEvent::Uncertain {
+                    cause: Some("the call was aborted (cancelled)".to_owned())
+                },
+                CallEvent::Reconciled(confirmed)
+            ]
         );
         assert_eq!(reconciler.asked(), 1, "asked at once (D3)");
         let owner = TestOwner::new(Arc::clone(&room.store)).await;
@@ -464,7 +472,12 @@ async fn d2_a_call_that_times_out_unasked_is_left_to_recovery_not_reconciled_at_
             )
             .await
             .unwrap();
-        assert_eq!(outcome.events(), vec![CallEvent::Uncertain]);
+        assert_eq!(
+            outcome.events(),
+            vec![CallEvent::Uncertain {
+                cause: Some("connection reset after sending".to_owned())
+            }]
+        );
         assert_eq!(reconciler.asked(), 0, "recovery asks on its own schedule");
         assert_eq!(
             room.record(request.op).await.status,

@@ -211,10 +211,20 @@ impl Drive {
                 ),
                 CallOutcome::NotSent { .. } => (settled(call.op), Ended::NotSent),
                 CallOutcome::Refused { .. } => (settled(call.op), Ended::Refused),
-                CallOutcome::Uncertain { .. } => {
-                    (Input::CallUncertain { op: call.op }, Ended::Uncertain)
-                }
-                CallOutcome::Aborted => (Input::CallUncertain { op: call.op }, Ended::Aborted),
+                CallOutcome::Uncertain { .. } => (
+                    Input::CallUncertain {
+                        op: call.op,
+                        cause: None,
+                    },
+                    Ended::Uncertain,
+                ),
+                CallOutcome::Aborted => (
+                    Input::CallUncertain {
+                        op: call.op,
+                        cause: None,
+                    },
+                    Ended::Aborted,
+                ),
             };
             self.ended.push((call, ended));
             self.apply(input);

@@ -55,7 +55,7 @@ impl Ctx<'_, '_> {
         self.start_interpretation(Target::Objective(idx), trigger, text);
     }
 
-    fn interpretation_mut(&mut self, target: Target) -> Option<&mut Interpretation> {
+    pub(super) fn interpretation_mut(&mut self, target: Target) -> Option<&mut Interpretation> {
         match target {
             Target::Intake(event) => self.state.intake.get_mut(&event),
             Target::Objective(idx) => self.objective_mut(idx).interpretation.as_mut(),
@@ -139,7 +139,7 @@ impl Ctx<'_, '_> {
     }
 
     /// Where the interpretation that `operation` serves lives, if it is still current.
-    fn interpretation_target(&self, operation: &Operation) -> Option<Target> {
+    pub(super) fn interpretation_target(&self, operation: &Operation) -> Option<Target> {
         let target = match (&operation.purpose, operation.objective) {
             (
                 Purpose::Interpret {
@@ -437,15 +437,46 @@ impl Ctx<'_, '_> {
         Ok(())
     }
 
-    /// Stops objective `idx` for attention under `rule`.
+    /// Stops objective `idx` for attention under `rule`: a bound was reached, and only a
+    /// person's new act (a correction, a new message) moves it on.
     pub(super) fn stop_for_attention(&mut self, idx: usize, rule: Rule, message: String) {
         let id = self.objective(idx).id;
         self.cancel_calls(idx);
+        self.objective_mut(idx).resume_to = None;
         self.set_status(idx, ObjectiveStatus::StoppedForAttention);
         self.reject(Some(id), rule, message.clone());
         self.effects.push(Effect::StopForAttention {
             objective: id,
             rule,
+        });
+        self.notify(Audience::Owners, Some(id), message.clone());
+        self.notify(Audience::Operators, Some(id), message);
+    }
+
+    /// Stops objective `idx` for attention because its provider failed a call (unreachable
+    /// for the whole waiting window, or refusing it): like a pause by the Room (D3: the
+    /// control revision moves, running calls abort), so an owner or an operator resumes it
+    /// once the provider is back or the fix is made. Nothing was counted against a bound.
+    /// An objective already paused or stopped only keeps its work open.
+    pub(super) fn stop_for_provider(&mut self, idx: usize, why: String) {
+        let status = self.objective(idx).status;
+        let id = self.objective(idx).id;
+        if !matches!(status, ObjectiveStatus::Planning | ObjectiveStatus::Running) {
+            self.reject(Some(id), Rule::D3, why);
+            return;
+        }
+        let o = self.objective_mut(idx);
+        o.control_revision += 1;
+        o.resume_to = Some(status);
+        self.cancel_calls(idx);
+        self.set_status(idx, ObjectiveStatus::StoppedForAttention);
+        let message = format!(
+            "stopped for attention: {why}; resume the objective once the provider is back or the fix is made"
+        );
+        self.reject(Some(id), Rule::D3, message.clone());
+        self.effects.push(Effect::StopForAttention {
+            objective: id,
+            rule: Rule::D3,
         });
         self.notify(Audience::Owners, Some(id), message.clone());
         self.notify(Audience::Operators, Some(id), message);

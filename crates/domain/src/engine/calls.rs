@@ -3,8 +3,8 @@
 //! or reconciled here (D2). Authorization is checked again before dispatch (T3).
 
 use super::{
-    Audience, CallBrief, CallRequest, CallResult, Charge, Ctx, Effect, InputError, Reconciliation,
-    TaskBrief, TaskProgress,
+    Audience, CallBrief, CallFailure, CallRequest, CallResult, Charge, Ctx, Effect, FailureKind,
+    InputError, Reconciliation, TaskBrief, TaskProgress,
 };
 use crate::ids::{EventId, ObjectiveId, OperationId, PrincipalId};
 use crate::ledger::LedgerError;
@@ -14,7 +14,7 @@ use crate::plan::{Task, TaskState};
 use crate::policy::ReviewSource;
 use crate::room::Role;
 use crate::rules::Rule;
-use crate::state::{CallRole, Operation, OperationState, Purpose};
+use crate::state::{CallCause, CallRole, Operation, OperationState, Purpose};
 
 /// Where an interpretation lives: an owner message without objective yet, or an objective.
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +59,7 @@ impl Ctx<'_, '_> {
                 reservation: amount,
                 charged: None,
                 state: OperationState::InFlight,
+                cause: None,
             },
         );
         self.accept(
@@ -179,15 +180,15 @@ impl Ctx<'_, '_> {
     ) -> Result<(), InputError> {
         let operation = self.open_operation(op)?;
         self.settle(&operation, charge);
-        self.call_ended_without_result(&operation);
+        self.call_ended_without_result(&operation, "the call ended without a result");
         Ok(())
     }
 
-    fn call_ended_without_result(&mut self, operation: &Operation) {
+    fn call_ended_without_result(&mut self, operation: &Operation, why: &str) {
         let aborted = operation.state == OperationState::CancelRequested;
         match &operation.purpose {
             Purpose::Execute { task } => {
-                let failure = (!aborted).then(|| "the call ended without a result".to_owned());
+                let failure = (!aborted).then(|| why.to_owned());
                 self.release_task(operation, task.clone(), failure);
             }
             Purpose::Interpret { .. } => {
@@ -197,7 +198,7 @@ impl Ctx<'_, '_> {
                     self.interpretation_failed_for(
                         operation,
                         Rule::O11,
-                        "the reasoner call ended without a result".to_owned(),
+                        format!("the reasoner call: {why}"),
                     );
                 }
             }
@@ -205,10 +206,147 @@ impl Ctx<'_, '_> {
                 if aborted {
                     self.review_aborted(operation);
                 } else {
-                    self.review_failed_for(operation, "the review call ended without a result");
+                    self.review_failed_for(operation, &format!("the review call: {why}"));
                 }
             }
         }
+    }
+
+    /// The call has not reached its provider yet: it is retried with backoff under the same
+    /// id, its reservation held; the Room shows that it waits, and why. Recorded once per
+    /// call; the outcome that ends it clears it.
+    pub(super) fn call_waiting(
+        &mut self,
+        op: OperationId,
+        cause: String,
+    ) -> Result<(), InputError> {
+        let operation = self.open_operation(op)?;
+        if operation.state != OperationState::InFlight || operation.cause.is_some() {
+            return Err(InputError::NotOpen(op));
+        }
+        if let Some(stored) = self.state.operations.get_mut(&op) {
+            stored.cause = Some(CallCause {
+                cause: cause.clone(),
+                since: self.env.now,
+            });
+        }
+        let message = format!(
+            "{} call {op} is waiting for the provider: {cause}; it is retried with backoff under \
+             the same id, its reservation of {} held",
+            operation.role.as_str(),
+            operation.reservation
+        );
+        self.accept(operation.objective, None, message.clone());
+        self.notify(Audience::Operators, operation.objective, message);
+        Ok(())
+    }
+
+    /// The call never ran: settled at zero (nothing ran, so nothing is charged, B3), with its
+    /// cause in the log. A provider that failed (unreachable for the whole window, or refusing
+    /// the request) consumes no interpretation (O11) and counts as no replan (O8): the work is
+    /// open again and its objective (or the pending message) stops until a person resumes it.
+    /// A call refused at the sink (T3) fails like any call without a result.
+    pub(super) fn call_failed(
+        &mut self,
+        op: OperationId,
+        failure: CallFailure,
+    ) -> Result<(), InputError> {
+        let operation = self.open_operation(op)?;
+        if operation.state == OperationState::Uncertain {
+            return Err(InputError::AlreadyUncertain(op));
+        }
+        self.settle(&operation, Charge::Actual(UsdMicros::ZERO));
+        let role = operation.role.as_str();
+        let cause = &failure.cause;
+        if operation.state == OperationState::CancelRequested {
+            self.accept(
+                operation.objective,
+                Some(Rule::D3),
+                format!("{role} call {op} was not sent after its abort: {cause}"),
+            );
+            self.call_ended_without_result(&operation, cause);
+            return Ok(());
+        }
+        match failure.kind {
+            FailureKind::Unauthorized => {
+                self.reject(
+                    operation.objective,
+                    Rule::T3,
+                    format!("{role} call {op} was not sent: {cause}"),
+                );
+                self.call_ended_without_result(&operation, &format!("not sent: {cause}"));
+            }
+            FailureKind::Unreachable => {
+                let why = format!("the {role} call {op} never reached its provider: {cause}");
+                self.provider_failed(&operation, why);
+            }
+            FailureKind::Refused => {
+                let why = format!("the {role} call {op} was refused before it ran: {cause}");
+                self.provider_failed(&operation, why);
+            }
+        }
+        Ok(())
+    }
+
+    /// A provider failed `operation` (it never ran): its work is open again, no attempt is
+    /// counted (O8, O11), and its objective stops for attention (resumable), or the pending
+    /// message it interprets waits to be retried.
+    fn provider_failed(&mut self, operation: &Operation, why: String) {
+        match &operation.purpose {
+            Purpose::Execute { task } => {
+                let Some(idx) = operation
+                    .objective
+                    .and_then(|id| self.objective_index(id).ok())
+                else {
+                    return;
+                };
+                if let Some(t) = self.current_task_mut(idx, task)
+                    && t.running_op() == Some(operation.id)
+                {
+                    t.state = TaskState::Pending;
+                }
+                self.stop_for_provider(idx, why);
+            }
+            Purpose::Interpret { .. } => {
+                let Some(target) = self.interpretation_target(operation) else {
+                    return;
+                };
+                if let Some(i) = self.interpretation_mut(target) {
+                    i.op = None;
+                    i.attempts = i.attempts.saturating_sub(1);
+                }
+                match target {
+                    Target::Objective(idx) => self.stop_for_provider(idx, why),
+                    Target::Intake(event) => self.hold_message(event, why),
+                }
+            }
+            Purpose::Review { .. } => {
+                let Some(idx) = self.awaited_review(operation) else {
+                    return;
+                };
+                if let Some(request) = self.objective_mut(idx).awaiting_review.as_mut() {
+                    request.op = None;
+                }
+                self.stop_for_provider(idx, why);
+            }
+        }
+    }
+
+    /// A pending owner message whose interpretation a provider failed waits for a person:
+    /// nothing more is issued for it until it is retried (`Input::RetryMessage`).
+    fn hold_message(&mut self, event: EventId, why: String) {
+        let Some(i) = self.state.intake.get_mut(&event) else {
+            return;
+        };
+        i.held = Some(why.clone());
+        let excerpt = clip(&i.text, 80);
+        let message = format!(
+            "the owner's message {event} (\"{excerpt}\") waits for attention: {why}; retry it \
+             once the provider is back (`agentroom message retry {event}`)"
+        );
+        self.accept(None, Some(Rule::D3), message.clone());
+        self.notify(Audience::Owners, None, message.clone());
+        self.notify(Audience::Operators, None, message);
     }
 
     /// Puts a task whose call ended without a usable result back to pending, or marks it
@@ -243,7 +381,11 @@ impl Ctx<'_, '_> {
 
     /// D2: no receipt — the outcome is unknown, the whole reservation stays held, and the
     /// call is never replayed.
-    pub(super) fn call_uncertain(&mut self, op: OperationId) -> Result<(), InputError> {
+    pub(super) fn call_uncertain(
+        &mut self,
+        op: OperationId,
+        cause: Option<String>,
+    ) -> Result<(), InputError> {
         let operation = self.open_operation(op)?;
         if operation.state == OperationState::Uncertain {
             return Err(InputError::AlreadyUncertain(op));
@@ -252,8 +394,10 @@ impl Ctx<'_, '_> {
             self.reject(operation.objective, Rule::D2, format!("{op}: {err}"));
             return Ok(());
         }
+        let since = self.env.now;
         if let Some(stored) = self.state.operations.get_mut(&op) {
             stored.state = OperationState::Uncertain;
+            stored.cause = cause.clone().map(|cause| CallCause { cause, since });
         }
         if let Purpose::Execute { task } = &operation.purpose
             && let Some(idx) = operation
@@ -264,8 +408,11 @@ impl Ctx<'_, '_> {
         {
             t.state = TaskState::Uncertain { op };
         }
+        let why = cause.map_or_else(String::new, |cause| format!(" ({cause})"));
         let message = format!(
-            "{} call {op} is uncertain: reservation of {} held, never replayed",
+            "{} call {op} is uncertain{why}: reservation of {} held, never replayed; an \
+             operator resolves it once the provider's own record shows what it did \
+             (`agentroom operations resolve`)",
             operation.role.as_str(),
             operation.reservation
         );
@@ -307,7 +454,7 @@ impl Ctx<'_, '_> {
                 // Known never to have run: the work is open again, like an abort.
                 let mut as_aborted = operation.clone();
                 as_aborted.state = OperationState::CancelRequested;
-                self.call_ended_without_result(&as_aborted);
+                self.call_ended_without_result(&as_aborted, "confirmed never executed");
             }
             Reconciliation::Executed { charge, result } => {
                 if operation.role != result.role() {
@@ -346,7 +493,7 @@ impl Ctx<'_, '_> {
                 } else {
                     OperationState::InFlight
                 };
-                self.call_ended_without_result(&as_ended);
+                self.call_ended_without_result(&as_ended, "it ran, and its result was lost");
             }
         }
         Ok(())
@@ -411,7 +558,7 @@ impl Ctx<'_, '_> {
             .state
             .intake
             .iter()
-            .filter(|(_, i)| i.op.is_none())
+            .filter(|(_, i)| i.op.is_none() && i.held.is_none())
             .map(|(e, _)| *e)
             .collect();
         for event in waiting {
@@ -522,5 +669,14 @@ impl Ctx<'_, '_> {
                 column: plan.column_of(t),
             })
             .collect()
+    }
+}
+
+/// The first `max` characters of `text` on one line, with an ellipsis when cut.
+fn clip(text: &str, max: usize) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
     }
 }

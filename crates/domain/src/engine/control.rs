@@ -1,8 +1,9 @@
 //! Control and budget: D3 (pause and cancel bump the control revision and abort running
 //! calls), B4 (a limit raise adds balance), B5 (acknowledging an overrun), memberships.
 
+use super::calls::Target;
 use super::{ControlAction, Ctx, InputError, MembershipChange};
-use crate::ids::{ObjectiveId, PrincipalId};
+use crate::ids::{EventId, ObjectiveId, PrincipalId};
 use crate::money::UsdMicros;
 use crate::objective::ObjectiveStatus;
 use crate::policy::ReviewSource;
@@ -41,7 +42,12 @@ impl Ctx<'_, '_> {
             ControlAction::Pause => {
                 let o = self.objective_mut(idx);
                 o.control_revision += 1;
-                o.resume_to = Some(status);
+                // A stop for a provider stays resumable through a pause.
+                let back_to = match (status, o.resume_to) {
+                    (ObjectiveStatus::StoppedForAttention, Some(before)) => before,
+                    _ => status,
+                };
+                o.resume_to = Some(back_to);
                 o.status = ObjectiveStatus::Paused;
                 let revision = o.control_revision;
                 self.cancel_calls(idx);
@@ -51,7 +57,11 @@ impl Ctx<'_, '_> {
                     format!("{by} paused the objective (control revision {revision}); running calls abort"),
                 );
             }
-            ControlAction::Resume if status != ObjectiveStatus::Paused => {
+            ControlAction::Resume
+                if status != ObjectiveStatus::Paused
+                    && !(status == ObjectiveStatus::StoppedForAttention
+                        && self.objective(idx).resume_to.is_some()) =>
+            {
                 self.reject(
                     Some(objective),
                     Rule::D3,
@@ -88,6 +98,43 @@ impl Ctx<'_, '_> {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// Retries a pending owner message a provider failed (owners and operators, like any
+    /// control): its interpretation is issued again, with the attempts it had.
+    pub(super) fn retry_message(
+        &mut self,
+        by: &PrincipalId,
+        event: EventId,
+    ) -> Result<(), InputError> {
+        let held = self
+            .state
+            .intake
+            .get(&event)
+            .ok_or(InputError::NotPending(event))?
+            .held
+            .is_some();
+        if !self.authorized(by, Permission::ObjectiveControl, None) {
+            return Ok(());
+        }
+        if !held {
+            self.reject(
+                None,
+                Rule::D3,
+                format!("the owner's message {event} is not waiting for attention"),
+            );
+            return Ok(());
+        }
+        if let Some(i) = self.state.intake.get_mut(&event) {
+            i.held = None;
+        }
+        self.accept(
+            None,
+            Some(Rule::D3),
+            format!("{by} retried the owner's message {event}"),
+        );
+        self.issue_interpretation(Target::Intake(event));
         Ok(())
     }
 

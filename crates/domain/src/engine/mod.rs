@@ -22,7 +22,7 @@ mod outcome;
 mod results;
 mod reviews;
 
-pub use outcome::CallEvent;
+pub use outcome::{CallEvent, CallFailure, FailureKind};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -331,6 +331,25 @@ pub enum Input {
     CallUncertain {
         /// The operation.
         op: OperationId,
+        /// Why, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+    },
+    /// A call has not reached its provider yet and is retried with backoff, its reservation
+    /// held under the same id: the Room shows it waits, and why.
+    CallWaiting {
+        /// The operation.
+        op: OperationId,
+        /// What the provider (or the lack of one) said.
+        cause: String,
+    },
+    /// A call never ran (unreachable for the whole window, refused before running, refused
+    /// at the sink): settled at zero, with its cause.
+    CallFailed {
+        /// The operation.
+        op: OperationId,
+        /// Why.
+        failure: CallFailure,
     },
     /// A reconciler confirmed an uncertain call's outcome (D2).
     Reconciled {
@@ -338,6 +357,14 @@ pub enum Input {
         op: OperationId,
         /// What was confirmed.
         outcome: Reconciliation,
+    },
+    /// Retry a pending owner message whose interpretation a provider failed (owners and
+    /// operators): its interpretation is issued again.
+    RetryMessage {
+        /// Who asks.
+        by: PrincipalId,
+        /// The message.
+        event: EventId,
     },
     /// Pause, resume or cancel an objective.
     Control {
@@ -634,6 +661,9 @@ pub enum InputError {
     /// No such objective in this Room.
     #[error("no objective {0} in this room")]
     UnknownObjective(ObjectiveId),
+    /// No owner message of this id waits for an interpretation in this Room.
+    #[error("no owner message {0} is pending in this room")]
+    NotPending(EventId),
     /// No open operation of this id: unknown in this Room, or already settled or released
     /// (a closed operation leaves the live state; its row and ledger entries are its record).
     #[error("operation {0} holds no open reservation in this room (unknown, or already settled)")]
@@ -674,13 +704,16 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
         Input::EventAccepted(event) => ctx.accept_event(event)?,
         Input::CallReturned { op, charge, result } => ctx.call_returned(op, charge, result)?,
         Input::CallSettled { op, charge } => ctx.call_settled(op, charge)?,
-        Input::CallUncertain { op } => ctx.call_uncertain(op)?,
+        Input::CallUncertain { op, cause } => ctx.call_uncertain(op, cause)?,
+        Input::CallWaiting { op, cause } => ctx.call_waiting(op, cause)?,
+        Input::CallFailed { op, failure } => ctx.call_failed(op, failure)?,
         Input::Reconciled { op, outcome } => ctx.reconciled(op, outcome)?,
         Input::Control {
             by,
             objective,
             action,
         } => ctx.control(&by, objective, action)?,
+        Input::RetryMessage { by, event } => ctx.retry_message(&by, event)?,
         Input::DecideLateResult { by, op, decision } => ctx.decide_late(&by, op, decision)?,
         Input::RaiseLimit { by, amount } => ctx.raise_limit(&by, amount),
         Input::AcknowledgeOverrun { by } => ctx.acknowledge_overrun(&by),

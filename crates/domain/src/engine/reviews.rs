@@ -149,7 +149,7 @@ impl Ctx<'_, '_> {
     }
 
     /// The review call `operation` serves, if the objective still waits for it.
-    fn awaited_review(&self, operation: &Operation) -> Option<usize> {
+    pub(super) fn awaited_review(&self, operation: &Operation) -> Option<usize> {
         let idx = self.objective_index(operation.objective?).ok()?;
         let awaited = self.objective(idx).awaiting_review.as_ref()?.op == Some(operation.id);
         awaited.then_some(idx)

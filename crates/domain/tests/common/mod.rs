@@ -164,6 +164,11 @@ impl Room {
         self.sim.apply(input).unwrap()
     }
 
+    /// Decides `input`, which may be refused as input (nothing committed).
+    pub fn sim_apply(&mut self, input: Input) -> Result<Decision, agentroom_domain::sim::SimError> {
+        self.sim.apply(input)
+    }
+
     pub fn grant(&mut self, who: &str, role: Role) -> Decision {
         self.apply(Input::ChangeMembership {
             by: p("olive"),

@@ -279,8 +279,9 @@ pub struct TestOwner {
 fn logged(event: &CallEvent) -> &'static str {
     match event {
         CallEvent::Returned { .. } => "deliver",
-        CallEvent::NotSent => "not_sent",
-        CallEvent::Uncertain => "uncertain",
+        CallEvent::Waiting { .. } => "waiting",
+        CallEvent::NotSent(_) => "not_sent",
+        CallEvent::Uncertain { .. } => "uncertain",
         CallEvent::Reconciled(_) => "reconciled",
     }
 }
