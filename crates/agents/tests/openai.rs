@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use agentroom_agents::Agents;
 use agentroom_agents::PriceTable;
-use agentroom_agents::openai::{OpenAi, OpenAiConfig};
+use agentroom_agents::openai::{CHECK_MAX_TOKENS, CheckReply, OpenAi, OpenAiConfig};
 use agentroom_ports::domain::engine::{
     Charge, ProposalKind, ReasonerResult, ReviewerResult, SpecialistResult, TaskBrief,
 };
@@ -637,6 +637,70 @@ async fn b6_a_reservation_below_the_quote_is_refused_before_anything_is_sent() {
         other => panic!("{other:?}"),
     }
     assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_check_is_one_tiny_request_in_the_roles_words_charged_like_a_call() {
+    let server = Server::start(vec![Reply::Json(200, completion("{}", Some((41, 2))))]).await;
+    let outcome = adapter(&server).check(CallRole::Reviewer, op(0xd4)).await;
+    // B3, as for a call: ⌈41 × 2.5⌉ + 2 × 10 + 3 = 103 + 20 + 3.
+    let charge = Charge::Actual(UsdMicros::new(126));
+    assert_eq!(
+        outcome,
+        AgentOutcome::Returned {
+            result: CheckReply {
+                usage: Some(TokenUsage {
+                    input_tokens: 41,
+                    output_tokens: 2
+                }),
+                charge,
+                reply: Ok("{}".to_owned()),
+            },
+            charge,
+        }
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let (headers, body) = &requests[0];
+    assert_eq!(
+        headers["idempotency-key"],
+        "00000000-0000-0000-0000-0000000000d4"
+    );
+    assert_eq!(headers["authorization"], "Bearer sk-test-123");
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["max_tokens"], CHECK_MAX_TOKENS);
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("You are a reviewer") && system.contains("JSON"),
+        "{system}"
+    );
+}
+
+#[tokio::test]
+async fn a_checks_failure_is_classified_like_a_calls_and_sent_once() {
+    let server = Server::start(vec![Reply::Raw(
+        503,
+        vec![("content-type", "application/json")],
+        r#"{"error":{"message":"upstream timed out","type":"timeout"}}"#,
+    )])
+    .await;
+    let outcome = adapter(&server).check(CallRole::Reasoner, op(0xd5)).await;
+    assert!(
+        matches!(&outcome, AgentOutcome::Uncertain { reason } if reason.contains("503")),
+        "{outcome:?}"
+    );
+    assert_eq!(server.requests().len(), 1);
+    let server = Server::start(vec![Reply::Json(
+        404,
+        json!({"error": {"message": "The model `x` does not exist", "type": "invalid_request_error"}}),
+    )])
+    .await;
+    let outcome = adapter(&server).check(CallRole::Specialist, op(0xd6)).await;
+    assert!(
+        matches!(&outcome, AgentOutcome::Refused { reason } if reason.contains("check base_url and model")),
+        "{outcome:?}"
+    );
 }
 
 /// The JSON brief of a request's user message (the Room content follows it as data, C1).

@@ -16,6 +16,10 @@
 //!   409 or any 5xx (a proxy answers 408/502/503/504 when its upstream failed, after the work
 //!   may have run) → uncertain, never sent again blindly (D2). A reply that is not the envelope is a format
 //!   error (reasoner, reviewer: O11 and repair) or the task's failure (specialist), charged.
+//! - **Endpoints** ([`Endpoint`]): the URL, key and HTTP client of one API, shared by every
+//!   model it serves ([`OpenAi::on`]); `crate::providers` wires a model per role from them.
+//! - **Checks** ([`OpenAi::check`]): one tiny completion through the same request, response,
+//!   classification and charge code, for `agentroom providers check`.
 
 mod prompt;
 mod wire;
@@ -64,6 +68,39 @@ pub struct OpenAiConfig {
     pub request_timeout_ms: u64,
 }
 
+/// Where and how to reach one OpenAI-compatible API, whatever model it serves: the part of a
+/// configuration an `[endpoints.NAME]` table of a providers file holds. Unknown keys are
+/// refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// The API's base URL, e.g. `https://api.openai.com/v1`; requests go to
+    /// `{base_url}/chat/completions`.
+    pub base_url: String,
+    /// The environment variable that holds the API key; omit it for a server that needs none.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// How long connecting may take, in milliseconds.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// How long one whole request may take, in milliseconds; a call that takes longer is
+    /// uncertain.
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+}
+
+impl EndpointConfig {
+    /// An endpoint with the default timeouts and no key.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key_env: None,
+            connect_timeout_ms: default_connect_timeout_ms(),
+            request_timeout_ms: default_request_timeout_ms(),
+        }
+    }
+}
+
 const fn default_connect_timeout_ms() -> u64 {
     5_000
 }
@@ -87,6 +124,16 @@ impl OpenAiConfig {
     /// Reads a configuration from TOML text.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+    }
+
+    /// The endpoint part: where and how to call, without the model.
+    pub fn endpoint(&self) -> EndpointConfig {
+        EndpointConfig {
+            base_url: self.base_url.clone(),
+            api_key_env: self.api_key_env.clone(),
+            connect_timeout_ms: self.connect_timeout_ms,
+            request_timeout_ms: self.request_timeout_ms,
+        }
     }
 }
 
@@ -142,8 +189,81 @@ impl std::fmt::Debug for ApiKey {
     }
 }
 
-/// The chat-completions adapter: one model for every role, priced by the table it was built
-/// with.
+/// One OpenAI-compatible API, checked and ready to call: the URL requests go to, the key (read
+/// once, never printed) and an HTTP client with the endpoint's timeouts, which sends each
+/// request once and follows no redirect. Cloning it shares the client (and its connections):
+/// every model served by one endpoint goes through one client.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    client: reqwest::Client,
+    url: Url,
+    key: Option<ApiKey>,
+}
+
+impl Endpoint {
+    /// Builds the endpoint, reading the key from the process environment.
+    pub fn from_env(config: &EndpointConfig) -> Result<Self, ConfigError> {
+        Self::new(config, |var| std::env::var(var).ok())
+    }
+
+    /// Builds the endpoint, reading the key through `env` (the variable name in, its value
+    /// out). Checks the URL, the timeouts and the key.
+    pub fn new(
+        config: &EndpointConfig,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let url = endpoint(&config.base_url)?;
+        for (field, value) in [
+            ("connect_timeout_ms", config.connect_timeout_ms),
+            ("request_timeout_ms", config.request_timeout_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::ZeroTimeout { field });
+            }
+        }
+        let key = match &config.api_key_env {
+            None => None,
+            Some(var) => {
+                let value = env(var).ok_or_else(|| ConfigError::MissingKey { var: var.clone() })?;
+                let value = value.trim();
+                if value.is_empty() {
+                    return Err(ConfigError::BadKey {
+                        var: var.clone(),
+                        problem: "is empty",
+                    });
+                }
+                let mut header =
+                    HeaderValue::from_str(&format!("Bearer {value}")).map_err(|_| {
+                        ConfigError::BadKey {
+                            var: var.clone(),
+                            problem: "holds characters an HTTP header cannot carry",
+                        }
+                    })?;
+                header.set_sensitive(true);
+                Some(ApiKey(header))
+            }
+        };
+        install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .timeout(Duration::from_millis(config.request_timeout_ms))
+            // A redirected POST may be sent again; the configured URL must be the real one.
+            .redirect(reqwest::redirect::Policy::none())
+            // Each request is sent once: whether to send it again is the runner's decision.
+            .retry(reqwest::retry::never())
+            .build()
+            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        Ok(Self { client, url, key })
+    }
+
+    /// The URL requests go to: `{base_url}/chat/completions`.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+}
+
+/// The chat-completions adapter: one model on one endpoint, for every role it is wired as,
+/// priced by the table it was built with.
 #[derive(Debug, Clone)]
 pub struct OpenAi {
     client: reqwest::Client,
@@ -153,6 +273,23 @@ pub struct OpenAi {
     prices: PriceTable,
     prompts: Prompts,
 }
+
+/// What a connection check ([`OpenAi::check`]) got back: the usage the response reported,
+/// what a call with that usage is charged (B3, from the same price table and code as every
+/// call), and the reply (or why there is none: cut at `max_tokens`, refused, unreadable).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckReply {
+    /// The usage as reported; `None` when the response reported none (or zero prompt
+    /// tokens), which a real call is charged its whole reservation for.
+    pub usage: Option<TokenUsage>,
+    /// What a call that used this much is charged.
+    pub charge: Charge,
+    /// The reply's text, or why it has none.
+    pub reply: Result<String, String>,
+}
+
+/// The largest reply a connection check asks for (its `max_tokens`, within the role's bound).
+pub const CHECK_MAX_TOKENS: u64 = 16;
 
 #[derive(Debug, Clone)]
 struct Prompts {
@@ -204,59 +341,25 @@ impl OpenAi {
     }
 
     /// Builds the adapter, reading the key through `env` (the variable name in, its value
-    /// out). Checks the URL, the key, the timeouts, and that the model is priced.
+    /// out). Checks the URL, the timeouts, the key, and that the model is priced.
     pub fn new(
         config: &OpenAiConfig,
         prices: PriceTable,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let endpoint = endpoint(&config.base_url)?;
-        prices.quotes(&config.model)?;
-        for (field, value) in [
-            ("connect_timeout_ms", config.connect_timeout_ms),
-            ("request_timeout_ms", config.request_timeout_ms),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::ZeroTimeout { field });
-            }
-        }
-        let key = match &config.api_key_env {
-            None => None,
-            Some(var) => {
-                let value = env(var).ok_or_else(|| ConfigError::MissingKey { var: var.clone() })?;
-                let value = value.trim();
-                if value.is_empty() {
-                    return Err(ConfigError::BadKey {
-                        var: var.clone(),
-                        problem: "is empty",
-                    });
-                }
-                let mut header =
-                    HeaderValue::from_str(&format!("Bearer {value}")).map_err(|_| {
-                        ConfigError::BadKey {
-                            var: var.clone(),
-                            problem: "holds characters an HTTP header cannot carry",
-                        }
-                    })?;
-                header.set_sensitive(true);
-                Some(ApiKey(header))
-            }
-        };
-        install_crypto_provider();
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .timeout(Duration::from_millis(config.request_timeout_ms))
-            // A redirected POST may be sent again; the configured URL must be the real one.
-            .redirect(reqwest::redirect::Policy::none())
-            // Each request is sent once: whether to send it again is the runner's decision.
-            .retry(reqwest::retry::never())
-            .build()
-            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        let endpoint = Endpoint::new(&config.endpoint(), env)?;
+        Self::on(&endpoint, &config.model, prices)
+    }
+
+    /// The adapter calling `model` on `endpoint` (sharing its client). Checks that the model
+    /// is priced, for every role.
+    pub fn on(endpoint: &Endpoint, model: &str, prices: PriceTable) -> Result<Self, ConfigError> {
+        prices.quotes(model)?;
         Ok(Self {
-            client,
-            endpoint,
-            model: config.model.clone(),
-            key,
+            client: endpoint.client.clone(),
+            endpoint: endpoint.url.clone(),
+            model: model.to_owned(),
+            key: endpoint.key.clone(),
             prices,
             prompts: Prompts {
                 reasoner: prompt::reasoner_system(),
@@ -266,7 +369,7 @@ impl OpenAi {
         })
     }
 
-    /// The model every role calls.
+    /// The model this adapter calls.
     pub fn model(&self) -> &str {
         &self.model
     }
@@ -308,7 +411,8 @@ impl OpenAi {
                 return AgentOutcome::Refused {
                     reason: format!(
                         "the {} call reserved {reservation} but a call to {} within its bounds \
-                         may cost {quote}: the Room's quotes are older than prices.toml",
+                         may cost {quote}: the Room's quotes are older than prices.toml, or \
+                         were made for a cheaper model",
                         role.as_str(),
                         self.model
                     ),
@@ -320,7 +424,45 @@ impl OpenAi {
                 };
             }
         }
-        if let Err(err) = bounds.admit(&[system, user], bounds.max_output_tokens) {
+        self.exchange(role, op, system, user, bounds.max_output_tokens)
+            .await
+    }
+
+    /// A connection check of this adapter as `role`: one tiny chat completion (a system
+    /// prompt in the role's words asking for `{}` as JSON, `max_tokens` at most
+    /// [`CHECK_MAX_TOKENS`]) sent with `op` as its `Idempotency-Key`, through the same
+    /// request, response, classification and charge code as every call. No reservation is
+    /// involved: it is for `agentroom providers check`, outside any Room.
+    pub async fn check(&self, role: CallRole, op: OperationId) -> AgentOutcome<CheckReply> {
+        let max_tokens = CHECK_MAX_TOKENS.min(self.prices.bounds(role).max_output_tokens);
+        self.exchange(
+            role,
+            op,
+            &prompt::check_system(role),
+            prompt::CHECK_USER,
+            max_tokens,
+        )
+        .await
+        .map(|completion| CheckReply {
+            usage: completion.usage,
+            charge: completion.charge,
+            reply: completion.content,
+        })
+    }
+
+    /// Sends one chat completion of `system` and `user` asking for at most `max_tokens`, within
+    /// `role`'s bounds (refused before anything is sent otherwise, B6), and reads its content,
+    /// usage and charge; every failure classified money-safe (`wire::meaning`).
+    async fn exchange(
+        &self,
+        role: CallRole,
+        op: OperationId,
+        system: &str,
+        user: &str,
+        max_tokens: u64,
+    ) -> AgentOutcome<Completion> {
+        let bounds = self.prices.bounds(role);
+        if let Err(err) = bounds.admit(&[system, user], max_tokens) {
             return AgentOutcome::Refused {
                 reason: format!("the {} request is above its bounds: {err}", role.as_str()),
             };
@@ -337,7 +479,7 @@ impl OpenAi {
                     content: user,
                 },
             ],
-            max_tokens: bounds.max_output_tokens,
+            max_tokens,
             response_format: wire::ResponseFormat {
                 kind: "json_object",
             },
@@ -405,10 +547,11 @@ impl OpenAi {
                 ));
             }
         };
-        let charge = self.charge(response.usage);
+        let (usage, charge) = self.charge(response.usage);
         let Some(choice) = response.choices.into_iter().next() else {
             return Completion {
                 content: Err("the response has no choices".to_owned()),
+                usage,
                 charge,
             };
         };
@@ -422,34 +565,39 @@ impl OpenAi {
             (Some(content), None) => Ok(content),
             (None, None) => Err("the reply has no content".to_owned()),
         };
-        Completion { content, charge }
+        Completion {
+            content,
+            usage,
+            charge,
+        }
     }
 
-    /// B3: the usage's cost at the model's price; no usage, usage of zero prompt tokens (every
-    /// prompt here holds a system message: a proxy that got no usage from its upstream
-    /// reports zeros), or usage this adapter cannot price is charged the whole reservation.
-    fn charge(&self, usage: Option<wire::Usage>) -> Charge {
+    /// B3: the usage read (when usable) and its cost at the model's price; no usage, usage of
+    /// zero prompt tokens (every prompt here holds a system message: a proxy that got no usage
+    /// from its upstream reports zeros), or usage this adapter cannot price is charged the
+    /// whole reservation.
+    fn charge(&self, usage: Option<wire::Usage>) -> (Option<TokenUsage>, Charge) {
         let Some(wire::Usage {
             prompt_tokens: Some(input_tokens),
             completion_tokens: Some(output_tokens),
         }) = usage
         else {
-            return Charge::NoUsage;
+            return (None, Charge::NoUsage);
         };
         if input_tokens == 0 {
             tracing::warn!(
                 output_tokens,
                 "B3: the response reports zero prompt tokens for a non-empty prompt: charged the whole reservation"
             );
-            return Charge::NoUsage;
+            return (None, Charge::NoUsage);
         }
         let usage = TokenUsage {
             input_tokens,
             output_tokens,
         };
         match self.prices.cost(&self.model, usage) {
-            Some(cost) => Charge::Actual(cost),
-            None => Charge::NoUsage,
+            Some(cost) => (Some(usage), Charge::Actual(cost)),
+            None => (Some(usage), Charge::NoUsage),
         }
     }
 
@@ -555,10 +703,12 @@ async fn read_body(mut response: reqwest::Response, max: usize) -> Result<Body, 
     Ok(Body::Whole(body))
 }
 
-/// A 2xx response read: the reply's content (or why there is none) and its charge.
+/// A 2xx response read: the reply's content (or why there is none), the usage it reported
+/// (when usable) and its charge.
 #[derive(Debug)]
 struct Completion {
     content: Result<String, String>,
+    usage: Option<TokenUsage>,
     charge: Charge,
 }
 
@@ -566,6 +716,7 @@ impl Completion {
     fn unreadable(why: String) -> Self {
         Self {
             content: Err(why),
+            usage: None,
             charge: Charge::NoUsage,
         }
     }

@@ -15,6 +15,7 @@ use agentroom_ports::domain::review::{
     Artifact, Body, ContributionDraft, CriterionVerdict, DocumentDraft, ReviewSubmission,
     SourceDraft,
 };
+use agentroom_ports::domain::state::CallRole;
 use agentroom_ports::{CallContext, ReasonerCall, ReviewerCall, SpecialistCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -140,6 +141,25 @@ pub(crate) fn reviewer_system() -> String {
         shapes(&[reviewer_example()])
     )
 }
+
+/// The system prompt of a connection check (`agentroom providers check`) as `role`: it opens
+/// with the role's own words, as the role's real prompt does (a server that routes or answers
+/// by them sees a request of that role), and asks for the smallest JSON reply. It says "JSON":
+/// OpenAI refuses JSON object mode for messages that never do.
+pub(crate) fn check_system(role: CallRole) -> String {
+    let who = match role {
+        CallRole::Reasoner => "You are the reasoner",
+        CallRole::Specialist => "You are a specialist",
+        CallRole::Reviewer => "You are a reviewer",
+    };
+    format!(
+        "{who} of an agentroom Room, answering a connection check. Reply with the empty JSON \
+         object {{}} and nothing else."
+    )
+}
+
+/// The user message of a connection check.
+pub(crate) const CHECK_USER: &str = "Connection check: reply with {} as JSON.";
 
 /// The reasoner's brief as the model sees it.
 #[derive(Serialize)]
@@ -386,5 +406,19 @@ mod tests {
             assert!(prompt.contains("exactly one JSON object"));
         }
         assert!(reasoner_system().contains(r#""kind":"plan""#));
+    }
+
+    #[test]
+    fn a_check_opens_with_its_roles_own_words_and_asks_for_json() {
+        for (role, real) in [
+            (CallRole::Reasoner, reasoner_system()),
+            (CallRole::Specialist, specialist_system()),
+            (CallRole::Reviewer, reviewer_system()),
+        ] {
+            let check = check_system(role);
+            let opening = check.split(" of ").next().unwrap();
+            assert!(real.starts_with(opening), "{opening}");
+            assert!(check.contains("JSON") && check.contains("{}"), "{check}");
+        }
     }
 }
