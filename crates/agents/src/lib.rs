@@ -6,6 +6,8 @@
 //! - [`openai::OpenAi`]: an OpenAI-compatible chat-completions adapter for all three roles
 //!   (reqwest with rustls, JSON object mode, `Idempotency-Key`), the only place that speaks
 //!   that wire JSON.
+//! - [`providers`]: which model serves each role on which endpoint ([`ProvidersConfig`]), the
+//!   [`Agents`] wired from it and the description of what is served ([`Served`]).
 //! - [`PriceTable`]: `policies/prices.toml`, the B6 reservations and the B3 charges.
 //! - [`hosted`]: specialists whose work an agent host executes over the REST API, waiting
 //!   for its submission, with the journal and reconciler that make it durable (D2).
@@ -18,10 +20,12 @@
 pub mod hosted;
 pub mod openai;
 pub mod prices;
+pub mod providers;
 mod router;
 pub mod scripted;
 
 pub use prices::{PriceTable, PriceTableError, SHIPPED_PRICES};
+pub use providers::{Providers, ProvidersConfig, ProvidersError, Served};
 pub use router::{Agents, call_outcome};
 
 pub use agentroom_ports::desk::contribution_id;

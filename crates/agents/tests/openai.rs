@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use agentroom_agents::Agents;
 use agentroom_agents::PriceTable;
+use agentroom_agents::ProvidersConfig;
 use agentroom_agents::openai::{CHECK_MAX_TOKENS, CheckReply, OpenAi, OpenAiConfig};
 use agentroom_ports::domain::engine::{
     Charge, ProposalKind, ReasonerResult, ReviewerResult, SpecialistResult, TaskBrief,
@@ -700,6 +701,72 @@ async fn a_checks_failure_is_classified_like_a_calls_and_sent_once() {
     assert!(
         matches!(&outcome, AgentOutcome::Refused { reason } if reason.contains("check base_url and model")),
         "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn each_role_calls_the_model_its_providers_configuration_gives_it() {
+    let prices = PRICES.replace("[models.test-model]", "[models.m-default]")
+        + &["m-reasoner", "m-sam", "m-reviewer"]
+            .iter()
+            .map(|m| {
+                format!(
+                    "[models.{m}]\ninput_micros_per_mtok = 2_500_000\noutput_micros_per_mtok = 10_000_000\nconnector_micros = 3\n"
+                )
+            })
+            .collect::<String>();
+    let prices = PriceTable::parse(&prices).unwrap();
+    let server = Server::start(vec![Reply::Json(200, completion(ANSWER, Some((10, 2)))); 5]).await;
+    let config = ProvidersConfig::from_toml(&format!(
+        "[endpoints.one]\nbase_url = \"{base}\"\n\
+         [endpoints.two]\nbase_url = \"{base}\"\napi_key_env = \"AGENTROOM_TEST_KEY\"\n\
+         [models]\n\
+         default = {{ endpoint = \"one\", model = \"m-default\" }}\n\
+         reasoner = {{ endpoint = \"two\", model = \"m-reasoner\" }}\n\
+         reviewer = {{ endpoint = \"one\", model = \"m-reviewer\" }}\n\
+         [models.specialists]\nsam = {{ endpoint = \"two\", model = \"m-sam\" }}\n",
+        base = server.base_url()
+    ))
+    .unwrap();
+    let providers = config
+        .build(&prices, |var| {
+            (var == "AGENTROOM_TEST_KEY").then(|| "sk-test-123".to_owned())
+        })
+        .unwrap();
+    let agents = providers.agents();
+    let mut other = specialist_call();
+    other.principal = p("sue");
+    for call in [
+        AgentCall::Reasoner(reasoner_call()),
+        AgentCall::Specialist(specialist_call()),
+        AgentCall::Specialist(other),
+        AgentCall::Reviewer(reviewer_call()),
+    ] {
+        let outcome = agents.dispatch(&call).await;
+        assert!(
+            matches!(outcome, AgentOutcome::Returned { .. }),
+            "{outcome:?}"
+        );
+    }
+    let sent: Vec<(String, bool)> = server
+        .requests()
+        .iter()
+        .map(|(headers, body)| {
+            (
+                body["model"].as_str().unwrap().to_owned(),
+                headers.contains_key("authorization"),
+            )
+        })
+        .collect();
+    // The key goes to the endpoint that names it, and only there.
+    assert_eq!(
+        sent,
+        [
+            ("m-reasoner".to_owned(), true),
+            ("m-sam".to_owned(), true),
+            ("m-default".to_owned(), false),
+            ("m-reviewer".to_owned(), false),
+        ]
     );
 }
 
