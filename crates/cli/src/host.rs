@@ -8,9 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use agentroom_agents::hosted::{HostedReconciler, HostedSpecialists};
-use agentroom_agents::openai::{OpenAi, OpenAiConfig};
 use agentroom_agents::scripted::{Journal, JournalReconciler, Scenario, Scripted};
-use agentroom_agents::{Agents, PriceTable};
+use agentroom_agents::{Agents, PriceTable, ProvidersConfig, Served};
 use agentroom_capabilities::{Catalog, ResourceError, ResourceErrors};
 use agentroom_coordinator::Admission;
 use agentroom_domain::catalog::{
@@ -162,17 +161,26 @@ impl Admission for CatalogAdmission {
 pub(crate) enum AgentsChoice {
     /// Scripted agents playing a scenario file, journaling every execution to `journal`.
     Scripted { scenario: PathBuf, journal: PathBuf },
-    /// An OpenAI-compatible API for every role, configured by a TOML file.
+    /// OpenAI-compatible APIs, a model per role, configured by a providers file
+    /// (`agentroom_agents::providers`; the single-model form too).
     OpenAi { config: PathBuf },
     /// None: every call is refused (nothing is sent, the reservation is released).
     None,
 }
 
-/// The agents and the reconciler that goes with them.
+/// Reads the providers configuration at `path` (either form), naming the file in errors.
+pub(crate) fn providers_config(path: &Path) -> anyhow::Result<ProvidersConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    ProvidersConfig::from_toml(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// The agents, the reconciler that goes with them, and what the models serve (empty unless
+/// they are OpenAI-compatible APIs).
 pub(crate) fn agents(
     choice: &AgentsChoice,
     prices: &PriceTable,
-) -> anyhow::Result<(Agents, HostReconciler)> {
+) -> anyhow::Result<(Agents, HostReconciler, Vec<Served>)> {
     match choice {
         AgentsChoice::Scripted { scenario, journal } => {
             let scenario = Scenario::from_file(scenario)
@@ -186,23 +194,21 @@ pub(crate) fn agents(
             let reconciler = scripted
                 .reconciler()
                 .map_or(HostReconciler::Unknown, HostReconciler::Journal);
-            Ok((scripted.agents(), reconciler))
+            Ok((scripted.agents(), reconciler, Vec::new()))
         }
-        AgentsChoice::OpenAi { config } => {
-            let text = std::fs::read_to_string(config)
-                .with_context(|| format!("reading {}", config.display()))?;
-            let config = OpenAiConfig::from_toml(&text)
-                .with_context(|| format!("agents configuration {}", config.display()))?;
-            let openai = Arc::new(OpenAi::from_env(&config, prices.clone())?);
-            let agents = Agents::new()
-                .with_reasoner(Arc::clone(&openai) as _)
-                .with_any_specialist(Arc::clone(&openai) as _)
-                .with_any_reviewer(openai as _);
-            // The API keeps no record this host can read: uncertain calls wait for an
+        AgentsChoice::OpenAi { config: path } => {
+            let providers = providers_config(path)?
+                .build_from_env(prices)
+                .with_context(|| format!("{}", path.display()))?;
+            // The APIs keep no record this host can read: uncertain calls wait for an
             // operator (`agentroom operations resolve`).
-            Ok((agents, HostReconciler::Unknown))
+            Ok((
+                providers.agents().clone(),
+                HostReconciler::Unknown,
+                providers.served().to_vec(),
+            ))
         }
-        AgentsChoice::None => Ok((Agents::new(), HostReconciler::Unknown)),
+        AgentsChoice::None => Ok((Agents::new(), HostReconciler::Unknown, Vec::new())),
     }
 }
 

@@ -111,9 +111,11 @@ enum Command {
         /// returns; the reconciler reads it). Default: `scripted-journal.jsonl` under --root.
         #[arg(long, value_name = "FILE", requires = "agents")]
         journal: Option<std::path::PathBuf>,
-        /// An OpenAI-compatible API executes every call, configured by this TOML file
-        /// (`base_url`, `model`, `api_key_env`, timeouts).
-        #[arg(long, value_name = "CONFIG")]
+        /// OpenAI-compatible APIs execute every call, configured by this TOML file: named
+        /// `[endpoints]` and a model per role under `[models]` (see
+        /// `policies/providers.example.toml`), or one `base_url` and `model` for every role.
+        /// Prints at start which endpoint and model serve each role, and their quotes.
+        #[arg(long, value_name = "CONFIG", visible_alias = "providers")]
         openai: Option<std::path::PathBuf>,
         /// A specialist whose work an agent host executes over the REST API (repeat for
         /// several): its calls wait for the result submitted to
@@ -236,7 +238,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    init_logs(cli.log.as_deref(), cli.log_format)?;
+    let logs = init_logs(cli.log.as_deref(), cli.log_format)?;
     match cli.command.unwrap_or(Command::Demo {
         scenario: room_demo::DEFAULT_SCENARIO.to_owned(),
         root: None,
@@ -300,6 +302,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 shutdown_grace,
                 provider_wait,
                 uncertain_hold,
+                notes: match logs {
+                    Logs::Off => serve::StartupNotes::Stderr,
+                    Logs::On => serve::StartupNotes::Log,
+                },
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -365,14 +371,23 @@ fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// Whether log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Logs {
+    /// Nothing is logged (the default).
+    Off,
+    /// Log lines go to stderr.
+    On,
+}
+
 /// Logs go to stderr only, and only when asked for (`--log`, or `--log-format`, which logs at
 /// `info` unless `--log` says otherwise): stdout belongs to the protocol, and a client that
 /// never reads stderr must not fill its pipe.
-fn init_logs(filter: Option<&str>, format: Option<LogFormat>) -> anyhow::Result<()> {
+fn init_logs(filter: Option<&str>, format: Option<LogFormat>) -> anyhow::Result<Logs> {
     let filter = match (filter, format) {
         (Some(filter), _) => filter,
         (None, Some(_)) => "info",
-        (None, None) => return Ok(()),
+        (None, None) => return Ok(Logs::Off),
     };
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .map_err(|e| anyhow::anyhow!("--log {filter}: {e}"))?;
@@ -389,5 +404,5 @@ fn init_logs(filter: Option<&str>, format: Option<LogFormat>) -> anyhow::Result<
             .with_span_list(true)
             .init(),
     }
-    Ok(())
+    Ok(Logs::On)
 }

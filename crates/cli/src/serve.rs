@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentroom_agents::Served;
 use agentroom_coordinator::{BackgroundConfig, Coordinated, Coordinator, CoordinatorConfig, Store};
 use agentroom_domain::ids::RoomId;
 use agentroom_planning::{PlanningRepository, PlanningService, SystemAmbient};
@@ -76,6 +77,19 @@ pub(crate) struct CoordinatorArgs {
     pub(crate) provider_wait: Duration,
     /// How long an uncertain call stays uncertain before it is dead-lettered.
     pub(crate) uncertain_hold: Duration,
+    /// Where the start-up facts for the operator go (which models serve which role).
+    pub(crate) notes: StartupNotes,
+}
+
+/// Where `serve` says at start which endpoint and model serve each role: on stderr when no
+/// log is asked for (the operator must see it), else in the log, so a collector of JSON log
+/// lines reads only JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartupNotes {
+    /// Plain lines on stderr.
+    Stderr,
+    /// Log events (target `agentroom::providers`).
+    Log,
 }
 
 pub(crate) async fn run(
@@ -157,7 +171,8 @@ async fn start_coordinator(
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<(agentroom_server::Router, Background)> {
     // The agents' configuration is checked even when there is no Room to coordinate yet.
-    let (agents, reconciler) = host::agents(&args.agents, &policies.prices)?;
+    let (agents, reconciler, served) = host::agents(&args.agents, &policies.prices)?;
+    say_what_is_served(&served, &args.hosted, args.notes);
     let (agents, reconciler, hosted) =
         host::hosted(&args.hosted, &args.hosted_journal, agents, reconciler)?;
     let rooms = rooms_to_coordinate(&*store, &args.rooms).await?;
@@ -229,6 +244,65 @@ async fn start_coordinator(
         report
     });
     Ok((app, background))
+}
+
+/// One line per role (and per specialist with a model of its own): endpoint name, URL, model
+/// and the quote one call reserves; never a key. A specialist that is `--hosted` is executed
+/// by its agent host whatever the models say. Then the least quotes a Room needs here.
+#[allow(
+    clippy::print_stderr,
+    reason = "start-up facts for the operator when nothing is logged"
+)]
+fn say_what_is_served(
+    served: &[Served],
+    hosted: &[agentroom_domain::ids::PrincipalId],
+    notes: StartupNotes,
+) {
+    if served.is_empty() {
+        return;
+    }
+    let mut lines = Vec::new();
+    for entry in served {
+        if entry.principal.as_ref().is_some_and(|p| hosted.contains(p)) {
+            continue;
+        }
+        match notes {
+            StartupNotes::Stderr => lines.push(format!("agentroom serves {entry}")),
+            StartupNotes::Log => tracing::info!(
+                target: "agentroom::providers",
+                role = entry.role.as_str(),
+                principal = entry.principal.as_ref().map(ToString::to_string),
+                endpoint = %entry.endpoint,
+                url = %entry.url,
+                model = %entry.model,
+                quote_micros = entry.quote.micros(),
+                "serving"
+            ),
+        }
+    }
+    for principal in hosted {
+        lines.push(format!(
+            "agentroom serves specialist {principal}: hosted (its agent host executes its tasks)"
+        ));
+    }
+    let needed = agentroom_agents::providers::quotes_needed(served);
+    lines.push(format!(
+        "a Room's quotes must be at least: reasoner {}, specialist {}, reviewer {} \
+         (`room create --model M` with M priced at least as high as each role's model)",
+        needed.reasoner, needed.specialist, needed.reviewer
+    ));
+    match notes {
+        StartupNotes::Stderr => {
+            for line in &lines {
+                eprintln!("{line}");
+            }
+        }
+        StartupNotes::Log => {
+            for line in &lines {
+                tracing::info!(target: "agentroom::providers", "{line}");
+            }
+        }
+    }
 }
 
 /// Resolves once the stop signal fired.
