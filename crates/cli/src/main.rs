@@ -1,7 +1,8 @@
 //! The `agentroom` binary: the composition root. It runs the durable demo, the planning
 //! messages over stdio, the HTTP host with the coordinator of the store's Rooms (`serve`),
 //! Room creation and event posting on the store, operator commands on operations,
-//! migrations, and policy and capability checks; and the operator commands against a running
+//! migrations, policy and capability checks, and checks of the model providers; and the
+//! operator commands against a running
 //! host (`budget`, `objective`, `review`, `late-result`: HTTP clients of its REST API).
 // Printing the timeline, board and ledger is this binary's job.
 #![allow(clippy::print_stdout)]
@@ -15,6 +16,7 @@ mod migrate;
 mod operations;
 mod operator;
 mod policies;
+mod providers;
 mod room;
 mod room_demo;
 mod serve;
@@ -215,6 +217,11 @@ enum Command {
         #[command(subcommand)]
         command: policies::Command,
     },
+    /// Check the model providers of a configuration (`serve --openai CONFIG`).
+    Providers {
+        #[command(subcommand)]
+        command: providers::Command,
+    },
     /// Drive owner messages through the coordinator for crash tests (not a product command).
     #[command(hide = true)]
     Drill {
@@ -327,6 +334,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{text}");
         }
         Command::Policies { command } => print!("{}", policies::run(command)?),
+        Command::Providers { command } => current_thread()?.block_on(providers::run(command))?,
         Command::Operations { command } => {
             let text = current_thread()?.block_on(operations::run(command))?;
             print!("{text}");
