@@ -111,6 +111,17 @@ pub(crate) fn complete(request: &Value, n: impl FnOnce() -> u64) -> Result<(Role
     ))
 }
 
+/// The role the request's first system message names, if it names one (how requests are
+/// counted per role for injected faults, before they are answered).
+pub(crate) fn role_of(request: &Value) -> Option<Role> {
+    let system = request
+        .get("messages")?
+        .as_array()?
+        .iter()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("system"))?;
+    Role::of_system_prompt(&text_of(system.get("content")?)?)
+}
+
 /// A message's text: a string, or the `text` of its `{"type": "text"}` parts, joined.
 fn text_of(content: &Value) -> Option<String> {
     match content {
@@ -165,6 +176,25 @@ mod tests {
         let roomy = json!({"max_tokens": 1000, "messages": request["messages"]});
         let (_, answer) = complete(&roomy, || 2).unwrap();
         assert_eq!(answer["choices"][0]["finish_reason"], "stop");
+    }
+
+    #[test]
+    fn the_role_of_a_request_is_the_one_its_system_message_names() {
+        let request = |system: &str| {
+            json!({"messages": [{"role": "user", "content": "hi"},
+                                {"role": "system", "content": [{"type": "text", "text": system}]}]})
+        };
+        assert_eq!(
+            role_of(&request("You are a specialist of a Room.")),
+            Some(Role::Specialist)
+        );
+        assert_eq!(
+            role_of(&request("You are the reasoner.")),
+            Some(Role::Reasoner)
+        );
+        assert_eq!(role_of(&request("You are a helpful assistant")), None);
+        assert_eq!(role_of(&json!({"messages": "x"})), None);
+        assert_eq!(role_of(&json!([])), None);
     }
 
     #[test]
