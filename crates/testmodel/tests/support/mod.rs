@@ -1,5 +1,6 @@
 //! The real `agentroom-testmodel` binary on port 0, a chat-completions client for it, and
 //! prompts written by hand in the format agentroom's OpenAI adapter sends.
+#![allow(dead_code, reason = "each test binary uses a different part of it")]
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -23,6 +24,8 @@ pub(crate) struct TestModel {
     pub(crate) base: String,
     /// Its `--record` file.
     pub(crate) record: PathBuf,
+    /// Its `--journal` file.
+    pub(crate) journal: PathBuf,
     _dir: tempfile::TempDir,
     client: reqwest::Client,
 }
@@ -30,12 +33,21 @@ pub(crate) struct TestModel {
 impl TestModel {
     /// Starts the binary on port 0 with a fresh record file and reads its address.
     pub(crate) fn spawn() -> Self {
+        Self::spawn_with(&[])
+    }
+
+    /// [`TestModel::spawn`] with more arguments (`--fault`), and a fresh journal.
+    pub(crate) fn spawn_with(args: &[&str]) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
         let record = dir.path().join("requests.jsonl");
+        let journal = dir.path().join("journal.jsonl");
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentroom-testmodel"))
             .args(["--listen", "127.0.0.1:0", "--record"])
             .arg(&record)
+            .arg("--journal")
+            .arg(&journal)
+            .args(args)
             .env("RUST_LOG", "error")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -55,6 +67,7 @@ impl TestModel {
             child,
             base,
             record,
+            journal,
             _dir: dir,
             client: reqwest::Client::new(),
         }
@@ -101,6 +114,16 @@ impl TestModel {
     /// The lines of the record file, each read as JSON.
     pub(crate) fn recorded(&self) -> Vec<Value> {
         read_lines(&self.record)
+    }
+
+    /// The lines of the journal, each read as JSON.
+    pub(crate) fn journaled(&self) -> Vec<Value> {
+        read_lines(&self.journal)
+    }
+
+    /// The HTTP client the model is called with.
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.client
     }
 }
 
