@@ -18,18 +18,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
-
-use serde_json::Value;
-use support::{Database, migrate_up};
-use tempfile::TempDir;
-
-/// How long a test waits for the processes to get somewhere before it fails.
-const PATIENCE: Duration = Duration::from_secs(90);
+use support::model::{ModelSite, get, prompts, wait_for};
 
 /// The owner's message: what to do, the criteria, and the corpus the specialist may use. The
 /// third line of the corpus is hostile: it tries to close its data block and give orders.
@@ -50,236 +39,7 @@ Criteria:
 Corpus:
 [s2] https://example.org/leases | Leases in practice | Hamlin fences stale writers with leases that carry a generation.";
 
-/// The test model's binary, built beside `agentroom` (once per test process: cargo builds
-/// only the packages under test, and a stale model would answer from old code).
-fn testmodel() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let agentroom = PathBuf::from(env!("CARGO_BIN_EXE_agentroom"));
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-            let mut build = Command::new(cargo);
-            build
-                .args(["build", "--quiet", "-p", "agentroom-testmodel"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if agentroom
-                .parent()
-                .is_some_and(|dir| dir.ends_with("release"))
-            {
-                build.arg("--release");
-            }
-            assert!(
-                build.status().unwrap().success(),
-                "building agentroom-testmodel failed"
-            );
-            agentroom.with_file_name("agentroom-testmodel")
-        })
-        .clone()
-}
-
-/// A child process killed when the test ends, however it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `command` with stdout piped and returns it with the address it printed after
-/// `prefix`.
-fn listening(mut command: Command, prefix: &str) -> (Running, String) {
-    command.stdout(Stdio::piped()).stdin(Stdio::null());
-    let mut child = Running(command.spawn().unwrap());
-    let mut line = String::new();
-    BufReader::new(child.0.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix(prefix)
-        .unwrap_or_else(|| panic!("did not listen: {line}"))
-        .to_owned();
-    (child, address)
-}
-
-/// Where the Room lives: the embedded SQLite file under a root, or a PostgreSQL database.
-enum Store {
-    Sqlite,
-    Postgres(Database),
-}
-
-struct Site {
-    store: Store,
-    dir: TempDir,
-}
-
-impl Site {
-    fn sqlite() -> Site {
-        Site {
-            store: Store::Sqlite,
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn postgres() -> Site {
-        let db = Database::create();
-        migrate_up(&db.url());
-        Site {
-            store: Store::Postgres(db),
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn store_args(&self) -> Vec<String> {
-        match &self.store {
-            Store::Sqlite => vec![
-                "--root".to_owned(),
-                self.dir.path().join("data").display().to_string(),
-            ],
-            Store::Postgres(db) => vec!["--database-url".to_owned(), db.url()],
-        }
-    }
-
-    /// `agentroom ARGS` on this site's store, run from the site's folder (the shipped
-    /// policies are the binary's built-in defaults), with none of the environment a developer
-    /// may set.
-    fn agentroom(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentroom"));
-        command
-            .args(args)
-            .args(self.store_args())
-            .current_dir(self.dir.path())
-            .env_remove("AGENTROOM_CRASH_AT")
-            .env_remove("AGENTROOM_DATABASE_URL")
-            .env_remove("AGENTROOM_LOG")
-            .env_remove("AGENTROOM_TOKEN");
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let out = self.agentroom(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "agentroom {args:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-
-    fn record(&self) -> PathBuf {
-        self.dir.path().join("requests.jsonl")
-    }
-
-    /// README's steps: the test model, its configuration, the Room, the owner's message,
-    /// `serve --openai`. Returns the processes, the host's address and the owner's token.
-    fn start(&self, message: &str) -> (Running, Running, String, String) {
-        let mut model = Command::new(testmodel());
-        model
-            .args(["--listen", "127.0.0.1:0", "--record"])
-            .arg(self.record());
-        let (model, model_address) = listening(model, "listening on http://");
-        let config = self.dir.path().join("model.toml");
-        std::fs::write(
-            &config,
-            format!("base_url = \"http://{model_address}/v1\"\nmodel = \"testmodel\"\n"),
-        )
-        .unwrap();
-        let created = self.run(&[
-            "room",
-            "create",
-            "--room",
-            "lab",
-            "--owner",
-            "olive",
-            "--member",
-            "oscar=operator",
-            "--member",
-            "sam=specialist",
-            "--member",
-            "sue=specialist",
-            "--member",
-            "rita=reviewer",
-            "--model",
-            "testmodel",
-            "--limit-micros",
-            "5000000",
-        ]);
-        let printed = String::from_utf8(created.stdout).unwrap();
-        let owner = printed
-            .lines()
-            .find_map(|l| l.strip_prefix("owner token (olive): "))
-            .unwrap_or_else(|| panic!("no owner token: {printed}"))
-            .trim()
-            .to_owned();
-        self.run(&["event", "post", "--room", "lab", "--as", "olive", message]);
-        let mut serve = self.agentroom(&["serve", "--room", "lab", "--listen", "127.0.0.1:0"]);
-        serve.arg("--openai").arg(&config).stderr(Stdio::inherit());
-        let (serve, address) = listening(serve, "agentroom listening on http://");
-        (model, serve, address, owner)
-    }
-
-    /// Every request the model received, as JSON.
-    fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.record())
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-fn get(address: &str, path: &str, token: &str) -> Value {
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    let head = format!(
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\r\n"
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    assert!(
-        head.starts_with("HTTP/1.1 200"),
-        "GET {path}: {head}\n{body}"
-    );
-    serde_json::from_str(body).unwrap()
-}
-
-/// Waits until the Room's only objective satisfies `done`; returns it.
-fn wait_for(address: &str, owner: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let list = get(address, "/v1/rooms/lab/objectives", owner);
-        if let Some(id) = list["items"][0]["id"].as_str() {
-            let objective = get(address, &format!("/v1/rooms/lab/objectives/{id}"), owner);
-            if done(&objective) {
-                return objective;
-            }
-            assert!(Instant::now() < deadline, "still: {objective}");
-        } else {
-            assert!(Instant::now() < deadline, "no objective: {list}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// The user message of each request whose system prompt starts with `role`.
-fn prompts(requests: &[Value], role: &str) -> Vec<String> {
-    requests
-        .iter()
-        .filter(|r| {
-            r["messages"][0]["content"]
-                .as_str()
-                .is_some_and(|s| s.starts_with(role))
-        })
-        .map(|r| r["messages"][1]["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn completes_with_an_approving_review(site: &Site) {
+fn completes_with_an_approving_review(site: &ModelSite) {
     let (_model, _serve, address, owner) = site.start(MESSAGE);
     let objective = wait_for(&address, &owner, |o| {
         ["completed", "waiting_for_owner", "stopped_for_attention"]
@@ -400,7 +160,7 @@ fn completes_with_an_approving_review(site: &Site) {
     assert_eq!(budget["balances"]["reserved"], 0, "{budget}");
 }
 
-fn without_the_fact_the_review_is_unmet_and_a_corrective_plan_follows(site: &Site) {
+fn without_the_fact_the_review_is_unmet_and_a_corrective_plan_follows(site: &ModelSite) {
     let (_model, _serve, address, owner) = site.start(MESSAGE_WITHOUT_THE_FACT);
     let objective = wait_for(&address, &owner, |o| {
         o["plan_versions"].as_u64().unwrap_or_default() >= 2
@@ -431,20 +191,20 @@ fn without_the_fact_the_review_is_unmet_and_a_corrective_plan_follows(site: &Sit
 
 #[test]
 fn r7_c1_an_objective_completes_with_a_model_that_only_uses_its_prompt_on_sqlite() {
-    completes_with_an_approving_review(&Site::sqlite());
+    completes_with_an_approving_review(&ModelSite::sqlite());
 }
 
 #[test]
 fn r7_c1_an_objective_completes_with_a_model_that_only_uses_its_prompt_on_postgres() {
-    completes_with_an_approving_review(&Site::postgres());
+    completes_with_an_approving_review(&ModelSite::postgres());
 }
 
 #[test]
 fn r3_without_the_fact_a_criterion_needs_the_review_is_unmet_and_a_corrective_plan_follows() {
-    without_the_fact_the_review_is_unmet_and_a_corrective_plan_follows(&Site::sqlite());
+    without_the_fact_the_review_is_unmet_and_a_corrective_plan_follows(&ModelSite::sqlite());
 }
 
 #[test]
 fn r3_the_same_on_postgres() {
-    without_the_fact_the_review_is_unmet_and_a_corrective_plan_follows(&Site::postgres());
+    without_the_fact_the_review_is_unmet_and_a_corrective_plan_follows(&ModelSite::postgres());
 }

@@ -2,7 +2,8 @@
 //! keeps its data ([`Site`]: the embedded file, a fresh database on the shared PostgreSQL
 //! server, or a private cluster's), running the real `agentroom drill durable-call` to a crash
 //! or to its end, and the D2 invariants read back from the database and the provider's own
-//! execution log ([`Site::invariants`]).
+//! execution log ([`Site::invariants`]); and, in [`model`], the processes of the tests that
+//! run agentroom with a model (`agentroom-testmodel`, `serve --openai`).
 #![allow(
     dead_code,
     unreachable_pub,
@@ -14,6 +15,7 @@
 
 pub mod cluster;
 pub mod database;
+pub mod model;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
