@@ -82,6 +82,10 @@ pub struct RoomView {
     /// Who reviews reports: the model or a human.
     #[schema(value_type = String)]
     pub review_source: ReviewSource,
+    /// Owner messages not yet answered or made objectives: interpreting, waiting for the
+    /// provider, or waiting for a person.
+    #[serde(default)]
+    pub pending_messages: Vec<PendingMessage>,
 }
 
 /// One member: a principal and its roles.
@@ -125,6 +129,44 @@ pub struct TaskView {
     pub state: TaskState,
     /// Whether it was carried over unchanged from the previous version (O3).
     pub reused: bool,
+    /// Its call, while one runs: running, waiting for the provider or uncertain, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<CallStatus>,
+}
+
+/// A call the Room holds open, as people read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CallStatus {
+    /// The operation.
+    pub op: String,
+    /// `running`, `waiting_for_provider` (nothing reached the provider yet: retried with
+    /// backoff, its reservation held), `stopping` (asked to abort) or `uncertain` (it may have
+    /// run; an operator resolves it).
+    pub status: String,
+    /// Why it waits or is uncertain: the provider's status and message, or the rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// Since when (milliseconds since the Unix epoch), with the cause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
+}
+
+/// An owner message the Room has not turned into an answer or an objective yet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PendingMessage {
+    /// The message's event id.
+    pub event: String,
+    /// Its text (the first 200 characters).
+    pub text: String,
+    /// Interpretations reserved so far (O11).
+    pub attempts: u32,
+    /// The interpretation's call, while one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<CallStatus>,
+    /// Why it waits for a person (its provider failed it): retry it with
+    /// `POST /v1/rooms/{room}/messages/{event}/retry` once the provider is back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// One column of a board.
@@ -428,6 +470,10 @@ pub struct OperationView {
     pub recovery_attempts: u32,
     /// Why it was dead-lettered.
     pub dead_letter_reason: Option<String>,
+    /// Why it is uncertain, as the Room recorded it (a status, a broken connection, an expired
+    /// lease).
+    #[serde(default)]
+    pub cause: Option<String>,
 }
 
 /// What an operator recorded about an operation.

@@ -185,6 +185,12 @@ enum Command {
         #[command(subcommand)]
         command: operator::ObjectiveCommand,
     },
+    /// Pending owner messages on a running host: list, retry one its provider failed.
+    #[command(after_help = operator::EXIT_CODES)]
+    Message {
+        #[command(subcommand)]
+        command: operator::MessageCommand,
+    },
     /// The reports and reviews of an objective on a running host.
     #[command(after_help = operator::EXIT_CODES)]
     Review {
@@ -346,6 +352,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print!(
                 "{}",
                 current_thread()?.block_on(operator::objective(command))?
+            );
+        }
+        Command::Message { command } => {
+            print!(
+                "{}",
+                current_thread()?.block_on(operator::message(command))?
             );
         }
         Command::Review { command } => {

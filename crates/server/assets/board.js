@@ -127,6 +127,7 @@
             { class: "card", "data-task": task.key },
             el("div", { class: "title" }, task.title),
             el("div", { class: "meta" }, `${task.key} · ${task.kind} · ${task.capability} · ${task.assignee}`),
+            renderCall(task.call),
           ),
         );
       }
@@ -134,6 +135,36 @@
     }
     const version = detail.board ? `plan version ${detail.board.plan_version}` : "no plan yet";
     return el("div", { class: "board" }, el("h4", null, `Board (${version})`), kanban);
+  }
+
+  /** A running call's status, and why it waits or is uncertain (the provider's words). */
+  function renderCall(call) {
+    if (!call) return null;
+    const label = call.status.replaceAll("_", " ");
+    return el(
+      "div",
+      { class: `call call-${call.status}`, "data-call": call.status, "data-op": call.op },
+      call.cause ? `${label}: ${call.cause}` : label,
+      call.since ? el("span", { class: "muted" }, ` (since ${when(call.since)})`) : null,
+    );
+  }
+
+  /** Owner messages not answered or made objectives yet, and why one waits. */
+  function renderPending(messages) {
+    const list = el("ul", { class: "pending" });
+    for (const m of messages || []) {
+      list.append(
+        el(
+          "li",
+          { "data-event": m.event, "data-held": m.held ? "true" : "false" },
+          el("span", { class: "message" }, m.text),
+          ` · ${m.attempts} interpretation(s)`,
+          renderCall(m.call),
+          m.held ? el("div", { class: "held" }, `waits for attention: ${m.held}`) : null,
+        ),
+      );
+    }
+    return list.children.length ? el("section", { class: "pending-messages" }, el("h3", null, `Pending messages (${list.children.length})`), list) : null;
   }
 
   function renderTimeline(decisions) {
@@ -260,7 +291,8 @@
       renderBudget(room.budget);
       const objectives = await Promise.all((room.objectives || []).map(renderObjective));
       const box = $("objectives");
-      box.replaceChildren(el("h3", null, `Objectives (${objectives.length})`), ...objectives);
+      const pending = renderPending(room.pending_messages);
+      box.replaceChildren(...(pending ? [pending] : []), el("h3", null, `Objectives (${objectives.length})`), ...objectives);
       $("room").hidden = false;
       showError("");
       document.body.dataset.revision = String(room.revision);

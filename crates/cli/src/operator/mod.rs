@@ -35,7 +35,7 @@ use serde_json::json;
 
 use agentroom_api_model::responses::{
     Budget, Decided, Decision, LateResult, ObjectiveBrief, ObjectiveDetail, Page, PlanVersionView,
-    Reviews,
+    Reviews, RoomView,
 };
 use client::{Client, decided_or_refused, typed};
 use print::{
@@ -151,6 +151,82 @@ pub(crate) enum ObjectiveCommand {
         #[arg(value_parser = parse_id)]
         objective: String,
     },
+}
+
+/// `agentroom message …`
+#[derive(Subcommand, Debug)]
+pub(crate) enum MessageCommand {
+    /// Owner messages not answered or made objectives yet: interpreting, waiting for the
+    /// provider, or waiting for a person (and why).
+    #[command(after_help = EXIT_CODES)]
+    List {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Retry a pending owner message its provider failed (unreachable for the whole window,
+    /// or refused): its interpretation is issued again (owners and operators).
+    #[command(after_help = EXIT_CODES)]
+    Retry {
+        #[command(flatten)]
+        target: Target,
+        /// The message's event id.
+        #[arg(value_parser = parse_id)]
+        event: String,
+    },
+}
+
+/// Runs `agentroom message …`.
+pub(crate) async fn message(command: MessageCommand) -> Result<String, OperatorError> {
+    match command {
+        MessageCommand::List { target } => {
+            let client = Client::new(&target)?;
+            // The Room itself: `/v1/rooms/{room}`, without the trailing slash of the base.
+            let answer = client.get(&format!("../{}", target.room), &[]).await?;
+            let room: RoomView = typed("GET room", &answer)?;
+            if target.json {
+                return Ok(json_text(
+                    &serde_json::to_value(&room.pending_messages).unwrap_or_default(),
+                ));
+            }
+            if room.pending_messages.is_empty() {
+                return Ok("no pending owner message\n".to_owned());
+            }
+            let rows: Vec<Vec<String>> = room
+                .pending_messages
+                .iter()
+                .map(|m| {
+                    let status = match (&m.held, &m.call) {
+                        (Some(why), _) => format!("waits for attention: {why}"),
+                        (None, Some(call)) => match &call.cause {
+                            Some(cause) => format!("{}: {cause}", call.status),
+                            None => call.status.clone(),
+                        },
+                        (None, None) => "waiting for budget or admission".to_owned(),
+                    };
+                    vec![
+                        m.event.clone(),
+                        m.attempts.to_string(),
+                        status,
+                        m.text.clone(),
+                    ]
+                })
+                .collect();
+            Ok(table(&["EVENT", "ATTEMPTS", "STATUS", "TEXT"], &rows))
+        }
+        MessageCommand::Retry { target, event } => {
+            let client = Client::new(&target)?;
+            let path = format!("messages/{event}/retry");
+            let answer = client.post(&path, &json!({})).await?;
+            let decision: Decision = typed(&format!("POST {path}"), &answer)?;
+            decided_or_refused(&decision)?;
+            if target.json {
+                return Ok(json_text(&answer));
+            }
+            let mut out = format!("retried owner message {event}\n");
+            out.push_str(&log_lines(&decision));
+            Ok(out)
+        }
+    }
 }
 
 /// `agentroom review …`

@@ -7,7 +7,7 @@
 //! argument order, and the body extractor last), so an unknown id is a 404 before a body of
 //! the wrong shape is a 422 or one above the limit a 413.
 
-use agentroom_domain::ids::{ContributionId, ObjectiveId, OperationId};
+use agentroom_domain::ids::{ContributionId, EventId, ObjectiveId, OperationId};
 use agentroom_ports::OperationRecord;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
@@ -162,6 +162,26 @@ impl<S: Send + Sync> FromRequestParts<S> for KnownObjective {
             .objective(id)
             .ok_or_else(|| ApiError::NotFound(format!("no objective {id} in this room")))?;
         Ok(KnownObjective(id))
+    }
+}
+
+/// `{event}` in the path: an owner message pending in the caller's Room (404 otherwise).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PendingEvent(pub(crate) EventId);
+
+impl<S: Send + Sync> FromRequestParts<S> for PendingEvent {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let text = second_segment(parts, state).await?;
+        let unknown =
+            || ApiError::NotFound(format!("no pending owner message {text} in this room"));
+        let id: EventId = text.parse().map_err(|_| unknown())?;
+        if !caller.stored.state.intake().contains_key(&id) {
+            return Err(unknown());
+        }
+        Ok(PendingEvent(id))
     }
 }
 

@@ -10,21 +10,22 @@ use agentroom_api_model::requests::{
     ReviewBody, TaskUpdateBody,
 };
 use agentroom_api_model::responses::{
-    Board, BoardColumn, Budget, ContributionView, Decided, Decision, LateResult, Member,
-    ObjectiveBrief, ObjectiveDetail, OperationView, Page as ApiPage, PlanDiff, PlanVersionView,
-    ReportContent, ReportView, ResolutionView, Resolved, ReviewView, Reviews, RoomView, SourceView,
-    TaskView, You,
+    Board, BoardColumn, Budget, CallStatus, ContributionView, Decided, Decision, LateResult,
+    Member, ObjectiveBrief, ObjectiveDetail, OperationView, Page as ApiPage, PendingMessage,
+    PlanDiff, PlanVersionView, ReportContent, ReportView, ResolutionView, Resolved, ReviewView,
+    Reviews, RoomView, SourceView, TaskView, You,
 };
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
 use agentroom_domain::artifact::ContentDigest;
 use agentroom_domain::engine::{self, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{EventId, ObjectiveId, TaskKey};
+use agentroom_domain::ids::{EventId, ObjectiveId, OperationId, TaskKey};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
 use agentroom_domain::review::{Contribution, CriterionVerdict, ReviewSubmission, Source};
 use agentroom_domain::room::Permission;
+use agentroom_domain::state::{OperationState, RoomState};
 use agentroom_planning::{Session, Step};
 use agentroom_ports::{OperationStatus, Resolution, ResolutionOutcome, Revision};
 use axum::Json;
@@ -38,8 +39,8 @@ use axum::response::{IntoResponse, Response};
 use super::State as ApiState;
 use super::auth::Caller;
 use super::extract::{
-    HeldOperation, IdempotencyKey, KnownObjective, ReadableContribution, RoomOperation, StrictJson,
-    StrictJsonOrEmpty,
+    HeldOperation, IdempotencyKey, KnownObjective, PendingEvent, ReadableContribution,
+    RoomOperation, StrictJson, StrictJsonOrEmpty,
 };
 use crate::error::ApiError;
 
@@ -246,6 +247,39 @@ pub(crate) async fn room(caller: Caller) -> Json<RoomView> {
             .may(Permission::BudgetRead)
             .then(|| state.ledger().balances()),
         review_source: state.policy().review_source(),
+        pending_messages: if caller.may(Permission::ObjectiveRead) {
+            state
+                .intake()
+                .iter()
+                .map(|(event, i)| PendingMessage {
+                    event: event.to_string(),
+                    text: i.text().chars().take(200).collect(),
+                    attempts: i.attempts(),
+                    call: i.op().and_then(|op| call_status(state, op)),
+                    held: i.held().map(str::to_owned),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// The call `op` as the Room holds it, if it is open.
+fn call_status(state: &RoomState, op: OperationId) -> Option<CallStatus> {
+    let operation = state.operation(op)?;
+    let status = match operation.state() {
+        OperationState::InFlight if operation.waiting_for_provider() => "waiting_for_provider",
+        OperationState::InFlight => "running",
+        OperationState::CancelRequested => "stopping",
+        OperationState::Uncertain => "uncertain",
+        _ => return None,
+    };
+    Some(CallStatus {
+        op: op.to_string(),
+        status: status.to_owned(),
+        cause: operation.cause().map(|c| c.cause.clone()),
+        since: operation.cause().map(|c| c.since.as_millis()),
     })
 }
 
@@ -334,8 +368,9 @@ fn sees(caller: &Caller, task: &Task) -> bool {
     caller.stored.state.sees_task(&caller.principal, task)
 }
 
-fn task_view(plan: &PlanVersion, task: &Task) -> TaskView {
+fn task_view(state: &RoomState, plan: &PlanVersion, task: &Task) -> TaskView {
     TaskView {
+        call: task.running_op().and_then(|op| call_status(state, op)),
         identity: task.identity().clone(),
         key: task.key().clone(),
         title: task.spec().title.clone(),
@@ -368,7 +403,7 @@ pub(crate) async fn objective(
                 .tasks()
                 .iter()
                 .filter(|task| plan.column_of(task) == column && sees(&caller, task))
-                .map(|task| task_view(plan, task))
+                .map(|task| task_view(&caller.stored.state, plan, task))
                 .collect();
             BoardColumn { column, tasks }
         })
@@ -504,7 +539,7 @@ pub(crate) async fn plans(
             .tasks()
             .iter()
             .filter(|t| sees(&caller, t))
-            .map(|t| task_view(plan, t))
+            .map(|t| task_view(&caller.stored.state, plan, t))
             .collect();
         versions.push(PlanVersionView {
             id: plan.id().to_string(),
@@ -639,6 +674,28 @@ pub(crate) async fn control(
                 by: caller.principal.clone(),
                 objective,
                 action,
+            },
+        )
+        .await?;
+    decided(&outcome)
+}
+
+/// `POST /v1/rooms/{room}/messages/{event}/retry`: a pending owner message whose provider
+/// failed it is interpreted again (owners and operators).
+pub(crate) async fn retry_message(
+    State(api): State<ApiState>,
+    caller: Caller,
+    PendingEvent(event): PendingEvent,
+    key: IdempotencyKey,
+) -> Result<Json<Decision>, ApiError> {
+    let outcome = api
+        .rooms
+        .submit(
+            &caller.room,
+            input_id(&api, &caller, &key, &format!("retry/{event}"))?,
+            OperatorInput::RetryMessage {
+                by: caller.principal.clone(),
+                event,
             },
         )
         .await?;
@@ -974,6 +1031,12 @@ pub(crate) async fn operations(
                 reservation_micros: record.request.reservation.micros(),
                 recovery_attempts: record.recovery_attempts,
                 dead_letter_reason: record.dead_letter_reason.clone(),
+                cause: caller
+                    .stored
+                    .state
+                    .operation(record.op())
+                    .and_then(|o| o.cause())
+                    .map(|c| c.cause.clone()),
             });
         }
     }

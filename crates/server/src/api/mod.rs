@@ -142,6 +142,14 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
             on(MethodFilter::POST, h::post_event),
         ),
         row(
+            Method::POST,
+            "/v1/rooms/{room}/messages/{event}/retry",
+            Needs(P::ObjectiveControl),
+            "Retry a pending owner message whose provider failed it (it waits for a person, \
+             naming the error); its interpretation is issued again.",
+            on(MethodFilter::POST, h::retry_message),
+        ),
+        row(
             Method::GET,
             "/v1/rooms/{room}/objectives",
             Needs(P::ObjectiveRead),

@@ -363,6 +363,7 @@ fn operator_input(path: &str) -> bool {
     matches!(
         path,
         "/v1/rooms/{room}/objectives/{objective}/control"
+            | "/v1/rooms/{room}/messages/{event}/retry"
             | "/v1/rooms/{room}/objectives/{objective}/tasks"
             | "/v1/rooms/{room}/objectives/{objective}/reviews"
             | "/v1/rooms/{room}/late-results/{operation}"
