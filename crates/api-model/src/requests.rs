@@ -137,6 +137,11 @@ pub struct RaiseBody {
 #[serde(deny_unknown_fields)]
 pub struct AcknowledgeBody {}
 
+/// A request that carries nothing but its path (and the caller): `{}` or no body.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyBody {}
+
 /// What an operator confirmed about an uncertain or dead-lettered operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

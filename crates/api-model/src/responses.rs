@@ -86,6 +86,24 @@ pub struct RoomView {
     /// provider, or waiting for a person.
     #[serde(default)]
     pub pending_messages: Vec<PendingMessage>,
+    /// The Room's per-role quotes, and each role whose quote is below the model this host
+    /// serves it with (B6): no call of that role is admitted until an operator updates them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotes: Option<QuotesView>,
+}
+
+/// A Room's quotes against what the host serves (B6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QuotesView {
+    /// What one reasoner call reserves, in micros.
+    pub reasoner_micros: i64,
+    /// What one specialist call reserves, in micros.
+    pub specialist_micros: i64,
+    /// What one review call reserves, in micros.
+    pub reviewer_micros: i64,
+    /// Each role whose quote does not cover its model, and the fix; empty when every call
+    /// may be admitted.
+    pub short: Vec<String>,
 }
 
 /// One member: a principal and its roles.

@@ -194,6 +194,12 @@ async fn start_coordinator(
     if matches!(args.agents, AgentsChoice::None) {
         tracing::warn!("no agents configured (--agents or --openai): every call is refused");
     }
+    let room_served = served_to_rooms(&served, &args.hosted);
+    if let Some(room_served) = &room_served {
+        for state in &stored {
+            say_short_quotes(state, room_served, args.notes);
+        }
+    }
     let feed = Arc::new(Feed::new());
     let coordinator = Coordinator::builder(store, CoordinatorConfig::new(runner_config(args)))
         .provider(Arc::new(agents))
@@ -201,6 +207,10 @@ async fn start_coordinator(
         .clock(Arc::new(SystemClock))
         .catalog(catalog.clone())
         .notifier(Arc::new(host::LogNotifier::new(Arc::clone(&feed) as _)));
+    let coordinator = match room_served {
+        Some(room_served) => coordinator.served(room_served),
+        None => coordinator,
+    };
     let coordinator = match hosted {
         Some(desk) => coordinator.desk(desk),
         None => coordinator,
@@ -301,6 +311,61 @@ fn say_what_is_served(
             for line in &lines {
                 tracing::info!(target: "agentroom::providers", "{line}");
             }
+        }
+    }
+}
+
+/// What the Rooms' quotes must cover (B6): per role, the priciest model serving it (hosted
+/// specialists are executed by their agent hosts, not a model). `None` without models.
+fn served_to_rooms(
+    served: &[Served],
+    hosted: &[agentroom_domain::ids::PrincipalId],
+) -> Option<agentroom_domain::state::Served> {
+    use agentroom_domain::state::{CallRole, ServedModel};
+    let priciest = |role: CallRole| {
+        served
+            .iter()
+            .filter(|s| s.role == role && !s.principal.as_ref().is_some_and(|p| hosted.contains(p)))
+            .max_by_key(|s| s.quote)
+            .map(|s| ServedModel {
+                model: s.model.clone(),
+                quote: s.quote,
+            })
+    };
+    let room_served = agentroom_domain::state::Served {
+        reasoner: priciest(CallRole::Reasoner),
+        specialist: priciest(CallRole::Specialist),
+        reviewer: priciest(CallRole::Reviewer),
+    };
+    (room_served != agentroom_domain::state::Served::default()).then_some(room_served)
+}
+
+/// Says, for a Room whose quotes do not cover the models served, which role, which model and
+/// the command that fixes it: until then no call of that role is admitted there (B6); the
+/// other Rooms run.
+#[allow(
+    clippy::print_stderr,
+    reason = "start-up facts for the operator when nothing is logged"
+)]
+fn say_short_quotes(
+    state: &agentroom_domain::state::RoomState,
+    served: &agentroom_domain::state::Served,
+    notes: StartupNotes,
+) {
+    for (role, model, quote) in served.shortfalls(&state.quotes()) {
+        let line = format!(
+            "room {}: its {} quote {quote} is below what model `{}` may cost ({}); no {} call \
+             is admitted there until an operator runs `agentroom budget quotes --room {}`",
+            state.room(),
+            role.as_str(),
+            model.model,
+            model.quote,
+            role.as_str(),
+            state.room()
+        );
+        match notes {
+            StartupNotes::Stderr => eprintln!("agentroom: {line}"),
+            StartupNotes::Log => tracing::warn!(target: "agentroom::providers", "{line}"),
         }
     }
 }

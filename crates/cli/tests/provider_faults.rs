@@ -438,3 +438,137 @@ fn o8_o11_a_provider_outage_mid_objective_delays_it_and_loses_nothing() {
         "one reservation, settled once: {budget}"
     );
 }
+
+/// Waits until Room `room`'s only objective satisfies `done`; returns it.
+fn objective_in(address: &str, room: &str, owner: &str, done: impl Fn(&Value) -> bool) -> Value {
+    wait_until(&format!("the objective of room {room}"), || {
+        let list = get(address, &format!("/v1/rooms/{room}/objectives"), owner);
+        let Some(id) = list["items"][0]["id"].as_str() else {
+            return Err(list.to_string());
+        };
+        let objective = get(address, &format!("/v1/rooms/{room}/objectives/{id}"), owner);
+        if done(&objective) {
+            Ok(objective)
+        } else {
+            Err(objective.to_string())
+        }
+    })
+}
+
+#[test]
+fn b6_a_room_whose_quotes_do_not_cover_its_model_admits_no_such_call_and_names_the_fix_while_another_room_runs()
+ {
+    let site = ModelSite::sqlite();
+    let mut model = std::process::Command::new(support::model::testmodel());
+    model.args(["--listen", "127.0.0.1:0"]);
+    let (_model, model_address) = support::model::listening(model, "listening on http://");
+    // The reviewer is served a pricier model than the rest (`scripted` adds a connector cost
+    // to `testmodel`'s prices).
+    let config = site.dir().join("providers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[endpoints.local]\nbase_url = \"http://{model_address}/v1\"\n\n[models]\n\
+             default = {{ endpoint = \"local\", model = \"testmodel\" }}\n\
+             reviewer = {{ endpoint = \"local\", model = \"scripted\" }}\n"
+        ),
+    )
+    .unwrap();
+    // `lab` is quoted for the pricier model; `cheap` for `testmodel`, short for the reviewer.
+    let (lab_owner, _) = site.create_room("lab", "scripted");
+    let (cheap_owner, cheap_operator) = site.create_room("cheap", "testmodel");
+    for room in ["lab", "cheap"] {
+        site.run(&["event", "post", "--room", room, "--as", "olive", MESSAGE]);
+    }
+    let mut serve = site.agentroom(&[
+        "serve",
+        "--room",
+        "lab",
+        "--room",
+        "cheap",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    serve
+        .arg("--openai")
+        .arg(&config)
+        .stderr(std::process::Stdio::inherit());
+    let (_serve, address) = support::model::listening(serve, "agentroom listening on http://");
+
+    let finished = |o: &Value| {
+        ["completed", "waiting_for_owner", "stopped_for_attention"]
+            .contains(&o["status"].as_str().unwrap_or_default())
+    };
+    let lab = objective_in(&address, "lab", &lab_owner, finished);
+    assert_eq!(lab["status"], "completed", "the other Room runs: {lab}");
+
+    // `cheap` planned and produced its report, but its review call is not admitted: the
+    // Room says which role, which model and the fix, and nothing was reserved for it.
+    let waiting = objective_in(&address, "cheap", &cheap_owner, |o| {
+        o["awaiting_review"].is_object()
+    });
+    let room = get(&address, "/v1/rooms/cheap", &cheap_owner);
+    let short = room["quotes"]["short"].as_array().unwrap();
+    assert_eq!(short.len(), 1, "{room}");
+    let said = short[0].as_str().unwrap();
+    assert!(
+        said.starts_with("reviewer:") && said.contains("`scripted`"),
+        "{said}"
+    );
+    assert!(said.contains("agentroom budget quotes"), "{said}");
+    std::thread::sleep(Duration::from_secs(1));
+    let still = get(
+        &address,
+        &format!(
+            "/v1/rooms/cheap/objectives/{}",
+            waiting["id"].as_str().unwrap()
+        ),
+        &cheap_owner,
+    );
+    assert_eq!(still["status"], "running", "{still}");
+    let decisions = get(
+        &address,
+        &format!(
+            "/v1/rooms/cheap/objectives/{}/decisions?limit=200",
+            waiting["id"].as_str().unwrap()
+        ),
+        &cheap_owner,
+    );
+    assert!(
+        decisions["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["rule"] == "B6"
+                && d["message"].as_str().is_some_and(
+                    |m| m.contains("reviewer call not admitted") && m.contains("`scripted`")
+                )),
+        "{decisions}"
+    );
+    let budget = get(
+        &address,
+        "/v1/rooms/cheap/budget?limit=200",
+        &cheap_operator,
+    );
+    assert_eq!(budget["balances"]["reserved"], 0, "{budget}");
+
+    // The operator's explicit act: recorded as a decision, and the review goes ahead.
+    let host = format!("http://{address}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentroom"))
+        .args(["budget", "quotes", "--host", &host, "--room", "cheap"])
+        .env("AGENTROOM_TOKEN", &cheap_operator)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(printed.contains("updated the Room's quotes"), "{printed}");
+    assert!(printed.contains("`scripted`"), "{printed}");
+    let cheap = objective_in(&address, "cheap", &cheap_owner, finished);
+    assert_eq!(cheap["status"], "completed", "{cheap}");
+    let room = get(&address, "/v1/rooms/cheap", &cheap_owner);
+    assert_eq!(room["quotes"]["short"], serde_json::json!([]), "{room}");
+}

@@ -1190,10 +1190,19 @@ fn serve_refuses_a_bad_log_format_or_shutdown_grace_as_a_usage_error() {
         ("10x", "`10x` is not a duration"),
         ("soon", "`soon` is not a duration"),
         ("-1s", "`-1s` is not a duration"),
-        ("2h", "`2h` is not a duration"),
+        ("2h", "`2h` is longer than an hour"),
         ("61m", "`61m` is longer than an hour"),
+        ("0s", "`0s` is zero"),
     ] {
         let arg = format!("--shutdown-grace={grace}");
+        refused(&serve(&[arg.as_str()]), 2, message);
+    }
+    for (flag, value, message) in [
+        ("--provider-wait", "soon", "`soon` is not a duration"),
+        ("--provider-wait", "0m", "`0m` is zero"),
+        ("--uncertain-hold", "1y", "`1y` is not a duration"),
+    ] {
+        let arg = format!("{flag}={value}");
         refused(&serve(&[arg.as_str()]), 2, message);
     }
     assert!(

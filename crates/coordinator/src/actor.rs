@@ -159,6 +159,7 @@ async fn decide_and_commit(
                 ids: &mut ids,
                 catalog: &*shared.catalog,
                 contents: &contents,
+                served: shared.served.as_ref(),
             };
             Ok(decide(&current.state, input.clone(), &mut env)?)
         };

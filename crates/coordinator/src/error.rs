@@ -9,6 +9,10 @@ use agentroom_workflows::WorkflowError;
 /// Why an input was not decided and committed. Nothing was written unless said otherwise.
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
+    /// A use case needs the models this host serves, and it serves none (scripted or no
+    /// agents).
+    #[error("this host serves no models to quote (start `serve --openai CONFIG`)")]
+    NothingServed,
     /// The store failed.
     #[error("store: {0}")]
     Store(#[from] StoreError),

@@ -58,6 +58,7 @@ pub(crate) fn kind_of(input: &Input) -> &'static str {
         Input::CallWaiting { .. } => "call_waiting",
         Input::CallFailed { .. } => "call_failed",
         Input::RetryMessage { .. } => "retry_message",
+        Input::UpdateQuotes { .. } => "update_quotes",
         Input::Reconciled { .. } => "reconciled",
         Input::Control { .. } => "control",
         Input::DecideLateResult { .. } => "decide_late_result",

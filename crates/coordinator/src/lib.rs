@@ -45,7 +45,7 @@ use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::plan::Column;
 use agentroom_ports::domain::review::ReviewSubmission;
 use agentroom_ports::domain::room::Role;
-use agentroom_ports::domain::state::RoomState;
+use agentroom_ports::domain::state::{RoomState, Served};
 use agentroom_ports::{
     ArtifactStore, Clock, CommitError, HostedDesk, Notifier, Outbox, Random, Reconciler, Revision,
     RoomStore, StoreError, StoredRoom, SystemClock, SystemRandom, TokenStore, WorkflowStore,
@@ -121,9 +121,17 @@ pub struct CoordinatorBuilder {
     catalog: Arc<dyn CapabilityCatalog + Send + Sync>,
     notifier: Arc<dyn Notifier>,
     desk: Option<Arc<dyn HostedDesk>>,
+    served: Option<Served>,
 }
 
 impl CoordinatorBuilder {
+    /// The models this host serves each role with (B6): a Room whose quote for a role is
+    /// below its model's admits no call of that role, and says why.
+    pub fn served(mut self, served: Served) -> Self {
+        self.served = Some(served);
+        self
+    }
+
     /// The desk of the specialists whose work agent hosts execute (`serve --hosted`).
     pub fn desk(mut self, desk: Arc<dyn HostedDesk>) -> Self {
         self.desk = Some(desk);
@@ -180,6 +188,7 @@ impl CoordinatorBuilder {
                 catalog: self.catalog,
                 notifier: self.notifier,
                 desk: self.desk,
+                served: self.served,
                 config: self.config,
                 rooms: Mutex::new(HashMap::new()),
                 in_flight,
@@ -252,6 +261,8 @@ pub(crate) struct Shared {
     pub(crate) notifier: Arc<dyn Notifier>,
     /// The hosted specialists' calls waiting here for agent hosts, if any.
     pub(crate) desk: Option<Arc<dyn HostedDesk>>,
+    /// What this host serves each role with (B6), when it said.
+    pub(crate) served: Option<Served>,
     pub(crate) config: CoordinatorConfig,
     rooms: Mutex<HashMap<RoomId, mpsc::Sender<Command>>>,
     pub(crate) in_flight: watch::Sender<usize>,
@@ -295,6 +306,7 @@ impl Coordinator {
             catalog: Arc::new(MemoryCatalog::new()),
             notifier: Arc::new(defaults::TracedNotifier),
             desk: None,
+            served: None,
         }
     }
 
@@ -474,6 +486,28 @@ impl Coordinator {
         .await
     }
 
+    /// What this host serves each role with, when it said (B6).
+    pub fn served(&self) -> Option<&Served> {
+        self.shared.served.as_ref()
+    }
+
+    /// Bring the Room's quotes up to what this host serves (B6, an operator's act): calls
+    /// that waited for it are admitted. Refused when the host serves no models.
+    pub async fn update_quotes(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        by: PrincipalId,
+    ) -> Result<Outcome, CoordinatorError> {
+        let served = self
+            .shared
+            .served
+            .clone()
+            .ok_or(CoordinatorError::NothingServed)?;
+        self.submit(room, id, OperatorInput::UpdateQuotes { by, served })
+            .await
+    }
+
     /// Retry a pending owner message whose interpretation a provider failed: it waited for
     /// attention, and its interpretation is issued again.
     pub async fn retry_message(
@@ -635,6 +669,13 @@ pub enum OperatorInput {
         /// The contribution it claims (T2).
         contribution: Option<ContributionId>,
     },
+    /// Bring the Room's quotes up to what the host serves (B6).
+    UpdateQuotes {
+        /// Who asks.
+        by: PrincipalId,
+        /// What the host serves.
+        served: Served,
+    },
     /// Retry a pending owner message a provider failed.
     RetryMessage {
         /// Who asks.
@@ -672,6 +713,7 @@ impl OperatorInput {
             }
             OperatorInput::RaiseLimit { by, amount } => Input::RaiseLimit { by, amount },
             OperatorInput::RetryMessage { by, event } => Input::RetryMessage { by, event },
+            OperatorInput::UpdateQuotes { by, served } => Input::UpdateQuotes { by, served },
             OperatorInput::AcknowledgeOverrun { by } => Input::AcknowledgeOverrun { by },
             OperatorInput::RecordReview {
                 by,

@@ -11,7 +11,7 @@ use crate::catalog::CapabilityCatalog;
 use crate::engine::{Decision, Env, Input, InputError, LogEntry};
 use crate::ids::{DerivedIds, EventId, OperationId, Timestamp};
 use crate::ledger::LedgerEntry;
-use crate::state::{Operation, RoomState};
+use crate::state::{Operation, RoomState, Served};
 
 /// Why the simulation refused an input; nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,9 +39,16 @@ pub struct Simulation<C> {
     closed: BTreeMap<OperationId, Operation>,
     accepted: BTreeSet<EventId>,
     contents: BTreeMap<ContentDigest, String>,
+    served: Option<Served>,
 }
 
 impl<C: CapabilityCatalog> Simulation<C> {
+    /// From now on, the host serves each role with `served` (B6: a Room quote below its
+    /// model's admits no call).
+    pub fn serve(&mut self, served: Served) {
+        self.served = Some(served);
+    }
+
     /// A simulation of `state`, resolving capabilities through `catalog`, starting at `start`.
     pub fn new(state: RoomState, catalog: C, start: Timestamp) -> Self {
         let ledger = state.ledger().journal().to_vec();
@@ -55,6 +62,7 @@ impl<C: CapabilityCatalog> Simulation<C> {
             closed: BTreeMap::new(),
             accepted: BTreeSet::new(),
             contents: BTreeMap::new(),
+            served: None,
         }
     }
 
@@ -89,6 +97,7 @@ impl<C: CapabilityCatalog> Simulation<C> {
             ids: &mut ids,
             catalog: &self.catalog,
             contents: &self.contents,
+            served: self.served.as_ref(),
         };
         let decision = crate::engine::decide(&self.state, input, &mut env)?;
         self.state = decision.state.clone();

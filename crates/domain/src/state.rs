@@ -37,6 +37,65 @@ impl Quotes {
     }
 }
 
+/// What a host serves one role with: the model, and what one call to it within the role's
+/// bounds may cost (its quote, B6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedModel {
+    /// The model, as its endpoint names it.
+    pub model: String,
+    /// What one call may cost: the least quote a Room needs for the role.
+    pub quote: UsdMicros,
+}
+
+/// The models a host serves, per role (for a role several models serve, the priciest): what
+/// a Room's quotes must cover for its calls to be admitted (B6). Passed in through `Env`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Served {
+    /// The reasoner's model.
+    pub reasoner: Option<ServedModel>,
+    /// The priciest specialist model.
+    pub specialist: Option<ServedModel>,
+    /// The priciest reviewer model.
+    pub reviewer: Option<ServedModel>,
+}
+
+impl Served {
+    /// What serves `role`, if anything is known.
+    pub fn for_role(&self, role: CallRole) -> Option<&ServedModel> {
+        match role {
+            CallRole::Reasoner => self.reasoner.as_ref(),
+            CallRole::Specialist => self.specialist.as_ref(),
+            CallRole::Reviewer => self.reviewer.as_ref(),
+        }
+    }
+
+    /// The roles whose quote in `quotes` is below what serves them: (role, model, the Room's
+    /// quote, the model's quote).
+    pub fn shortfalls(&self, quotes: &Quotes) -> Vec<(CallRole, &ServedModel, UsdMicros)> {
+        [CallRole::Reasoner, CallRole::Specialist, CallRole::Reviewer]
+            .into_iter()
+            .filter_map(|role| {
+                let served = self.for_role(role)?;
+                let quote = quotes.for_role(role);
+                (quote < served.quote).then_some((role, served, quote))
+            })
+            .collect()
+    }
+
+    /// The quotes that cover every served model (a role nothing serves keeps `current`'s).
+    pub fn quotes(&self, current: &Quotes) -> Quotes {
+        let or = |role: CallRole| {
+            self.for_role(role)
+                .map_or(current.for_role(role), |s| s.quote)
+        };
+        Quotes {
+            reasoner: or(CallRole::Reasoner),
+            specialist: or(CallRole::Specialist),
+            reviewer: or(CallRole::Reviewer),
+        }
+    }
+}
+
 /// Which port a call goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -154,6 +154,7 @@ impl Driver {
             ids: &mut ids,
             catalog: &self.catalog,
             contents: &agentroom_domain::review::NoContents,
+            served: None,
         };
         decide(&self.state, input, &mut env).unwrap()
     }

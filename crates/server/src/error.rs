@@ -282,6 +282,7 @@ impl From<CoordinatorError> for ApiError {
                 ApiError::unavailable(error)
             }
             CoordinatorError::Content(error) => ApiError::InvalidBody(error.to_string()),
+            error @ CoordinatorError::NothingServed => ApiError::WrongState(error.to_string()),
             CoordinatorError::NoAssignment(op) => {
                 ApiError::NotFound(format!("no assignment of operation {op}"))
             }

@@ -83,6 +83,7 @@ impl Writer {
             ids: &mut ids,
             catalog: &self.catalog,
             contents: &agentroom_domain::review::NoContents,
+            served: None,
         };
         decide(&self.state, input, &mut env).unwrap()
     }

@@ -103,6 +103,28 @@ pub(crate) enum BudgetCommand {
         #[arg(long, value_name = "DOLLARS", value_parser = parse_usd)]
         usd: Option<i64>,
     },
+    /// Bring the Room's per-role quotes up to the models the host serves (B6; needs
+    /// `budget.raise`): a Room whose quote is below its model's admits no call of that role
+    /// until then. Recorded as a decision naming each role's model.
+    #[command(after_help = EXIT_CODES)]
+    Quotes {
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+/// `agentroom budget quotes`: the Room's quotes brought up to the models the host serves.
+async fn update_quotes(target: Target) -> Result<String, OperatorError> {
+    let client = Client::new(&target)?;
+    let answer = client.post("quotes", &json!({})).await?;
+    let decision: Decision = typed("POST quotes", &answer)?;
+    decided_or_refused(&decision)?;
+    if target.json {
+        return Ok(json_text(&answer));
+    }
+    let mut out = String::from("updated the Room's quotes\n");
+    out.push_str(&log_lines(&decision));
+    Ok(out)
 }
 
 /// `agentroom objective …`
@@ -365,6 +387,7 @@ pub(crate) async fn budget(command: BudgetCommand) -> Result<String, OperatorErr
             }
             Ok(budget_table(&target.room, &typed_budget))
         }
+        BudgetCommand::Quotes { target } => update_quotes(target).await,
         BudgetCommand::Raise {
             target,
             micros,

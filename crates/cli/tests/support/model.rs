@@ -146,6 +146,49 @@ impl ModelSite {
         out
     }
 
+    /// The site's folder.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Creates Room `room` quoted for `model`, with README's members; returns the owner's
+    /// and the first operator's tokens.
+    pub fn create_room(&self, room: &str, model: &str) -> (String, String) {
+        let created = self.run(&[
+            "room",
+            "create",
+            "--room",
+            room,
+            "--owner",
+            "olive",
+            "--member",
+            "oscar=operator",
+            "--member",
+            "sam=specialist",
+            "--member",
+            "sue=specialist",
+            "--member",
+            "rita=reviewer",
+            "--model",
+            model,
+            "--limit-micros",
+            "5000000",
+        ]);
+        let printed = String::from_utf8(created.stdout).unwrap();
+        let token = |who: &str| {
+            printed
+                .lines()
+                .find_map(|l| l.strip_prefix(who))
+                .unwrap_or_else(|| panic!("no {who}: {printed}"))
+                .trim()
+                .to_owned()
+        };
+        (
+            token("owner token (olive): "),
+            token("operator token (oscar): "),
+        )
+    }
+
     /// The model's `--record` file.
     pub fn record(&self) -> PathBuf {
         self.dir.path().join("requests.jsonl")
@@ -178,37 +221,7 @@ impl ModelSite {
             format!("base_url = \"http://{model_address}/v1\"\nmodel = \"testmodel\"\n"),
         )
         .unwrap();
-        let created = self.run(&[
-            "room",
-            "create",
-            "--room",
-            "lab",
-            "--owner",
-            "olive",
-            "--member",
-            "oscar=operator",
-            "--member",
-            "sam=specialist",
-            "--member",
-            "sue=specialist",
-            "--member",
-            "rita=reviewer",
-            "--model",
-            "testmodel",
-            "--limit-micros",
-            "5000000",
-        ]);
-        let printed = String::from_utf8(created.stdout).unwrap();
-        let token = |who: &str| {
-            printed
-                .lines()
-                .find_map(|l| l.strip_prefix(who))
-                .unwrap_or_else(|| panic!("no {who}: {printed}"))
-                .trim()
-                .to_owned()
-        };
-        let owner = token("owner token (olive): ");
-        let operator = token("operator token (oscar): ");
+        let (owner, operator) = self.create_room("lab", "testmodel");
         self.run(&["event", "post", "--room", "lab", "--as", "olive", message]);
         let mut serve = self.agentroom(&["serve", "--room", "lab", "--listen", "127.0.0.1:0"]);
         serve.arg("--openai").arg(&config).stderr(Stdio::inherit());

@@ -35,8 +35,26 @@ impl Ctx<'_, '_> {
         purpose: Purpose,
         brief: CallBrief,
     ) -> Option<OperationId> {
-        let op = OperationId::from_uuid(self.env.ids.next_uuid());
         let amount = self.state.quotes.for_role(role);
+        // B6: the reservation must be a true upper bound of what the host's model may cost.
+        if let Some(served) = self.env.served.and_then(|s| s.for_role(role))
+            && amount < served.quote
+        {
+            let message = format!(
+                "{} call not admitted: the Room's {} quote {amount} is below what model `{}` \
+                 may cost ({}); an operator updates the Room's quotes to what this host serves \
+                 (`agentroom budget quotes`, POST /v1/rooms/{}/quotes)",
+                role.as_str(),
+                role.as_str(),
+                served.model,
+                served.quote,
+                self.state.room
+            );
+            self.reject(objective, Rule::B6, message.clone());
+            self.notify(Audience::Operators, objective, message);
+            return None;
+        }
+        let op = OperationId::from_uuid(self.env.ids.next_uuid());
         if let Err(err) = self.state.ledger.reserve(op, amount) {
             let rule = match err {
                 LedgerError::AdmissionsStopped(_) => Rule::B5,

@@ -9,6 +9,7 @@ use crate::objective::ObjectiveStatus;
 use crate::policy::ReviewSource;
 use crate::room::{Permission, Role};
 use crate::rules::Rule;
+use crate::state::{CallRole, Served};
 
 impl Ctx<'_, '_> {
     /// D3: pause, resume or cancel an objective (owners and operators).
@@ -136,6 +137,51 @@ impl Ctx<'_, '_> {
         );
         self.issue_interpretation(Target::Intake(event));
         Ok(())
+    }
+
+    /// B6: an operator brings the Room's quotes up to what the host serves; calls that
+    /// waited for it go ahead. Recorded with each role's model.
+    pub(super) fn update_quotes(&mut self, by: &PrincipalId, served: &Served) {
+        if !self.authorized(by, Permission::BudgetRaise, None) {
+            return;
+        }
+        let before = self.state.quotes;
+        let after = served.quotes(&before);
+        if after.reasoner <= UsdMicros::ZERO
+            || after.specialist <= UsdMicros::ZERO
+            || after.reviewer <= UsdMicros::ZERO
+        {
+            self.reject(
+                None,
+                Rule::B6,
+                "quotes not updated: every quote must be positive".to_owned(),
+            );
+            return;
+        }
+        let describe = |role: CallRole| {
+            let model = served.for_role(role).map_or_else(
+                || "unchanged".to_owned(),
+                |s| format!("model `{}`", s.model),
+            );
+            format!(
+                "{} {} → {} ({model})",
+                role.as_str(),
+                before.for_role(role),
+                after.for_role(role)
+            )
+        };
+        self.state.quotes = after;
+        self.accept(
+            None,
+            Some(Rule::B6),
+            format!(
+                "{by} updated the Room's quotes: {}; {}; {}",
+                describe(CallRole::Reasoner),
+                describe(CallRole::Specialist),
+                describe(CallRole::Reviewer)
+            ),
+        );
+        self.advance_all();
     }
 
     /// B4: an operator raises the limit; spent is untouched and waiting work may go ahead.

@@ -41,7 +41,7 @@ use crate::plan::{Column, TaskKind};
 use crate::review::{Contents, ContributionDraft, ReportRef, ReviewSubmission, Source};
 use crate::room::{Permission, Role};
 use crate::rules::Rule;
-use crate::state::{CallRole, Operation, RoomState};
+use crate::state::{CallRole, Operation, RoomState, Served};
 
 /// What the engine needs from outside: the time, fresh ids and the capability catalog.
 pub struct Env<'a> {
@@ -54,6 +54,9 @@ pub struct Env<'a> {
     /// The Room's content the host read for this decision (R7 checks a review's quotes
     /// against it); [`NoContents`](crate::review::NoContents) when the input needs none.
     pub contents: &'a dyn Contents,
+    /// The models the host serves each role with (B6): a call whose Room quote is below its
+    /// model's is not admitted. `None`: the host did not say (scripted agents, tests).
+    pub served: Option<&'a Served>,
 }
 
 /// What a call cost, as the provider reported it.
@@ -357,6 +360,14 @@ pub enum Input {
         op: OperationId,
         /// What was confirmed.
         outcome: Reconciliation,
+    },
+    /// Bring the Room's per-role quotes up to what the host serves (operators, B6): an
+    /// explicit act, recorded with the models; calls that waited for it are admitted.
+    UpdateQuotes {
+        /// Who asks.
+        by: PrincipalId,
+        /// What the host serves each role with.
+        served: Served,
     },
     /// Retry a pending owner message whose interpretation a provider failed (owners and
     /// operators): its interpretation is issued again.
@@ -714,6 +725,7 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
             action,
         } => ctx.control(&by, objective, action)?,
         Input::RetryMessage { by, event } => ctx.retry_message(&by, event)?,
+        Input::UpdateQuotes { by, served } => ctx.update_quotes(&by, &served),
         Input::DecideLateResult { by, op, decision } => ctx.decide_late(&by, op, decision)?,
         Input::RaiseLimit { by, amount } => ctx.raise_limit(&by, amount),
         Input::AcknowledgeOverrun { by } => ctx.acknowledge_overrun(&by),

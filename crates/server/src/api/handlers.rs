@@ -6,14 +6,14 @@
 
 use super::Api;
 use agentroom_api_model::requests::{
-    AcknowledgeBody, ControlBody, LateBody, PostEvent, RaiseBody, ResolveBody, ResolvedAs,
-    ReviewBody, TaskUpdateBody,
+    AcknowledgeBody, ControlBody, EmptyBody, LateBody, PostEvent, RaiseBody, ResolveBody,
+    ResolvedAs, ReviewBody, TaskUpdateBody,
 };
 use agentroom_api_model::responses::{
     Board, BoardColumn, Budget, CallStatus, ContributionView, Decided, Decision, LateResult,
     Member, ObjectiveBrief, ObjectiveDetail, OperationView, Page as ApiPage, PendingMessage,
-    PlanDiff, PlanVersionView, ReportContent, ReportView, ResolutionView, Resolved, ReviewView,
-    Reviews, RoomView, SourceView, TaskView, You,
+    PlanDiff, PlanVersionView, QuotesView, ReportContent, ReportView, ResolutionView, Resolved,
+    ReviewView, Reviews, RoomView, SourceView, TaskView, You,
 };
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
 use agentroom_domain::artifact::ContentDigest;
@@ -232,8 +232,27 @@ fn objective_brief(objective: &Objective) -> ObjectiveBrief {
 }
 
 /// `GET /v1/rooms/{room}`.
-pub(crate) async fn room(caller: Caller) -> Json<RoomView> {
+pub(crate) async fn room(State(api): State<ApiState>, caller: Caller) -> Json<RoomView> {
     let state = &caller.stored.state;
+    let quotes = state.quotes();
+    let short = api.rooms.served().map_or_else(Vec::new, |served| {
+        served
+            .shortfalls(&quotes)
+            .into_iter()
+            .map(|(role, model, quote)| {
+                format!(
+                    "{}: the Room's quote {quote} is below what model `{}` may cost ({}); no {} \
+                     call is admitted until an operator updates the quotes (`agentroom budget \
+                     quotes`, POST /v1/rooms/{}/quotes)",
+                    role.as_str(),
+                    model.model,
+                    model.quote,
+                    role.as_str(),
+                    state.room()
+                )
+            })
+            .collect()
+    });
     Json(RoomView {
         room: state.room().clone(),
         revision: caller.stored.revision.0,
@@ -247,6 +266,12 @@ pub(crate) async fn room(caller: Caller) -> Json<RoomView> {
             .may(Permission::BudgetRead)
             .then(|| state.ledger().balances()),
         review_source: state.policy().review_source(),
+        quotes: Some(QuotesView {
+            reasoner_micros: quotes.reasoner.micros(),
+            specialist_micros: quotes.specialist.micros(),
+            reviewer_micros: quotes.reviewer.micros(),
+            short,
+        }),
         pending_messages: if caller.may(Permission::ObjectiveRead) {
             state
                 .intake()
@@ -680,6 +705,22 @@ pub(crate) async fn control(
     decided(&outcome)
 }
 
+/// `POST /v1/rooms/{room}/quotes`: the Room's quotes brought up to the models this host
+/// serves (operators, B6).
+pub(crate) async fn update_quotes(
+    State(api): State<ApiState>,
+    caller: Caller,
+    key: IdempotencyKey,
+    StrictJsonOrEmpty(EmptyBody {}): StrictJsonOrEmpty<EmptyBody>,
+) -> Result<Json<Decision>, ApiError> {
+    let id = input_id(&api, &caller, &key, "quotes")?;
+    let outcome = api
+        .rooms
+        .update_quotes(&caller.room, id, caller.principal.clone())
+        .await?;
+    decided(&outcome)
+}
+
 /// `POST /v1/rooms/{room}/messages/{event}/retry`: a pending owner message whose provider
 /// failed it is interpreted again (owners and operators).
 pub(crate) async fn retry_message(
@@ -687,6 +728,7 @@ pub(crate) async fn retry_message(
     caller: Caller,
     PendingEvent(event): PendingEvent,
     key: IdempotencyKey,
+    StrictJsonOrEmpty(EmptyBody {}): StrictJsonOrEmpty<EmptyBody>,
 ) -> Result<Json<Decision>, ApiError> {
     let outcome = api
         .rooms

@@ -143,6 +143,14 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
         ),
         row(
             Method::POST,
+            "/v1/rooms/{room}/quotes",
+            Needs(P::BudgetRaise),
+            "Bring the Room's per-role quotes up to the models this host serves (B6): calls \
+             that waited for it are admitted. Recorded as a decision with each role's model.",
+            on(MethodFilter::POST, h::update_quotes),
+        ),
+        row(
+            Method::POST,
             "/v1/rooms/{room}/messages/{event}/retry",
             Needs(P::ObjectiveControl),
             "Retry a pending owner message whose provider failed it (it waits for a person, \

@@ -9,8 +9,8 @@
 
 use agentroom_api_model::ErrorBody;
 use agentroom_api_model::requests::{
-    self, AcknowledgeBody, ControlBody, LateBody, PostEvent, RaiseBody, ResolveBody, ReviewBody,
-    SubmissionBody, TaskUpdateBody,
+    self, AcknowledgeBody, ControlBody, EmptyBody, LateBody, PostEvent, RaiseBody, ResolveBody,
+    ReviewBody, SubmissionBody, TaskUpdateBody,
 };
 use agentroom_api_model::responses::{
     AssignmentView, Budget, ContributionView, Decided, Decision, LateResult, Member,
@@ -107,6 +107,9 @@ fn request_body(route: &RouteSpec) -> Option<RequestBody> {
         "/v1/rooms/{room}/late-results/{operation}" => typed::<LateBody>(),
         "/v1/rooms/{room}/budget/raise" => typed::<RaiseBody>(),
         "/v1/rooms/{room}/budget/acknowledge" => typed_or_empty::<AcknowledgeBody>(),
+        "/v1/rooms/{room}/quotes" | "/v1/rooms/{room}/messages/{event}/retry" => {
+            typed_or_empty::<EmptyBody>()
+        }
         "/v1/rooms/{room}/operations/{operation}/resolve" => typed::<ResolveBody>(),
         // Any A2E message: the planning service reads its `type` and tolerates unknown
         // fields (the SDK sends extras), so no request type describes it.
@@ -364,6 +367,7 @@ fn operator_input(path: &str) -> bool {
         path,
         "/v1/rooms/{room}/objectives/{objective}/control"
             | "/v1/rooms/{room}/messages/{event}/retry"
+            | "/v1/rooms/{room}/quotes"
             | "/v1/rooms/{room}/objectives/{objective}/tasks"
             | "/v1/rooms/{room}/objectives/{objective}/reviews"
             | "/v1/rooms/{room}/late-results/{operation}"
@@ -392,6 +396,16 @@ mod tests {
             "POST",
             "/v1/rooms/{room}/events",
             &[202, 400, 401, 403, 404, 409, 413, 415, 422],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/quotes",
+            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/messages/{event}/retry",
+            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
         ),
         (
             "GET",
@@ -625,6 +639,8 @@ mod tests {
                     json!({"kind": "explicit_reference", "objective": OBJECTIVE}),
                 ],
             ),
+            ("/v1/rooms/{room}/quotes", vec![json!({})]),
+            ("/v1/rooms/{room}/messages/{event}/retry", vec![json!({})]),
             (
                 "/v1/rooms/{room}/objectives/{objective}/control",
                 vec![

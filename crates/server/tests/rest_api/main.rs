@@ -48,6 +48,8 @@ const MATRIX: &[(&str, &str, &str, &str)] = &[
     ("GET",  "/v1/rooms/{room}",                                  "objective.read",     "owner operator reviewer specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/members",                          "objective.read",     "owner operator reviewer specialist agent_host"),
     ("POST", "/v1/rooms/{room}/events",                           "event.post",         "owner operator reviewer specialist agent_host"),
+    ("POST", "/v1/rooms/{room}/quotes",                           "budget.raise",       "operator"),
+    ("POST", "/v1/rooms/{room}/messages/{event}/retry",           "objective.control",  "owner operator"),
     ("GET",  "/v1/rooms/{room}/objectives",                       "objective.read",     "owner operator reviewer specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/objectives/{objective}",           "objective.read",     "owner operator reviewer specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/objectives/{objective}/plans",     "objective.read",     "owner operator reviewer specialist agent_host"),
@@ -85,6 +87,7 @@ fn concrete(path: &str) -> String {
         .replace("{objective}", UNKNOWN)
         .replace("{operation}", UNKNOWN)
         .replace("{contribution}", UNKNOWN)
+        .replace("{event}", UNKNOWN)
 }
 
 #[test]
