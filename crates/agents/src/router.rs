@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agentroom_ports::domain::engine::{CallRequest, CallResult};
+use agentroom_ports::domain::engine::{CallRequest, CallResult, ReviewerResult};
 use agentroom_ports::domain::ids::PrincipalId;
 use agentroom_ports::{
     AgentCall, AgentOutcome, CallContext, DoesNotFit, Reasoner, Receipt, Reviewer, Specialist,
@@ -242,6 +242,12 @@ impl Provider for Agents {
                 if let CallOutcome::Returned(receipt) = &mut outcome {
                     receipt.model = self.model_of(&call);
                     receipt.omitted = omitted;
+                    // A model review is attributed to its reviewer and to the model.
+                    if let CallResult::Reviewer(ReviewerResult::Review(review)) =
+                        &mut receipt.result
+                    {
+                        review.model.clone_from(&receipt.model);
+                    }
                 }
                 outcome
             }

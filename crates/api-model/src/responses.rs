@@ -361,6 +361,9 @@ pub struct ReviewView {
     /// The outcome.
     #[schema(value_type = String)]
     pub outcome: ReviewOutcome,
+    /// The model that produced it, for a model reviewer's review (null for a person's).
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// `GET …/contributions/{contribution}`: a specialist's persisted result, with what it cites.

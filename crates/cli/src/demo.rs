@@ -253,6 +253,7 @@ impl Demo {
                     .unwrap_or_default()
                     .to_owned();
                 CallResult::Reviewer(ReviewerResult::Review(ReviewSubmission {
+                    model: None,
                     report: report.clone(),
                     observed: call.observed,
                     verdicts: criteria

@@ -57,6 +57,8 @@ fn completes_with_an_approving_review(site: &ModelSite) {
     let review = &reviews["reviews"][0];
     assert_eq!(review["outcome"], "all_met", "{reviews}");
     assert_eq!(review["reviewer"], "rita");
+    // A model review is attributed to the reviewer principal and to the model.
+    assert_eq!(review["model"], "testmodel", "{review}");
     let figure = review["verdicts"]
         .as_array()
         .unwrap()

@@ -34,7 +34,7 @@ pub(crate) enum Guard {
     /// only with a decision.
     Outcome {
         op: OperationId,
-        event: CallEvent,
+        event: Box<CallEvent>,
         receipt: Option<Box<(i64, Receipt)>>,
     },
 }

@@ -43,7 +43,7 @@ impl Shared {
         let input = event.clone().input(op);
         let guard = Guard::Outcome {
             op,
-            event,
+            event: Box::new(event),
             receipt: receipt.map(Box::new),
         };
         self.submit(room, input, seed, guard).await

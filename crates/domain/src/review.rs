@@ -750,6 +750,10 @@ pub struct ReviewSubmission {
     pub observed: ObservedRevisions,
     /// One verdict per criterion.
     pub verdicts: Vec<CriterionVerdict>,
+    /// The model that produced it, for a model reviewer's review (set by the host's agents,
+    /// never by a client): the review is attributed to the reviewer principal and the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// The outcome of a review.
@@ -772,6 +776,9 @@ pub struct Review {
     pub(crate) report: ReportRef,
     pub(crate) verdicts: Vec<CriterionVerdict>,
     pub(crate) outcome: ReviewOutcome,
+    /// The model that produced it, for a model reviewer's review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) model: Option<String>,
 }
 
 impl Review {
@@ -782,6 +789,10 @@ impl Review {
     /// Who reviewed.
     pub fn reviewer(&self) -> &PrincipalId {
         &self.reviewer
+    }
+    /// The model that produced it, for a model reviewer's review.
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
     }
     /// The report it binds.
     pub fn report(&self) -> &ReportRef {

@@ -559,6 +559,7 @@ impl Driver {
                     by: p(who.name()),
                     objective,
                     review: ReviewSubmission {
+                        model: None,
                         verdicts: verdicts_for(&self.room, &report, &criteria, verdicts),
                         report,
                         observed,
@@ -787,6 +788,7 @@ fn reviewer_answer(room: &Room, call: &CallRequest, m: ReviewerMove, charge: Cha
             detail: "not JSON".into(),
         },
         other => ReviewerResult::Review(ReviewSubmission {
+            model: None,
             report: report.clone(),
             observed: call.observed,
             verdicts: verdicts_for(room, report, criteria, other),

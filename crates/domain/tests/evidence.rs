@@ -74,6 +74,7 @@ fn review_with(
         panic!("not a review call");
     };
     let submission = ReviewSubmission {
+        model: None,
         report: report.clone(),
         observed: call.observed,
         verdicts,
@@ -223,6 +224,7 @@ fn r7_a_human_reviews_met_is_checked_the_same_way() {
         by: p("rita"),
         objective,
         review: ReviewSubmission {
+            model: None,
             report,
             observed: room.objective().observed(),
             verdicts: vec![

@@ -1147,6 +1147,7 @@ fn r1_an_author_cannot_review_their_own_work() {
     let report = room.objective().awaiting_review().unwrap().report().clone();
     let objective = room.objective_id();
     let submission = agentroom_domain::review::ReviewSubmission {
+        model: None,
         verdicts: room.verdicts(&report, &all_met()),
         report,
         observed: room.objective().observed(),

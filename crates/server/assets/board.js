@@ -253,7 +253,7 @@
           el(
             "div",
             { class: "review", "data-reviewer": review.reviewer, "data-outcome": review.outcome },
-            el("p", null, `Review by ${review.reviewer}: ${String(review.outcome).replace("_", " ")}`),
+            el("p", null, `Review by ${review.reviewer}${review.model ? ` (model ${review.model})` : ""}: ${String(review.outcome).replace("_", " ")}`),
             table,
           ),
         );
@@ -289,6 +289,12 @@
       $("whoami").textContent = `${room.you.principal} (${(room.you.roles || []).join(", ") || "no role"})`;
       $("room-title").textContent = `Room ${room.room}`;
       renderBudget(room.budget);
+      const short = (room.quotes && room.quotes.short) || [];
+      const quotes = $("quotes");
+      if (quotes) {
+        quotes.hidden = !short.length;
+        quotes.replaceChildren(...short.map((line) => el("p", { class: "held" }, `quotes: ${line}`)));
+      }
       const objectives = await Promise.all((room.objectives || []).map(renderObjective));
       const box = $("objectives");
       const pending = renderPending(room.pending_messages);

@@ -377,6 +377,7 @@ struct ReviewReply {
 pub(crate) fn parse_reviewer(call: &ReviewerCall, content: &str) -> ReviewerResult {
     match serde_json::from_str::<ReviewReply>(content) {
         Ok(reply) => ReviewerResult::Review(ReviewSubmission {
+            model: None,
             report: call.report.clone(),
             observed: call.observed,
             verdicts: reply.verdicts,

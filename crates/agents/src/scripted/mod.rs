@@ -488,6 +488,7 @@ impl Reviewer for Scripted {
         };
         let result = match &entry.says {
             ReviewerSays::Verdicts(verdicts) => ReviewerResult::Review(ReviewSubmission {
+                model: None,
                 report: call.report.clone(),
                 observed: call.observed,
                 verdicts: verdicts.iter().map(|v| cite_from(call, v)).collect(),

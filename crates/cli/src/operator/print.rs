@@ -250,6 +250,22 @@ pub(super) fn objective_text(
                         wire(&task.assignee),
                         task_state(&task.state),
                     );
+                    // Why its call waits or is uncertain, in the provider's words.
+                    if let Some(call) = &task.call
+                        && call.status != "running"
+                    {
+                        let cause = call
+                            .cause
+                            .as_deref()
+                            .map(|c| format!(": {}", clean(c)))
+                            .unwrap_or_default();
+                        let _ = writeln!(
+                            out,
+                            "    call {} {}{cause}",
+                            clean(&call.op),
+                            clean(&call.status).replace('_', " ")
+                        );
+                    }
                 }
             }
         }
@@ -399,9 +415,14 @@ pub(super) fn reviews_text(reviews: &Reviews) -> String {
         for review in of_version {
             let _ = writeln!(
                 out,
-                "  review {} by {}: {}",
+                "  review {} by {}{}: {}",
                 clean(&review.id),
                 wire(&review.reviewer),
+                review
+                    .model
+                    .as_deref()
+                    .map(|m| format!(" (model {})", clean(m)))
+                    .unwrap_or_default(),
                 wire(&review.outcome)
             );
             let rows: Vec<Vec<String>> = review

@@ -425,6 +425,7 @@ pub fn answer(request: &CallRequest, micros: i64) -> Receipt {
 
 /// One step of a [`Behaviour::Script`].
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant, reason = "a few steps per test")]
 pub enum Step {
     /// Answers at once, charged this much.
     Answer(i64),

@@ -354,6 +354,7 @@ impl Ctx<'_, '_> {
             ));
         }
         let id = objective.id;
+        let submission_model = submission.model;
         let mut verdicts = submission.verdicts;
         // R7: a `met` stands only on evidence the review input carries.
         let mut downgraded = Vec::new();
@@ -390,6 +391,10 @@ impl Ctx<'_, '_> {
             ReviewOutcome::AllMet
         };
         let review = ReviewId::from_uuid(self.env.ids.next_uuid());
+        let by = match &submission_model {
+            Some(model) => format!("{reviewer} (model `{model}`)"),
+            None => reviewer.to_string(),
+        };
         let objective = self.objective_mut(idx);
         objective.reviews.push(Review {
             id: review,
@@ -397,16 +402,14 @@ impl Ctx<'_, '_> {
             report: awaited.clone(),
             verdicts,
             outcome,
+            model: submission_model,
         });
         objective.awaiting_review = None;
         objective.counters.failed_reviews = 0;
         self.accept(
             Some(id),
             Some(Rule::R2),
-            format!(
-                "{reviewer} reviewed report v{}: {outcome:?}",
-                awaited.version
-            ),
+            format!("{by} reviewed report v{}: {outcome:?}", awaited.version),
         );
         match outcome {
             ReviewOutcome::AllMet => {

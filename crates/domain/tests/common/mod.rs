@@ -341,6 +341,7 @@ impl Room {
             panic!("not a review call");
         };
         ReviewSubmission {
+            model: None,
             report: report.clone(),
             observed: call.observed,
             verdicts: self.verdicts(report, verdicts),

@@ -832,6 +832,7 @@ pub(crate) async fn reviews(
             report: review.report().clone(),
             verdicts: review.verdicts().to_vec(),
             outcome: review.outcome(),
+            model: review.model().map(str::to_owned),
         })
         .collect();
     Ok(Json(Reviews {
@@ -866,6 +867,7 @@ pub(crate) async fn record_review(
             ))
         })?;
     let submission = ReviewSubmission {
+        model: None,
         report,
         observed: ObservedRevisions {
             objective: review.observed.objective,
