@@ -31,10 +31,10 @@ fn demo_runs_an_objective_to_an_approving_review_and_its_ledger_adds_up() {
     for expected in [
         "== timeline",
         "[O7] plan v1 admitted whole",
-        "rita reviewed report v1: Unmet",
+        "rita (model `scripted`) reviewed report v1: Unmet",
         "[R3] report version failed review (1 of 3): corrective planning",
         "[O7] plan v2 admitted whole: 3 tasks, 1 reused unchanged (O3)",
-        "rita reviewed report v2: AllMet",
+        "rita (model `scripted`) reviewed report v2: AllMet",
         "(completed, revision 2)",
         "review of report v2 by rita: cites-sources=Met covers-2026=Met",
         "== ledger",

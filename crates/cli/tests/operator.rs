@@ -542,7 +542,7 @@ fn a_completed_objective_shows_its_board_plans_decisions_and_reviews_as_tables_a
         "report v1".to_owned(),
         "  author:       sue".to_owned(),
         format!("  source set:   {digest}"),
-        format!("  review {review_id} by rita: all_met"),
+        format!("  review {review_id} by rita (model scripted): all_met"),
     ] {
         assert!(
             review.lines().any(|l| l == line),

@@ -6,8 +6,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use agentroom_ports::domain::artifact::ContentDigest;
-use agentroom_ports::domain::ids::{NotificationId, OperationId, RoomId, Timestamp};
+use agentroom_ports::domain::ids::{NotificationId, ObjectiveId, OperationId, RoomId, Timestamp};
 use agentroom_ports::domain::ledger::LedgerEntry;
+use agentroom_ports::domain::state::RoomState;
 use agentroom_ports::tokens::{AuthError, Authenticated};
 use agentroom_ports::{
     Delivered, HistoryEntry, OperationFilter, OperationRecord, OperationStatus, OutboxPosition,
@@ -35,9 +36,16 @@ pub struct BudgetBreakdown {
 impl BudgetBreakdown {
     /// Sums the settled charges of `entries`, reading each one's operation from `operations`
     /// (`(unknown)` when it is not there).
-    fn of(entries: Vec<LedgerEntry>, operations: &[OperationRecord]) -> Self {
+    fn of(entries: Vec<LedgerEntry>, operations: &[OperationRecord], state: &RoomState) -> Self {
         let by_op: HashMap<OperationId, &OperationRecord> =
             operations.iter().map(|r| (r.op(), r)).collect();
+        // The reasoner calls that interpreted an owner message before its objective existed
+        // are booked to the objective it became.
+        let became: HashMap<OperationId, ObjectiveId> = state
+            .objectives()
+            .iter()
+            .flat_map(|o| o.intake_calls().iter().map(move |op| (*op, o.id())))
+            .collect();
         let mut breakdown = Self::default();
         for entry in &entries {
             let LedgerEntry::Settled { op, charged, .. } = entry else {
@@ -48,6 +56,7 @@ impl BudgetBreakdown {
                     record
                         .request
                         .objective
+                        .or_else(|| became.get(op).copied())
                         .map_or_else(|| "(none)".to_owned(), |o| o.to_string()),
                     record.request.role.as_str().to_owned(),
                     record
@@ -130,7 +139,8 @@ impl Coordinator {
     pub async fn budget(&self, room: &RoomId) -> Result<BudgetBreakdown, CoordinatorError> {
         let entries = self.ledger(room).await?;
         let operations = self.room_operations(room, None).await?;
-        Ok(BudgetBreakdown::of(entries, &operations))
+        let stored = self.room(room).await?;
+        Ok(BudgetBreakdown::of(entries, &operations, &stored.state))
     }
 
     /// The operations of `room` (of `status` only, when given), oldest first.

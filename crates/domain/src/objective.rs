@@ -98,6 +98,10 @@ pub struct Interpretation {
     /// running) and nothing is issued until someone retries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) held: Option<String>,
+    /// The reasoner calls reserved for an owner message before it had an objective: booked to
+    /// the objective it becomes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) calls: Vec<OperationId>,
 }
 
 impl Interpretation {
@@ -110,6 +114,7 @@ impl Interpretation {
             op: None,
             feedback: Vec::new(),
             held: None,
+            calls: Vec::new(),
         }
     }
 
@@ -179,6 +184,10 @@ pub struct Objective {
     pub(crate) reports: Vec<ReportRef>,
     pub(crate) reviews: Vec<Review>,
     pub(crate) awaiting_review: Option<ReviewRequest>,
+    /// The reasoner calls that interpreted its owner message before it existed (its first
+    /// plan's among them): their cost is booked to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) intake_calls: Vec<OperationId>,
 }
 
 impl Objective {
@@ -197,6 +206,11 @@ impl Objective {
     /// The event it was created from.
     pub fn origin(&self) -> EventId {
         self.origin
+    }
+    /// The reasoner calls that interpreted its owner message before it existed: their cost is
+    /// booked to it.
+    pub fn intake_calls(&self) -> &[OperationId] {
+        &self.intake_calls
     }
     /// The objective revision (O10).
     pub fn revision(&self) -> u64 {

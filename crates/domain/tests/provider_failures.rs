@@ -292,3 +292,14 @@ fn d2_an_uncertain_call_records_why() {
         notifications(&d)
     );
 }
+
+#[test]
+fn o11_the_reasoner_calls_that_interpreted_a_message_are_booked_to_the_objective_it_becomes() {
+    let mut room = Room::new();
+    let first = reasoner_call(&room.say("Summarize the state of the art"));
+    let d = room.format_error(&first);
+    let second = reasoner_call(&d);
+    room.plan(&second, two_step_plan());
+    assert_eq!(room.objective().intake_calls(), [first.op, second.op]);
+    assert!(room.state().intake().is_empty());
+}

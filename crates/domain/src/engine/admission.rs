@@ -135,6 +135,9 @@ impl Ctx<'_, '_> {
         if let (Some(op), Some(interpretation)) = (op, self.interpretation_mut(target)) {
             interpretation.op = Some(op);
             interpretation.attempts += 1;
+            if intake.is_some() {
+                interpretation.calls.push(op);
+            }
         }
     }
 
@@ -378,10 +381,17 @@ impl Ctx<'_, '_> {
                     reports: Vec::new(),
                     reviews: Vec::new(),
                     awaiting_review: None,
+                    intake_calls: Vec::new(),
                 };
                 // Map against the draft; only an admitted plan creates the objective.
                 let (plan_id, tasks) = self.map_tasks(&draft, None, &plan)?;
-                self.state.intake.remove(&event);
+                let mut draft = draft;
+                draft.intake_calls = self
+                    .state
+                    .intake
+                    .remove(&event)
+                    .map(|i| i.calls)
+                    .unwrap_or_default();
                 self.state.objectives.push(draft);
                 let idx = self.state.objectives.len() - 1;
                 self.accept(
