@@ -422,7 +422,20 @@ async fn board_shows_the_room_in_chromium_with_every_user_string_as_text() {
     let Some(binary) = chromium() else { return };
     let app = spawn_app().await;
     run_objective(&app).await;
+    // A second message, which the scripted reasoner has no reply for: its call is refused
+    // before it runs, so the message waits for attention, naming why (issue 16).
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": "And what about leases?"}),
+    )
+    .await;
+    app.settle().await;
     let room = app.get("olive", "/v1/rooms/local").await;
+    let held = room["pending_messages"][0]["held"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(held.contains("refused before it ran"), "{room}");
     let balances = room["budget"].clone();
     assert!(
         balances["spent"].as_i64().unwrap() > 0,
@@ -462,6 +475,15 @@ async fn board_shows_the_room_in_chromium_with_every_user_string_as_text() {
     );
     assert!(dom.contains("olive (owner)"), "{dom}");
     assert!(dom.contains(r#"<section id="sign-in" hidden="">"#), "{dom}");
+    // The failed call's cause, on the board: the pending message waits, and says why.
+    let pending = between(&dom, r#"<section class="pending-messages">"#, "</section>");
+    assert!(pending.contains(r#"data-held="true""#), "{pending}");
+    assert!(pending.contains("And what about leases?"), "{pending}");
+    assert!(
+        pending.contains("waits for attention: the reasoner call")
+            && pending.contains("was refused before it ran"),
+        "{pending}"
+    );
 
     // Task titles in their columns: every task is done at the end; nothing is elsewhere.
     let done = between(
