@@ -82,11 +82,12 @@ impl Served {
             .collect()
     }
 
-    /// The quotes that cover every served model (a role nothing serves keeps `current`'s).
+    /// The quotes that cover every served model: per role, `current`'s or the model's,
+    /// whichever is higher (a quote is never lowered by this act).
     pub fn quotes(&self, current: &Quotes) -> Quotes {
         let or = |role: CallRole| {
-            self.for_role(role)
-                .map_or(current.for_role(role), |s| s.quote)
+            let now = current.for_role(role);
+            self.for_role(role).map_or(now, |s| s.quote.max(now))
         };
         Quotes {
             reasoner: or(CallRole::Reasoner),

@@ -303,3 +303,56 @@ fn o11_the_reasoner_calls_that_interpreted_a_message_are_booked_to_the_objective
     assert_eq!(room.objective().intake_calls(), [first.op, second.op]);
     assert!(room.state().intake().is_empty());
 }
+
+#[test]
+fn d3_a_replan_whose_reasoner_call_never_ran_is_taken_up_again_on_resume() {
+    let mut room = Room::new();
+    let d = room.start_objective();
+    let gather = specialist_call(&d);
+    let d = room.contribute(&gather, "facts [s1]");
+    let write = specialist_call(&d);
+    let d = room.contribute(&write, "the report");
+    let review = review_call(&d);
+    // R3: an unmet criterion asks the reasoner for a corrective plan.
+    let d = room.review(&review, &one_unmet());
+    let replan = reasoner_call(&d);
+    let attempts = room.objective().interpretation().unwrap().attempts();
+    room.apply(failed(FailureKind::Unreachable, "connection refused").input(replan.op));
+    assert_eq!(
+        room.objective().status(),
+        ObjectiveStatus::StoppedForAttention
+    );
+    let kept = room
+        .objective()
+        .interpretation()
+        .expect("the replan is kept");
+    assert_eq!(
+        kept.attempts(),
+        attempts - 1,
+        "O11: the attempt is given back"
+    );
+    // Resumed: the corrective interpretation goes again.
+    let d = room.control("olive", ControlAction::Resume);
+    assert_eq!(room.objective().status(), ObjectiveStatus::Planning);
+    let again = reasoner_call(&d);
+    assert_ne!(again.op, replan.op);
+}
+
+#[test]
+fn b6_updating_quotes_never_lowers_one() {
+    use agentroom_domain::state::{Served, ServedModel};
+    let mut room = Room::new();
+    let before = room.state().quotes();
+    room.apply(Input::UpdateQuotes {
+        by: p("oscar"),
+        served: Served {
+            reasoner: Some(ServedModel {
+                model: "tiny".to_owned(),
+                quote: micros(1),
+            }),
+            specialist: None,
+            reviewer: None,
+        },
+    });
+    assert_eq!(room.state().quotes(), before);
+}

@@ -145,6 +145,15 @@ impl RunnerConfig {
         self.claim_batch
     }
 
+    /// The wait before store retry `attempt` (1-based): 100 ms doubling, at most 2 s — a
+    /// store hiccup is short, and a receipt write must fit a graceful stop's grace.
+    pub fn store_backoff(&self, attempt: u32) -> Duration {
+        let factor = 1_u32 << attempt.saturating_sub(1).min(16);
+        Duration::from_millis(100)
+            .saturating_mul(factor)
+            .min(Duration::from_secs(2))
+    }
+
     /// The wait before retry `attempt` (1-based): `base · 2^(attempt-1)`, at least
     /// `retry_after`, at most the maximum.
     pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
@@ -166,7 +175,8 @@ impl RunnerConfig {
         retry_after: Option<Duration>,
     ) -> Duration {
         let full = self.backoff(attempt, retry_after);
-        let floor = retry_after.unwrap_or_default().min(full);
+        // What the provider asked for is waited in full (the window still bounds it).
+        let floor = retry_after.unwrap_or_default();
         let bits = op.as_uuid().as_u128() ^ (u128::from(attempt) << 64 | u128::from(attempt));
         let mixed = (bits ^ (bits >> 61)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 64;
         // 0..=1023 thousandths of half the wait.
@@ -217,6 +227,12 @@ mod tests {
         );
         let asked = Duration::from_secs(7);
         assert!(config.jittered_backoff(op, 1, Some(asked)) >= asked);
+        let longer = Duration::from_secs(90);
+        assert_eq!(
+            config.jittered_backoff(op, 1, Some(longer)),
+            longer,
+            "never cut short"
+        );
     }
 
     #[test]

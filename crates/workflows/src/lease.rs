@@ -252,7 +252,7 @@ where
                     return Err(err);
                 }
                 tracing::warn!(what, attempt, %err, "store call failed: retrying");
-                sleep(config.backoff(attempt, None)).await;
+                sleep(config.store_backoff(attempt)).await;
             }
         }
     }

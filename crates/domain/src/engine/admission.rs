@@ -478,8 +478,10 @@ impl Ctx<'_, '_> {
         let o = self.objective_mut(idx);
         o.control_revision += 1;
         o.resume_to = Some(status);
+        // Like a pause, the interpretation in progress is kept (its call, if any, aborts
+        // below and gives its attempt back), so a resumed objective takes it up again.
+        o.status = ObjectiveStatus::StoppedForAttention;
         self.cancel_calls(idx);
-        self.set_status(idx, ObjectiveStatus::StoppedForAttention);
         let message = format!(
             "stopped for attention: {why}; resume the objective once the provider is back or the fix is made"
         );

@@ -266,13 +266,16 @@ pub(crate) async fn room(State(api): State<ApiState>, caller: Caller) -> Json<Ro
             .may(Permission::BudgetRead)
             .then(|| state.ledger().balances()),
         review_source: state.policy().review_source(),
-        quotes: Some(QuotesView {
+        // The quotes name models and amounts: budget readers only.
+        quotes: caller.may(Permission::BudgetRead).then(|| QuotesView {
             reasoner_micros: quotes.reasoner.micros(),
             specialist_micros: quotes.specialist.micros(),
             reviewer_micros: quotes.reviewer.micros(),
             short,
         }),
-        pending_messages: if caller.may(Permission::ObjectiveRead) {
+        // The owner's messages: for those who oversee the Room (as with every task), not
+        // for specialists and agent hosts, who see their own work.
+        pending_messages: if state.oversees(&caller.principal) {
             state
                 .intake()
                 .iter()
