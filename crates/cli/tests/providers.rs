@@ -11,17 +11,16 @@
 //!   approving review.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
 use serde_json::Value;
+use support::Running;
+use support::model::{listening, testmodel, wait_for};
 use tempfile::TempDir;
-
-/// How long a test waits for the processes to get somewhere before it fails.
-const PATIENCE: Duration = Duration::from_secs(90);
 
 /// The test's models and their prices in micros per million tokens (input, output): each
 /// component has a fraction of a micro per token, so rounding up shows. `tm-reasoner` is the
@@ -40,60 +39,6 @@ Criteria:
 Corpus:
 [s1] https://example.org/hamlin-2026 | Hamlin 2026 benchmark | In 2026 the Hamlin runtime recovered 4,000 in-flight calls in 1.2 s after a SIGKILL.
 [s2] https://example.org/leases | Leases in practice | Hamlin fences stale writers with leases that carry a generation.";
-
-/// The test model's binary, built beside `agentroom` (once per test process: cargo builds
-/// only the packages under test, and a stale model would answer from old code).
-fn testmodel() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let agentroom = PathBuf::from(env!("CARGO_BIN_EXE_agentroom"));
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-            let mut build = Command::new(cargo);
-            build
-                .args(["build", "--quiet", "-p", "agentroom-testmodel"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if agentroom
-                .parent()
-                .is_some_and(|dir| dir.ends_with("release"))
-            {
-                build.arg("--release");
-            }
-            assert!(
-                build.status().unwrap().success(),
-                "building agentroom-testmodel failed"
-            );
-            agentroom.with_file_name("agentroom-testmodel")
-        })
-        .clone()
-}
-
-/// A child process killed when the test ends, however it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `command` with stdout piped and returns it with the address it printed after
-/// `prefix`.
-fn listening(mut command: Command, prefix: &str) -> (Running, String) {
-    command.stdout(Stdio::piped()).stdin(Stdio::null());
-    let mut child = Running(command.spawn().unwrap());
-    let mut line = String::new();
-    BufReader::new(child.0.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix(prefix)
-        .unwrap_or_else(|| panic!("did not listen: {line}"))
-        .to_owned();
-    (child, address)
-}
 
 /// A temporary folder with a policy folder whose prices add the test's models, and the test
 /// model running with `--record`.
@@ -376,41 +321,6 @@ fn providers_check_names_the_class_of_each_failure_and_exits_non_zero() {
         "{stderr}"
     );
     assert_eq!(site.requests().len(), before, "nothing was sent");
-}
-
-fn get(address: &str, path: &str, token: &str) -> Value {
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    let head = format!(
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\r\n"
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    assert!(
-        head.starts_with("HTTP/1.1 200"),
-        "GET {path}: {head}\n{body}"
-    );
-    serde_json::from_str(body).unwrap()
-}
-
-/// Waits until the Room's only objective satisfies `done`; returns it.
-fn wait_for(address: &str, owner: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let list = get(address, "/v1/rooms/lab/objectives", owner);
-        if let Some(id) = list["items"][0]["id"].as_str() {
-            let objective = get(address, &format!("/v1/rooms/lab/objectives/{id}"), owner);
-            if done(&objective) {
-                return objective;
-            }
-            assert!(Instant::now() < deadline, "still: {objective}");
-        } else {
-            assert!(Instant::now() < deadline, "no objective: {list}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]
