@@ -307,6 +307,9 @@ async fn ledger<S: RoomStore + WorkflowStore>(
             LedgerEntry::Settled { op, charged, .. } => {
                 ends.insert(*op, (*charged, "settled"));
             }
+            LedgerEntry::SettlementRefused { op, reserved, .. } => {
+                ends.insert(*op, (*reserved, "settlement refused"));
+            }
             LedgerEntry::Released { op, .. } => {
                 ends.insert(*op, (UsdMicros::ZERO, "released"));
             }

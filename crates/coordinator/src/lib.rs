@@ -366,6 +366,12 @@ impl Coordinator {
         if self.shared.gate.closed() {
             return Err(CoordinatorError::ActorStopped(event.room.clone()));
         }
+        // A blank owner message is refused before anything is stored (it would start a paid
+        // reasoner call that can only ask what was meant).
+        event
+            .body
+            .check()
+            .map_err(agentroom_ports::domain::engine::InputError::from)?;
         // Stored now, or found stored with the same content (a different one under the same
         // id is refused): the stored event is `event`, so it is accepted without reading it
         // back.

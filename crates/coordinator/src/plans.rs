@@ -12,7 +12,7 @@ use agentroom_planning::{
     RepoError, TaskRows,
 };
 use agentroom_ports::domain::engine::{InputError, Verdict};
-use agentroom_ports::domain::ids::{ObjectiveId, RoomId};
+use agentroom_ports::domain::ids::{ObjectiveId, PrincipalId, RoomId};
 use agentroom_ports::domain::objective::Objective;
 use agentroom_ports::domain::plan::{Column, DEFAULT_COLUMNS, TaskState};
 use agentroom_ports::domain::state::RoomState;
@@ -24,12 +24,21 @@ fn columns() -> Columns {
     Columns::from_stored(DEFAULT_COLUMNS.iter().map(|c| (*c).to_owned()).collect())
 }
 
-/// The board of `objective`'s current plan version, if it has one.
-fn board(objective: &Objective) -> Option<CoordinatorPlan> {
+/// The board of `objective`'s current plan version, if it has one, with the tasks `viewer`
+/// may see (the domain's `sees_task`; every task without a viewer).
+fn board(
+    state: &RoomState,
+    objective: &Objective,
+    viewer: Option<&PrincipalId>,
+) -> Option<CoordinatorPlan> {
     let plan = objective.current_plan()?;
     let columns = columns();
     let mut rows = TaskRows::with_capacity(plan.tasks().len(), 0);
-    for task in plan.tasks() {
+    let visible = plan
+        .tasks()
+        .iter()
+        .filter(|task| viewer.is_none_or(|viewer| state.sees_task(viewer, task)));
+    for task in visible {
         let column = columns
             .position(plan.column_of(task).as_str())
             .unwrap_or_default();
@@ -73,22 +82,31 @@ impl Coordinator {
 
 #[async_trait]
 impl CoordinatorPlans for Coordinator {
-    async fn plans(&self, room: &RoomId) -> Result<Vec<CoordinatorPlan>, RepoError> {
+    async fn plans(
+        &self,
+        room: &RoomId,
+        viewer: Option<&PrincipalId>,
+    ) -> Result<Vec<CoordinatorPlan>, RepoError> {
         let Some(state) = self.stored_state(room).await? else {
             return Ok(Vec::new());
         };
-        Ok(state.objectives().iter().filter_map(board).collect())
+        Ok(state
+            .objectives()
+            .iter()
+            .filter_map(|objective| board(&state, objective, viewer))
+            .collect())
     }
 
     async fn plan(
         &self,
         room: &RoomId,
         plan_id: &str,
+        viewer: Option<&PrincipalId>,
     ) -> Result<Option<CoordinatorPlan>, RepoError> {
         let Some(state) = self.stored_state(room).await? else {
             return Ok(None);
         };
-        Ok(find(&state, plan_id).and_then(board))
+        Ok(find(&state, plan_id).and_then(|objective| board(&state, objective, viewer)))
     }
 
     #[tracing::instrument(skip_all, fields(room = %room, plan = %update.plan_id, task = %update.task_id))]

@@ -48,8 +48,11 @@ impl BudgetBreakdown {
             .collect();
         let mut breakdown = Self::default();
         for entry in &entries {
-            let LedgerEntry::Settled { op, charged, .. } = entry else {
-                continue;
+            let (op, charged) = match entry {
+                LedgerEntry::Settled { op, charged, .. } => (op, charged),
+                // A refused settlement charged the whole reservation (B3, B5).
+                LedgerEntry::SettlementRefused { op, reserved, .. } => (op, reserved),
+                _ => continue,
             };
             let keys = match by_op.get(op) {
                 Some(record) => [

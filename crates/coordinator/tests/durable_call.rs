@@ -24,9 +24,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agentroom_coordinator::{CoordinatorConfig, InputId};
-use agentroom_ports::domain::engine::{MembershipChange, Verdict as LogVerdict};
+use agentroom_ports::domain::engine::MembershipChange;
 use agentroom_ports::domain::ids::{OperationId, PrincipalId};
-use agentroom_ports::domain::ledger::LedgerEntry;
+use agentroom_ports::domain::ledger::{LedgerEntry, Overrun};
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::domain::rules::Rule;
@@ -604,11 +604,14 @@ async fn d2_a_receipt_returned_while_the_host_stops_is_recorded_alone_and_recove
     .await;
 }
 
-/// B3/D2: when the domain refuses to settle a returned call (here a charge the ledger cannot
-/// add), the receipt is kept but the operation is not marked applied, so its reservation is
-/// never silently abandoned: recovery hands the receipt to the Room again.
+/// B3/B5 (issue 17): a settlement the ledger cannot take (here a usage of `i64::MAX`) is
+/// decided once, through the service `serve` runs: the operation is applied and closed with
+/// its whole reservation charged, an overrun stops admissions, the result is not used, and
+/// recovery delivers nothing again, so the Room's history does not grow without an input.
+/// Before, the refusal left the operation open and every recovery pass redelivered the
+/// receipt, growing the history forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b3_a_settlement_the_domain_refuses_is_not_marked_applied() {
+async fn b3_b5_a_settlement_the_ledger_refuses_is_decided_once_and_never_redelivered() {
     within(async {
         // A first call spends something, so that the next charge cannot be added.
         let provider = TestProvider::script(vec![Step::Answer(400), Step::Answer(i64::MAX)]);
@@ -626,37 +629,37 @@ async fn b3_a_settlement_the_domain_refuses_is_not_marked_applied() {
         let (op, _) = room.post("an absurd bill").await;
         room.coordinator.wait_idle().await;
         let record = room.record(op).await;
-        assert_ne!(record.status, OperationStatus::Applied, "{record:?}");
-        assert!(record.receipt.is_some(), "the receipt is kept for recovery");
-        // It went in with the decision that refused to settle it, which did not mark it.
-        let refusing = commit_at(&room.store.commits(), room.load().await.revision);
-        assert_eq!(refusing.input, "call_returned");
-        assert_eq!(refusing.receipts, vec![op]);
-        assert!(refusing.applied.is_empty(), "{refusing:?}");
+        assert_eq!(record.status, OperationStatus::Applied, "{record:?}");
+        // It went in with the decision that charged the whole reservation and marked it.
+        let deciding = commit_at(&room.store.commits(), room.load().await.revision);
+        assert_eq!(deciding.input, "call_returned");
+        assert_eq!(deciding.receipts, vec![op]);
+        assert_eq!(deciding.applied, vec![op], "{deciding:?}");
         let stored = room.load().await;
-        let operation = stored.state.operation(op).unwrap();
-        assert!(operation.state().is_open(), "the Room still holds it");
+        assert!(stored.state.operation(op).is_none(), "closed");
+        assert!(matches!(
+            stored.state.ledger().overrun(),
+            Some(Overrun::ChargeRefused { op: o, .. }) if o == op
+        ));
         let balances = room.assert_ledger_replays().await;
-        assert!(balances.reserved.is_positive());
-        assert_eq!(balances.spent, UsdMicros::new(400));
-
-        // Recovery hands the receipt to the Room again, which decides it again and refuses
-        // the settlement again: still not applied, the reservation still held.
-        let before = room.load().await.revision;
-        room.coordinator.recover().await.unwrap();
-        room.coordinator.wait_idle().await;
-        let again = room.store.history(&room.id(), before, 10).await.unwrap();
-        assert!(
-            again.iter().any(|e| e.input == "call_returned"
-                && e.log
-                    .iter()
-                    .any(|l| l.verdict == LogVerdict::Rejected && l.rule == Some(Rule::B3))),
-            "{again:#?}"
+        assert_eq!(balances.reserved, UsdMicros::ZERO);
+        assert_eq!(
+            balances.spent,
+            UsdMicros::new(1_400),
+            "400 + the whole 1,000 reserved"
         );
-        assert_eq!(room.record(op).await.status, OperationStatus::Receipted);
-        let balances = room.assert_ledger_replays().await;
-        assert_eq!(balances.reserved, UsdMicros::new(1_000));
-        assert_eq!(balances.spent, UsdMicros::new(400));
+
+        // Recovery passes deliver nothing again: the history stays where it is.
+        let before = room.load().await.revision;
+        for _ in 0..3 {
+            room.coordinator.recover().await.unwrap();
+            room.coordinator.wait_idle().await;
+        }
+        assert_eq!(
+            room.load().await.revision,
+            before,
+            "no history without an input"
+        );
         assert_eq!(provider.calls(), 2, "never sent again");
     })
     .await;

@@ -169,6 +169,27 @@ async fn on_the_board_and_in_lists<S: Store>(world: World<S>, service: Arc<Plann
         .iter()
         .map(|(c, _, title, who)| (c.as_str(), title.as_str(), who.as_str()))
         .collect();
+    // Issue 17: a specialist's board holds only its own tasks (the domain's `sees_task`);
+    // the owner's holds every task.
+    assert_eq!(
+        columns,
+        vec![(
+            "in_progress",
+            "Gather papers and release notes on durable agent runtimes",
+            "sam"
+        )]
+    );
+    let olive = as_agent(service, "olive");
+    let whole = send(
+        &olive,
+        &line("planning/plan/board", "o3", json!({"plan_id": plan_id})),
+    )
+    .await;
+    let whole = tasks(&whole);
+    let columns: Vec<(&str, &str, &str)> = whole
+        .iter()
+        .map(|(c, _, title, who)| (c.as_str(), title.as_str(), who.as_str()))
+        .collect();
     assert_eq!(
         columns,
         vec![
@@ -281,7 +302,8 @@ async fn own_status_updates<S: Store>(world: World<S>, service: Arc<PlanningServ
     let plan_id = objective.to_string();
     let sam = as_agent(service, "sam");
     let board = |id: &'static str| line("planning/plan/board", id, json!({"plan_id": plan_id}));
-    let before = send(&sam, &board("c0")).await;
+    // The owner's board shows every task (sam's shows only its own).
+    let before = send(&as_agent(service, "olive"), &board("c0")).await;
     let shown = tasks(&before);
     let gather = shown.iter().find(|t| t.3 == "sam").unwrap().1.clone();
     let write = shown.iter().find(|t| t.3 == "sue").unwrap().1.clone();
@@ -346,7 +368,7 @@ async fn own_status_updates<S: Store>(world: World<S>, service: Arc<PlanningServ
         "{nobody}"
     );
 
-    let after = send(&sam, &board("c10")).await;
+    let after = send(&as_agent(service, "olive"), &board("c10")).await;
     assert_eq!(after["boards"], before["boards"], "refusals moved nothing");
 
     // Once the engine completed the task with sam's persisted contribution (the objective

@@ -11,12 +11,18 @@
 //!   only a specialist or agent host sees only the tasks assigned to it.
 //! - Every contribution is readable by an overseer; anyone else reads its own, and those its
 //!   assigned tasks depend on (what its brief lets it cite).
+//! - A plan's diff lists to each principal only the keys of tasks it sees, in either version.
+//! - Money (reservations, charges, limits, quotes: the decision log's entries of budget
+//!   rules) is read only by a principal holding `budget.read`.
+//!
+//! REST, the planning messages, the board and the notification stream ask these; none
+//! decides visibility itself.
 
-use crate::engine::Audience;
-use crate::ids::PrincipalId;
-use crate::plan::Task;
+use crate::engine::{Audience, LogEntry};
+use crate::ids::{PrincipalId, TaskKey};
+use crate::plan::{PlanChanges, PlanVersion, Task};
 use crate::review::Contribution;
-use crate::room::Role;
+use crate::room::{Permission, Role};
 use crate::state::{CallRole, RoomState};
 
 /// The role a call's principal must hold, if the call goes to a principal.
@@ -62,6 +68,53 @@ impl RoomState {
         self.members()
             .roles_of(principal)
             .any(|role| matches!(role, Role::Owner | Role::Operator | Role::Reviewer))
+    }
+
+    /// Whether one of `principal`'s current roles holds `permission`.
+    pub fn may(&self, principal: &PrincipalId, permission: Permission) -> bool {
+        self.members()
+            .roles_of(principal)
+            .any(|role| self.access().allows(role, permission))
+    }
+
+    /// Whether `principal` may read money: balances, reservations, charges and quotes.
+    pub fn sees_money(&self, principal: &PrincipalId) -> bool {
+        self.may(principal, Permission::BudgetRead)
+    }
+
+    /// Whether `principal` may read `entry` of the decision log: an entry of a budget rule
+    /// speaks of money, which only `budget.read` reads; every other entry names no amount
+    /// (the engine writes each amount in an entry of its budget rule).
+    pub fn sees_log_entry(&self, principal: &PrincipalId, entry: &LogEntry) -> bool {
+        !entry.rule.is_some_and(|rule| rule.is_budget()) || self.sees_money(principal)
+    }
+
+    /// What `plan` changed since `previous` that `principal` may see: an overseer every key,
+    /// anyone else only the keys of tasks it sees in this version or the previous one.
+    pub fn visible_changes(
+        &self,
+        principal: &PrincipalId,
+        plan: &PlanVersion,
+        previous: Option<&PlanVersion>,
+    ) -> PlanChanges {
+        let changes = plan.changes_since(previous);
+        if self.oversees(principal) {
+            return changes;
+        }
+        let sees = |key: &TaskKey| {
+            plan.task_by_key(key)
+                .into_iter()
+                .chain(previous.and_then(|p| p.task_by_key(key)))
+                .any(|task| self.sees_task(principal, task))
+        };
+        let keep = |keys: Vec<TaskKey>| keys.into_iter().filter(|k| sees(k)).collect();
+        PlanChanges {
+            added: keep(changes.added),
+            removed: keep(changes.removed),
+            changed: keep(changes.changed),
+            unchanged: keep(changes.unchanged),
+            reused: keep(changes.reused),
+        }
     }
 
     /// Whether `principal` may see `task`: an overseer sees every task, anyone else only the

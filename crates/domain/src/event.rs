@@ -18,6 +18,37 @@ pub struct Event {
     pub body: EventBody,
 }
 
+/// Why an event cannot be posted as it is; nothing is stored or decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// An owner message or correction whose text is empty or only whitespace: it asks the
+    /// reasoner nothing, so it would pay for a call that can only answer "what?".
+    #[error("the {0} text is blank: say what you want")]
+    BlankText(EventKind),
+}
+
+impl EventBody {
+    /// Checks what an event says before it is stored (the service) and again before it is
+    /// decided (the engine): a blank owner message or correction is refused.
+    pub fn check(&self) -> Result<(), EventError> {
+        match self {
+            EventBody::OwnerMessage { text } if text.trim().is_empty() => {
+                Err(EventError::BlankText(EventKind::OwnerMessage))
+            }
+            EventBody::OwnerCorrection { text, .. } if text.trim().is_empty() => {
+                Err(EventError::BlankText(EventKind::OwnerCorrection))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An event's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

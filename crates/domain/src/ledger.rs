@@ -94,6 +94,17 @@ pub enum Overrun {
         /// What it was charged.
         charged: UsdMicros,
     },
+    /// B3, B5: a call reported usage the ledger cannot take (above
+    /// [`UsdMicros::MAX_CHARGE`], or more than its balances can hold); it was charged its whole
+    /// reservation instead and the settlement was decided once.
+    ChargeRefused {
+        /// The operation.
+        op: OperationId,
+        /// Its reservation, which was charged.
+        reserved: UsdMicros,
+        /// The usage it reported.
+        reported: UsdMicros,
+    },
     /// Spent passed the limit.
     SpentAboveLimit {
         /// Spent at the time.
@@ -113,6 +124,15 @@ impl std::fmt::Display for Overrun {
             } => write!(
                 f,
                 "operation {op} was charged {charged} against a reservation of {reserved}"
+            ),
+            Overrun::ChargeRefused {
+                op,
+                reserved,
+                reported,
+            } => write!(
+                f,
+                "operation {op} reported usage of {reported}, which the ledger cannot take: \
+                 charged its whole reservation of {reserved}"
             ),
             Overrun::SpentAboveLimit { spent, limit } => {
                 write!(f, "spent {spent} is above the limit {limit}")
@@ -150,6 +170,16 @@ pub enum LedgerEntry {
         reserved: UsdMicros,
         /// What was charged.
         charged: UsdMicros,
+    },
+    /// A settlement the ledger could not take (B3, B5): the whole reservation was charged in
+    /// place of the `reported` usage, and an overrun stops admissions.
+    SettlementRefused {
+        /// The operation.
+        op: OperationId,
+        /// What the reservation held, all of it charged.
+        reserved: UsdMicros,
+        /// The usage the call reported.
+        reported: UsdMicros,
     },
     /// A reservation was released without charge (the call never ran).
     Released {
@@ -279,6 +309,14 @@ impl BudgetLedger {
             } => {
                 self.check_hold(op, reserved)?;
                 self.settle(op, charged).map(|_| ())
+            }
+            LedgerEntry::SettlementRefused {
+                op,
+                reserved,
+                reported,
+            } => {
+                self.check_hold(op, reserved)?;
+                self.settle_refused(op, reported)
             }
             LedgerEntry::Released { op, amount } => {
                 self.check_hold(op, amount)?;
@@ -428,22 +466,12 @@ impl BudgetLedger {
                 amount: actual,
             });
         }
-        let hold = self
-            .holds
-            .get(&op)
-            .copied()
-            .ok_or(LedgerError::UnknownReservation(op))?;
+        if !self.holds.contains_key(&op) {
+            return Err(LedgerError::UnknownReservation(op));
+        }
         let spent = self.spent.checked_add(actual)?;
-        let reserved = self.reserved.checked_sub(hold.amount)?;
-        let uncertain = if hold.uncertain {
-            self.uncertain.checked_sub(hold.amount)?
-        } else {
-            self.uncertain
-        };
+        let hold = self.take_hold(op)?;
         self.spent = spent;
-        self.reserved = reserved;
-        self.uncertain = uncertain;
-        self.holds.remove(&op);
         if actual > hold.amount {
             self.overrun = Some(Overrun::ActualAboveReservation {
                 op,
@@ -466,8 +494,43 @@ impl BudgetLedger {
         ))
     }
 
+    /// Settles `op` whose reported usage the ledger cannot take (B3, B5): `reported` is above
+    /// [`UsdMicros::MAX_CHARGE`] or [`BudgetLedger::settle`] refused it. The whole reservation
+    /// is charged (spent saturates rather than fail, so the settlement is always decided
+    /// once), and an overrun stops admissions until an operator acts.
+    pub fn settle_refused(
+        &mut self,
+        op: OperationId,
+        reported: UsdMicros,
+    ) -> Result<(), LedgerError> {
+        let hold = self.take_hold(op)?;
+        self.spent = UsdMicros::new(self.spent.micros().saturating_add(hold.amount.micros()));
+        self.overrun = Some(Overrun::ChargeRefused {
+            op,
+            reserved: hold.amount,
+            reported,
+        });
+        self.journal.push(LedgerEntry::SettlementRefused {
+            op,
+            reserved: hold.amount,
+            reported,
+        });
+        Ok(())
+    }
+
     /// Releases `op`'s whole reservation without charge: the call is known never to have run.
     pub fn release(&mut self, op: OperationId) -> Result<UsdMicros, LedgerError> {
+        let hold = self.take_hold(op)?;
+        self.journal.push(LedgerEntry::Released {
+            op,
+            amount: hold.amount,
+        });
+        Ok(hold.amount)
+    }
+
+    /// Takes `op`'s hold off the reserved (and uncertain) balances and returns it; what it
+    /// charges is its caller's to decide. Nothing changes when it fails.
+    fn take_hold(&mut self, op: OperationId) -> Result<Hold, LedgerError> {
         let hold = self
             .holds
             .get(&op)
@@ -482,11 +545,7 @@ impl BudgetLedger {
         self.reserved = reserved;
         self.uncertain = uncertain;
         self.holds.remove(&op);
-        self.journal.push(LedgerEntry::Released {
-            op,
-            amount: hold.amount,
-        });
-        Ok(hold.amount)
+        Ok(hold)
     }
 
     /// Raises the limit by `by` (B4): adds balance, never resets spent, and lifts a stop

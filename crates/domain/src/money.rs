@@ -38,6 +38,13 @@ impl UsdMicros {
     /// Zero micros.
     pub const ZERO: UsdMicros = UsdMicros(0);
 
+    /// The largest usage one call may be charged: USD 1,000,000,000. A provider or agent host
+    /// reporting more reports nothing a real call costs; the edges refuse it with a clear
+    /// error, and a settlement above it is refused by the engine (B3, B5: the whole
+    /// reservation is charged and an overrun flagged). At this bound the ledger's i64 micros
+    /// still hold more than 9,000 such charges.
+    pub const MAX_CHARGE: UsdMicros = UsdMicros(1_000_000_000_000_000);
+
     /// An amount of `micros` micros.
     pub const fn new(micros: i64) -> Self {
         Self(micros)

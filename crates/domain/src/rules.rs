@@ -53,6 +53,17 @@ pub enum Rule {
     M1,
 }
 
+impl Rule {
+    /// Whether the rule is one of the budget's (B1–B8): its decision-log entries speak of
+    /// money (reservations, charges, limits, quotes), which only `budget.read` may read.
+    pub const fn is_budget(self) -> bool {
+        matches!(
+            self,
+            Rule::B1 | Rule::B2 | Rule::B3 | Rule::B4 | Rule::B5 | Rule::B6 | Rule::B7 | Rule::B8
+        )
+    }
+}
+
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)

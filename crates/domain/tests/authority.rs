@@ -131,3 +131,55 @@ fn a_contribution_is_read_by_overseers_its_author_and_the_assignees_of_tasks_tha
         );
     }
 }
+
+#[test]
+fn visibility_a_plan_diff_lists_only_the_keys_of_tasks_the_principal_sees() {
+    let mut room = Room::new();
+    room.start_objective();
+    let state = room.state().clone();
+    let plan = room.objective().current_plan().unwrap();
+    let keys = |who: &str| {
+        let changes = state.visible_changes(&p(who), plan, None);
+        assert!(changes.removed.is_empty() && changes.changed.is_empty());
+        changes
+            .added
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    for overseer in ["olive", "oscar", "rita"] {
+        assert_eq!(keys(overseer), ["gather", "write"], "{overseer}");
+    }
+    assert_eq!(keys("sam"), ["gather"]);
+    assert_eq!(keys("sue"), ["write"]);
+    assert!(keys("hal").is_empty());
+    assert!(keys("mallory").is_empty());
+}
+
+#[test]
+fn visibility_money_in_the_decision_log_is_read_only_with_budget_read() {
+    let mut room = Room::new();
+    let d = room.start_objective();
+    let state = room.state().clone();
+    let money: Vec<_> = d
+        .log
+        .iter()
+        .filter(|e| e.rule.is_some_and(|r| r.is_budget()))
+        .collect();
+    assert!(!money.is_empty(), "a reservation was logged: {:#?}", d.log);
+    let plain: Vec<_> = d
+        .log
+        .iter()
+        .filter(|e| !e.rule.is_some_and(|r| r.is_budget()))
+        .collect();
+    assert!(!plain.is_empty());
+    for reader in ["olive", "oscar"] {
+        assert!(state.sees_money(&p(reader)), "{reader}");
+        assert!(money.iter().all(|e| state.sees_log_entry(&p(reader), e)));
+    }
+    for other in ["sam", "rita", "hal", "mallory"] {
+        assert!(!state.sees_money(&p(other)), "{other}");
+        assert!(money.iter().all(|e| !state.sees_log_entry(&p(other), e)));
+        assert!(plain.iter().all(|e| state.sees_log_entry(&p(other), e)));
+    }
+}

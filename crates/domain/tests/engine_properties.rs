@@ -17,6 +17,11 @@
 //! - [8] a terminal objective stays terminal and gets no new call;
 //! - [9] D3, R5: a paused, stopped or waiting objective gets no new call; a specialist or
 //!   reviewer call only while it runs.
+//! - [10] B3, B5 (issue 17): an input that carries a call's receipt (returned, settled,
+//!   failed, reconciled as run or not) closes its operation whatever usage it reports, so
+//!   recovery never redelivers a receipt twice and no history grows without a new input.
+//! - [11] visibility (issue 17): every amount the decision log names is in an entry of a
+//!   budget rule, so hiding those entries from roles without `budget.read` hides all money.
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -59,6 +64,9 @@ enum ChargeMove {
     NoUsage,
     /// `Charge::Actual` this many micros above the reservation: an overrun (B5).
     Over(i64),
+    /// `Charge::Actual` of a usage the ledger cannot take (above `MAX_CHARGE`, up to
+    /// `i64::MAX`): decided once, the whole reservation charged (B3, B5).
+    Unrepresentable(i64),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -200,6 +208,8 @@ fn charge_move() -> impl Strategy<Value = ChargeMove> {
         16 => (0u16..=1000).prop_map(ChargeMove::Share),
         3 => Just(ChargeMove::NoUsage),
         1 => (1i64..=50).prop_map(ChargeMove::Over),
+        1 => prop_oneof![Just(i64::MAX), (1_000_000_000_000_001i64..=i64::MAX)]
+            .prop_map(ChargeMove::Unrepresentable),
     ]
 }
 
@@ -710,6 +720,13 @@ impl Driver {
                     "an input about the closed operation {stale:?} was decided: {input:?}"
                 );
                 assert_eq!(&decision.state, self.room.state());
+                if let Some(op) = receipt_of(&input) {
+                    assert!(
+                        decision.state.operation(op).is_none(),
+                        "[10 B3] the receipt of {op} left it open (it would be redelivered): {input:?}\n{:#?}",
+                        decision.log
+                    );
+                }
                 check_decision(&before, &decision);
                 self.track(&decision);
             }
@@ -730,6 +747,17 @@ impl Driver {
     }
 }
 
+/// The operation whose receipt `input` carries, if it carries one (not an uncertain mark).
+fn receipt_of(input: &Input) -> Option<OperationId> {
+    match input {
+        Input::CallReturned { op, .. }
+        | Input::CallSettled { op, .. }
+        | Input::CallFailed { op, .. }
+        | Input::Reconciled { op, .. } => Some(*op),
+        _ => None,
+    }
+}
+
 fn pick_from<T>(list: &[T], pick: usize) -> Option<&T> {
     (!list.is_empty()).then(|| &list[pick % list.len()])
 }
@@ -740,6 +768,7 @@ fn charge_of(call: &CallRequest, m: ChargeMove) -> Charge {
         ChargeMove::Share(share) => Charge::Actual(micros(reservation * i64::from(share) / 1000)),
         ChargeMove::NoUsage => Charge::NoUsage,
         ChargeMove::Over(by) => Charge::Actual(micros(reservation + by)),
+        ChargeMove::Unrepresentable(usage) => Charge::Actual(micros(usage)),
     }
 }
 
@@ -849,6 +878,18 @@ fn check_decision(before: &RoomState, decision: &Decision) {
     );
     let appended = &decision.ledger[..];
 
+    // [11] Money only in entries of a budget rule.
+    for entry in &decision.log {
+        let names_amount = entry
+            .message
+            .match_indices('$')
+            .any(|(i, _)| entry.message[i + 1..].starts_with(|c: char| c.is_ascii_digit()));
+        assert!(
+            !names_amount || entry.rule.is_some_and(|r| r.is_budget()),
+            "[11] an amount outside a budget rule's entry: {entry:?}"
+        );
+    }
+
     // [3 B2/B5] Walk the appended entries with a model of the balance kept here: every
     // reservation is admitted within the available balance at that moment, never while an
     // overrun stops admissions.
@@ -881,6 +922,11 @@ fn check_decision(before: &RoomState, decision: &Decision) {
                 if charged > reserved || spent > limit {
                     stopped = true;
                 }
+            }
+            LedgerEntry::SettlementRefused { reserved, .. } => {
+                // The whole reservation is charged and admissions stop (B3, B5).
+                spent = spent.saturating_add(reserved.micros());
+                stopped = true;
             }
             LedgerEntry::Released { amount, .. } => available += amount.micros(),
             LedgerEntry::LimitRaised { by } => {

@@ -1150,6 +1150,10 @@ fn check_conservation(r: &Record) -> Result<(), TestCaseError> {
                 reserved -= held.micros();
                 spent += charged.micros();
             }
+            LedgerEntry::SettlementRefused { reserved: held, .. } => {
+                reserved -= held.micros();
+                spent += held.micros();
+            }
             LedgerEntry::Released { amount, .. } => reserved -= amount.micros(),
             LedgerEntry::LimitRaised { by } => limit += by.micros(),
             LedgerEntry::MarkedUncertain { .. } | LedgerEntry::OverrunAcknowledged => {}
@@ -1322,4 +1326,58 @@ proptest! {
     ) {
         check_all(&scenario, check_prediction)?;
     }
+}
+
+/// Issue 17 (B3, B5): a settlement the ledger cannot take charges the whole reservation,
+/// uncertain or not, flags an overrun naming what was reported, and replays to the same
+/// ledger; spent saturates instead of failing, so the settlement is always decided once.
+#[test]
+fn b3_b5_a_refused_settlement_charges_the_reservation_and_replays() {
+    let mut ledger = BudgetLedger::open(usd(100)).unwrap();
+    ledger.reserve(op(0), usd(10)).unwrap();
+    ledger.reserve(op(1), usd(20)).unwrap();
+    ledger.mark_uncertain(op(1)).unwrap();
+    let reported = UsdMicros::new(i64::MAX);
+    ledger.settle_refused(op(1), reported).unwrap();
+    let b = ledger.balances();
+    assert_eq!(b.spent, usd(20));
+    assert_eq!(b.reserved, usd(10));
+    assert_eq!(b.uncertain, UsdMicros::ZERO);
+    assert_eq!(
+        ledger.overrun(),
+        Some(Overrun::ChargeRefused {
+            op: op(1),
+            reserved: usd(20),
+            reported,
+        })
+    );
+    assert_eq!(
+        ledger.reserve(op(2), usd(1)),
+        Err(LedgerError::AdmissionsStopped(Overrun::ChargeRefused {
+            op: op(1),
+            reserved: usd(20),
+            reported,
+        })),
+        "B5: admissions stop"
+    );
+    assert_eq!(
+        ledger.settle_refused(op(1), reported),
+        Err(LedgerError::UnknownReservation(op(1))),
+        "once"
+    );
+    assert_eq!(BudgetLedger::replay(ledger.journal()).unwrap(), ledger);
+    // Raising the limit lifts the stop (B4, B5).
+    ledger.raise_limit(usd(1)).unwrap();
+    ledger.reserve(op(2), usd(1)).unwrap();
+    assert_eq!(BudgetLedger::replay(ledger.journal()).unwrap(), ledger);
+    // Spent saturates rather than fail: the settlement is decided whatever spent holds.
+    let mut full = BudgetLedger::open(UsdMicros::new(i64::MAX)).unwrap();
+    full.reserve(op(0), UsdMicros::new(i64::MAX - 5)).unwrap();
+    full.settle(op(0), UsdMicros::new(i64::MAX - 5)).unwrap();
+    full.raise_limit(UsdMicros::ZERO).unwrap_err();
+    assert_eq!(full.balances().available, UsdMicros::new(5));
+    full.reserve(op(1), UsdMicros::new(5)).unwrap();
+    full.settle_refused(op(1), reported).unwrap();
+    assert_eq!(full.balances().spent, UsdMicros::new(i64::MAX));
+    assert_eq!(BudgetLedger::replay(full.journal()).unwrap(), full);
 }

@@ -40,17 +40,25 @@ pub struct AgentTaskUpdate {
     pub status: String,
 }
 
-/// The coordinator's plans of a Room, as planning plans.
+/// The coordinator's plans of a Room, as planning plans. `viewer` is the principal the
+/// session acts for: its boards hold only the tasks it may see (the domain decides which);
+/// `None` shows every task, to a caller the host admitted without a principal (the host's own
+/// owner-level loopback session).
 #[async_trait]
 pub trait CoordinatorPlans: Send + Sync {
     /// The current plans of the Room's objectives, oldest objective first.
-    async fn plans(&self, room: &RoomId) -> Result<Vec<CoordinatorPlan>, RepoError>;
+    async fn plans(
+        &self,
+        room: &RoomId,
+        viewer: Option<&PrincipalId>,
+    ) -> Result<Vec<CoordinatorPlan>, RepoError>;
 
     /// The current plan of one objective of the Room, if `plan_id` names one.
     async fn plan(
         &self,
         room: &RoomId,
         plan_id: &str,
+        viewer: Option<&PrincipalId>,
     ) -> Result<Option<CoordinatorPlan>, RepoError>;
 
     /// Decides an agent's status update; `Ok(Err(refusal))` when a rule refused it (nothing

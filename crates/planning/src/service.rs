@@ -196,14 +196,14 @@ impl PlanningService {
         let mut task_id = String::new();
         let outcome = match request {
             PlanningRequest::PlanCreate(create) => self.create_plan(room, create).await?,
-            PlanningRequest::PlanList => self.list_plans(room).await?,
-            PlanningRequest::TaskAdd(add) => self.add_task(room, add).await?,
+            PlanningRequest::PlanList => self.list_plans(room, caller).await?,
+            PlanningRequest::TaskAdd(add) => self.add_task(room, caller, add).await?,
             PlanningRequest::TaskUpdate(update) => {
                 task_id.clone_from(&update.task_id);
                 self.update_task(room, caller, update).await?
             }
-            PlanningRequest::TaskList(list) => self.list_tasks(room, list).await?,
-            PlanningRequest::PlanBoard(board) => self.board(room, board).await?,
+            PlanningRequest::TaskList(list) => self.list_tasks(room, caller, list).await?,
+            PlanningRequest::PlanBoard(board) => self.board(room, caller, board).await?,
         };
         Ok(outcome.unwrap_or_else(|refusal| PlanningReply::Refused {
             kind,
@@ -212,7 +212,12 @@ impl PlanningService {
         }))
     }
 
-    async fn plan(&self, room: &RoomId, plan_id: &str) -> Result<Found, Outcome> {
+    async fn plan(
+        &self,
+        room: &RoomId,
+        plan_id: &str,
+        viewer: Option<&PrincipalId>,
+    ) -> Result<Found, Outcome> {
         let key = (room.clone(), plan_id.to_owned());
         if let Some(plan) = self.lock_plans().get(&key) {
             return Ok(Found::Standalone(Arc::clone(plan)));
@@ -229,7 +234,7 @@ impl PlanningService {
             }
             Ok(None) => match &self.coordinator {
                 // An objective's plan moves with its objective: never cached.
-                Some(coordinator) => match coordinator.plan(room, plan_id).await {
+                Some(coordinator) => match coordinator.plan(room, plan_id, viewer).await {
                     Ok(Some(plan)) => Ok(Found::Coordinator(plan)),
                     Ok(None) => Err(Outcome::Refused(unknown_plan(plan_id))),
                     Err(error) => Err(Outcome::Failed(error)),
@@ -242,9 +247,14 @@ impl PlanningService {
 
     /// The one plan named, or every plan of the Room: standalone plans in creation order,
     /// then the objectives' plans.
-    async fn plans_for(&self, room: &RoomId, plan_id: Option<&str>) -> Result<Vec<Found>, Outcome> {
+    async fn plans_for(
+        &self,
+        room: &RoomId,
+        plan_id: Option<&str>,
+        viewer: Option<&PrincipalId>,
+    ) -> Result<Vec<Found>, Outcome> {
         match plan_id {
-            Some(plan_id) => Ok(vec![self.plan(room, plan_id).await?]),
+            Some(plan_id) => Ok(vec![self.plan(room, plan_id, viewer).await?]),
             None => {
                 let mut found: Vec<Found> = match self.repo.plans(room).await {
                     Ok(plans) => plans
@@ -254,7 +264,7 @@ impl PlanningService {
                     Err(error) => return Err(Outcome::Failed(error)),
                 };
                 found.extend(
-                    self.coordinator_plans(room)
+                    self.coordinator_plans(room, viewer)
                         .await
                         .map_err(Outcome::Failed)?
                         .into_iter()
@@ -265,9 +275,13 @@ impl PlanningService {
         }
     }
 
-    async fn coordinator_plans(&self, room: &RoomId) -> Result<Vec<CoordinatorPlan>, RepoError> {
+    async fn coordinator_plans(
+        &self,
+        room: &RoomId,
+        viewer: Option<&PrincipalId>,
+    ) -> Result<Vec<CoordinatorPlan>, RepoError> {
         match &self.coordinator {
-            Some(coordinator) => coordinator.plans(room).await,
+            Some(coordinator) => coordinator.plans(room, viewer).await,
             None => Ok(Vec::new()),
         }
     }
@@ -298,9 +312,9 @@ impl PlanningService {
         }))
     }
 
-    async fn list_plans(&self, room: &RoomId) -> Answer {
+    async fn list_plans(&self, room: &RoomId, viewer: Option<&PrincipalId>) -> Answer {
         let plans = self.repo.plans(room).await?;
-        let objectives = self.coordinator_plans(room).await?;
+        let objectives = self.coordinator_plans(room, viewer).await?;
         Ok(Ok(PlanningReply::Plans(
             plans
                 .into_iter()
@@ -318,8 +332,8 @@ impl PlanningService {
         )))
     }
 
-    async fn add_task(&self, room: &RoomId, add: TaskAdd) -> Answer {
-        let plan = match self.plan(room, &add.plan_id).await {
+    async fn add_task(&self, room: &RoomId, viewer: Option<&PrincipalId>, add: TaskAdd) -> Answer {
+        let plan = match self.plan(room, &add.plan_id, viewer).await {
             Ok(Found::Standalone(plan)) => plan,
             Ok(Found::Coordinator(plan)) => return Ok(Err(admitted_whole(&plan.plan_id))),
             Err(outcome) => return outcome.into_answer(),
@@ -363,7 +377,7 @@ impl PlanningService {
         caller: Option<&PrincipalId>,
         update: TaskUpdate,
     ) -> Answer {
-        let plan = match self.plan(room, &update.plan_id).await {
+        let plan = match self.plan(room, &update.plan_id, caller).await {
             Ok(plan) => plan,
             Err(outcome) => return outcome.into_answer(),
         };
@@ -469,8 +483,13 @@ impl PlanningService {
         }))
     }
 
-    async fn list_tasks(&self, room: &RoomId, list: TaskList) -> Answer {
-        let plans = match self.plans_for(room, list.plan_id.as_deref()).await {
+    async fn list_tasks(
+        &self,
+        room: &RoomId,
+        viewer: Option<&PrincipalId>,
+        list: TaskList,
+    ) -> Answer {
+        let plans = match self.plans_for(room, list.plan_id.as_deref(), viewer).await {
             Ok(plans) => plans,
             Err(outcome) => return outcome.into_answer(),
         };
@@ -521,8 +540,8 @@ impl PlanningService {
         Ok(Ok(PlanningReply::Tasks(TaskListing(listing))))
     }
 
-    async fn board(&self, room: &RoomId, board: PlanBoard) -> Answer {
-        let plans = match self.plans_for(room, board.plan_id.as_deref()).await {
+    async fn board(&self, room: &RoomId, viewer: Option<&PrincipalId>, board: PlanBoard) -> Answer {
+        let plans = match self.plans_for(room, board.plan_id.as_deref(), viewer).await {
             Ok(plans) => plans,
             Err(outcome) => return outcome.into_answer(),
         };

@@ -193,11 +193,20 @@ const OBJECTIVE: &str = "obj-1";
 
 #[async_trait]
 impl CoordinatorPlans for OneObjective {
-    async fn plans(&self, _: &RoomId) -> Result<Vec<CoordinatorPlan>, RepoError> {
+    async fn plans(
+        &self,
+        _: &RoomId,
+        _: Option<&PrincipalId>,
+    ) -> Result<Vec<CoordinatorPlan>, RepoError> {
         Ok(vec![objective_plan()])
     }
 
-    async fn plan(&self, _: &RoomId, plan_id: &str) -> Result<Option<CoordinatorPlan>, RepoError> {
+    async fn plan(
+        &self,
+        _: &RoomId,
+        plan_id: &str,
+        _: Option<&PrincipalId>,
+    ) -> Result<Option<CoordinatorPlan>, RepoError> {
         Ok((plan_id == OBJECTIVE).then(objective_plan))
     }
 

@@ -460,6 +460,12 @@ async fn b7_concurrent_coordinators_never_admit_beyond_the_balance() {
                     "spent passed the limit without an overrun"
                 );
             }
+            LedgerEntry::SettlementRefused { op, reserved, .. } => {
+                assert_eq!(held.remove(op), Some(reserved.micros()));
+                spent += reserved.micros();
+                stopped = true;
+                overran = true;
+            }
             LedgerEntry::Released { op, amount } => {
                 assert_eq!(held.remove(op), Some(amount.micros()));
             }

@@ -162,6 +162,18 @@ pub(super) fn budget_table(room: &RoomId, budget: &Budget) -> String {
                     Some(*charged),
                     format!("of {} reserved", dollars(reserved.micros())),
                 ),
+                LedgerEntry::SettlementRefused {
+                    op,
+                    reserved,
+                    reported,
+                } => (
+                    Some(op),
+                    Some(*reserved),
+                    format!(
+                        "whole reservation: reported usage of {} refused",
+                        dollars(reported.micros())
+                    ),
+                ),
                 LedgerEntry::LimitRaised { by } => (None, Some(*by), String::new()),
                 LedgerEntry::MarkedUncertain { op } => (Some(op), None, String::new()),
                 LedgerEntry::OverrunAcknowledged => (None, None, String::new()),

@@ -4,7 +4,7 @@
 
 use super::{
     Audience, CallBrief, CallFailure, CallRequest, CallResult, Charge, Ctx, Effect, FailureKind,
-    InputError, Reconciliation, TaskBrief, TaskProgress,
+    InputError, Reconciliation, SpecialistResult, TaskBrief, TaskProgress,
 };
 use crate::ids::{EventId, ObjectiveId, OperationId, PrincipalId};
 use crate::ledger::LedgerError;
@@ -120,8 +120,11 @@ impl Ctx<'_, '_> {
     }
 
     /// Settles `op` (B3): the actual usage is charged and the rest released; a response
-    /// without usage is charged its whole reservation, never zero.
-    fn settle(&mut self, op: &Operation, charge: Charge) {
+    /// without usage is charged its whole reservation, never zero. A usage the ledger cannot
+    /// take (above [`UsdMicros::MAX_CHARGE`], or beyond what its balances hold) is decided
+    /// once: the whole reservation is charged, an overrun stops admissions for an operator
+    /// (B5), the operation closes, and the caller is told not to use the result as it is.
+    fn settle(&mut self, op: &Operation, charge: Charge) -> Settlement {
         let amount = match charge {
             Charge::Actual(actual) if !actual.is_negative() => actual,
             Charge::Actual(actual) => {
@@ -137,31 +140,75 @@ impl Ctx<'_, '_> {
             }
             Charge::NoUsage => op.reservation,
         };
-        match self.state.ledger.settle(op.id, amount) {
+        let settled = if amount > UsdMicros::MAX_CHARGE {
+            Err(format!(
+                "usage {amount} is above the largest charge a call may report ({})",
+                UsdMicros::MAX_CHARGE
+            ))
+        } else {
+            self.state
+                .ledger
+                .settle(op.id, amount)
+                .map_err(|err| err.to_string())
+        };
+        match settled {
             Ok(released) => {
                 self.accept(
                     op.objective,
                     Some(Rule::B3),
                     format!("{} charged {amount}, released {released}", op.id),
                 );
+                self.close_operation(op.id, OperationState::Settled, amount);
+                if let Some(overrun) = self.state.ledger.overrun()
+                    && (amount > op.reservation
+                        || self.state.ledger.balances().spent > self.state.ledger.balances().limit)
+                {
+                    let message = format!("admissions stopped: {overrun}");
+                    self.reject(op.objective, Rule::B5, message.clone());
+                    self.notify(Audience::Operators, op.objective, message);
+                }
+                Settlement::Charged
             }
-            Err(err) => {
-                self.reject(op.objective, Rule::B3, format!("settling {}: {err}", op.id));
-                return;
-            }
-        }
-        self.close_operation(op.id, OperationState::Settled, amount);
-        if let Some(overrun) = self.state.ledger.overrun()
-            && (amount > op.reservation
-                || self.state.ledger.balances().spent > self.state.ledger.balances().limit)
-        {
-            let message = format!("admissions stopped: {overrun}");
-            self.reject(op.objective, Rule::B5, message.clone());
-            self.notify(Audience::Operators, op.objective, message);
+            Err(why) => self.settlement_refused(op, amount, &why),
         }
     }
 
-    /// A call returned a result: settle it, then hand the result to its port's handler.
+    /// B3, B5: the ledger cannot take `reported`. Decided once: the whole reservation is
+    /// charged, the operation closes (nothing redelivers its receipt), and an overrun stops
+    /// admissions until an operator raises the limit or acknowledges it.
+    fn settlement_refused(&mut self, op: &Operation, reported: UsdMicros, why: &str) -> Settlement {
+        if let Err(err) = self.state.ledger.settle_refused(op.id, reported) {
+            // Only an operation without a reservation gets here, and `open_operation` found
+            // one: say so rather than leave the operation open.
+            self.reject(
+                op.objective,
+                Rule::B3,
+                format!("settling {}: {why}; and the reservation: {err}", op.id),
+            );
+        } else {
+            self.reject(
+                op.objective,
+                Rule::B3,
+                format!(
+                    "settling {}: {why}: charged its whole reservation of {} instead; its result is not used as it is",
+                    op.id, op.reservation
+                ),
+            );
+        }
+        self.close_operation(op.id, OperationState::Settled, op.reservation);
+        let message = match self.state.ledger.overrun() {
+            Some(overrun) => format!("admissions stopped: {overrun}"),
+            None => format!("admissions stopped: {} reported usage of {reported}", op.id),
+        };
+        self.reject(op.objective, Rule::B5, message.clone());
+        self.notify(Audience::Operators, op.objective, message);
+        Settlement::Refused
+    }
+
+    /// A call returned a result: settle it, then hand the result to its port's handler. A
+    /// result whose settlement was refused is not used as it is: a contribution is held for
+    /// an owner's or operator's readmission (D4), a plan or review is given back (its purpose
+    /// is taken up again once an operator has cleared the overrun, B5).
     pub(super) fn call_returned(
         &mut self,
         op: OperationId,
@@ -176,9 +223,24 @@ impl Ctx<'_, '_> {
                 got: result.role().as_str(),
             });
         }
-        self.settle(&operation, charge);
-        self.route_result(&operation, result);
+        match self.settle(&operation, charge) {
+            Settlement::Charged => self.route_result(&operation, result),
+            Settlement::Refused => self.refused_result(&operation, result),
+        }
         Ok(())
+    }
+
+    fn refused_result(&mut self, operation: &Operation, result: CallResult) {
+        match result {
+            CallResult::Specialist(result @ SpecialistResult::Contribution(_)) => {
+                self.specialist_returned_held(operation, result);
+            }
+            CallResult::Specialist(SpecialistResult::Failure { .. })
+            | CallResult::Reasoner(_)
+            | CallResult::Reviewer(_) => {
+                self.call_given_back(operation);
+            }
+        }
     }
 
     fn route_result(&mut self, operation: &Operation, result: CallResult) {
@@ -197,9 +259,23 @@ impl Ctx<'_, '_> {
         charge: Charge,
     ) -> Result<(), InputError> {
         let operation = self.open_operation(op)?;
-        self.settle(&operation, charge);
-        self.call_ended_without_result(&operation, "the call ended without a result");
+        match self.settle(&operation, charge) {
+            Settlement::Charged => {
+                self.call_ended_without_result(&operation, "the call ended without a result");
+            }
+            Settlement::Refused => self.call_given_back(&operation),
+        }
         Ok(())
+    }
+
+    /// A call whose outcome is not used: its purpose is open again, as after an abort (D3),
+    /// consuming no attempt (O8, O11, R4).
+    fn call_given_back(&mut self, operation: &Operation) {
+        match &operation.purpose {
+            Purpose::Execute { task } => self.release_task(operation, task.clone(), None),
+            Purpose::Interpret { .. } => self.interpretation_aborted(operation),
+            Purpose::Review { .. } => self.review_aborted(operation),
+        }
     }
 
     fn call_ended_without_result(&mut self, operation: &Operation, why: &str) {
@@ -248,14 +324,29 @@ impl Ctx<'_, '_> {
                 since: self.env.now,
             });
         }
-        let message = format!(
+        let waiting = format!(
             "{} call {op} is waiting for the provider: {cause}; it is retried with backoff under \
-             the same id, its reservation of {} held",
+             the same id",
             operation.role.as_str(),
+        );
+        let held = format!(
+            "{op} keeps its reservation of {} while it waits",
             operation.reservation
         );
-        self.accept(operation.objective, None, message.clone());
-        self.notify(Audience::Operators, operation.objective, message);
+        // The amount goes in an entry of its budget rule (only `budget.read` reads money).
+        self.accept(operation.objective, None, waiting);
+        self.accept(operation.objective, Some(Rule::B3), held);
+        // Operators read money: their notification says it all at once.
+        self.notify(
+            Audience::Operators,
+            operation.objective,
+            format!(
+                "{} call {op} is waiting for the provider: {cause}; it is retried with backoff \
+                 under the same id, its reservation of {} held",
+                operation.role.as_str(),
+                operation.reservation
+            ),
+        );
         Ok(())
     }
 
@@ -273,7 +364,8 @@ impl Ctx<'_, '_> {
         if operation.state == OperationState::Uncertain {
             return Err(InputError::AlreadyUncertain(op));
         }
-        self.settle(&operation, Charge::Actual(UsdMicros::ZERO));
+        // Zero always fits the ledger: nothing to refuse.
+        let _ = self.settle(&operation, Charge::Actual(UsdMicros::ZERO));
         let role = operation.role.as_str();
         let cause = &failure.cause;
         if operation.state == OperationState::CancelRequested {
@@ -427,15 +519,29 @@ impl Ctx<'_, '_> {
             t.state = TaskState::Uncertain { op };
         }
         let why = cause.map_or_else(String::new, |cause| format!(" ({cause})"));
-        let message = format!(
-            "{} call {op} is uncertain{why}: reservation of {} held, never replayed; an \
-             operator resolves it once the provider's own record shows what it did \
-             (`agentroom operations resolve`)",
-            operation.role.as_str(),
+        let role = operation.role.as_str();
+        let uncertain = format!(
+            "{role} call {op} is uncertain{why}: never replayed; an operator resolves it once \
+             the provider's own record shows what it did (`agentroom operations resolve`)"
+        );
+        let held = format!(
+            "{op} keeps its whole reservation of {} while uncertain",
             operation.reservation
         );
-        self.accept(operation.objective, Some(Rule::D2), message.clone());
-        self.notify(Audience::Operators, operation.objective, message);
+        // The amount goes in an entry of its budget rule (only `budget.read` reads money).
+        self.accept(operation.objective, Some(Rule::D2), uncertain);
+        self.accept(operation.objective, Some(Rule::B3), held);
+        // Operators read money: their notification says it all at once.
+        self.notify(
+            Audience::Operators,
+            operation.objective,
+            format!(
+                "{role} call {op} is uncertain{why}: reservation of {} held, never replayed; an \
+                 operator resolves it once the provider's own record shows what it did \
+                 (`agentroom operations resolve`)",
+                operation.reservation
+            ),
+        );
         Ok(())
     }
 
@@ -458,11 +564,18 @@ impl Ctx<'_, '_> {
         match outcome {
             Reconciliation::NotExecuted => {
                 match self.state.ledger.release(op) {
-                    Ok(amount) => self.accept(
-                        operation.objective,
-                        Some(Rule::D2),
-                        format!("{op} confirmed never executed: released {amount}"),
-                    ),
+                    Ok(amount) => {
+                        self.accept(
+                            operation.objective,
+                            Some(Rule::D2),
+                            format!("{op} confirmed never executed"),
+                        );
+                        self.accept(
+                            operation.objective,
+                            Some(Rule::B3),
+                            format!("{op} released {amount}: it never ran"),
+                        );
+                    }
                     Err(err) => {
                         self.reject(operation.objective, Rule::D2, format!("{op}: {err}"));
                         return Ok(());
@@ -487,8 +600,10 @@ impl Ctx<'_, '_> {
                     Some(Rule::D2),
                     format!("{op} confirmed executed by the reconciler"),
                 );
-                self.settle(&operation, charge);
-                self.route_result(&operation, result);
+                match self.settle(&operation, charge) {
+                    Settlement::Charged => self.route_result(&operation, result),
+                    Settlement::Refused => self.refused_result(&operation, result),
+                }
             }
             Reconciliation::ExecutedWithoutResult { charge } => {
                 self.accept(
@@ -496,7 +611,10 @@ impl Ctx<'_, '_> {
                     Some(Rule::D2),
                     format!("{op} confirmed executed, result lost"),
                 );
-                self.settle(&operation, charge);
+                if self.settle(&operation, charge) == Settlement::Refused {
+                    self.call_given_back(&operation);
+                    return Ok(());
+                }
                 // D4: a call a control change aborted that ran without a result leaves its
                 // work open, like a discarded late result; otherwise the call failed.
                 let aborted = operation
@@ -697,4 +815,15 @@ fn clip(text: &str, max: usize) -> String {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line,
     }
+}
+
+/// How a settlement was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+enum Settlement {
+    /// The usage was charged (B3).
+    Charged,
+    /// The ledger could not take the usage: the whole reservation was charged and an overrun
+    /// flagged (B3, B5); the call's result is not used as it is.
+    Refused,
 }

@@ -39,6 +39,16 @@ impl Ctx<'_, '_> {
         if !self.authorized(&event.author, Permission::EventPost, None) {
             return Ok(());
         }
+        // A blank message asks the reasoner nothing: decided without a paid call. The service
+        // refuses one before it is stored; this keeps one stored by an older release closed.
+        if let Err(error) = event.body.check() {
+            self.reject(
+                None,
+                Rule::O9,
+                format!("{}: {error}; no reasoner call", event.id),
+            );
+            return Ok(());
+        }
         let author = event.author;
         match event.body {
             EventBody::OwnerMessage { text } => self.owner_message(event.id, &author, text),

@@ -695,6 +695,9 @@ pub enum InputError {
     /// No result is held for this operation.
     #[error("no result of operation {0} is held for readmission")]
     NothingHeld(OperationId),
+    /// The event cannot be decided as it is (a blank owner message).
+    #[error(transparent)]
+    Event(#[from] crate::event::EventError),
 }
 
 /// Decides one input against the Room's state. Rejections by a rule are decisions too: they

@@ -15,6 +15,20 @@ use crate::state::{HeldResult, Operation, Purpose};
 impl Ctx<'_, '_> {
     /// A specialist returned.
     pub(super) fn specialist_returned(&mut self, operation: &Operation, result: SpecialistResult) {
+        self.specialist_result(operation, result, false);
+    }
+
+    /// A specialist returned, and its settlement was refused (B3, B5): a contribution the
+    /// Room can keep is recorded and held for readmission (D4), never used as it is.
+    pub(super) fn specialist_returned_held(
+        &mut self,
+        operation: &Operation,
+        result: SpecialistResult,
+    ) {
+        self.specialist_result(operation, result, true);
+    }
+
+    fn specialist_result(&mut self, operation: &Operation, result: SpecialistResult, hold: bool) {
         let (Some(objective), Purpose::Execute { task }) =
             (operation.objective, &operation.purpose)
         else {
@@ -55,9 +69,16 @@ impl Ctx<'_, '_> {
             return;
         }
         let contribution = self.record_contribution(objective, task, operation.id, author, draft);
-        // D4: a result that completes after a control change is charged but held.
+        // D4: a result that completes after a control change is charged but held; so is one
+        // whose settlement the ledger refused (B5).
+        if hold {
+            let why = "its settlement was refused (see the overrun)";
+            self.hold_result(idx, task, operation.id, contribution, why);
+            return;
+        }
         if operation.observed.control != self.objective(idx).control_revision {
-            self.hold_late_result(idx, task, operation.id, contribution);
+            let why = "landed after a control change";
+            self.hold_result(idx, task, operation.id, contribution, why);
             return;
         }
         self.complete_if_current(idx, task, operation.id, contribution);
@@ -82,12 +103,13 @@ impl Ctx<'_, '_> {
         id
     }
 
-    fn hold_late_result(
+    fn hold_result(
         &mut self,
         idx: usize,
         task: &TaskIdentity,
         op: OperationId,
         contribution: ContributionId,
+        why: &str,
     ) {
         let id = self.objective(idx).id;
         self.state.held.insert(
@@ -105,7 +127,7 @@ impl Ctx<'_, '_> {
             t.state = TaskState::HeldForReadmission { op };
         }
         let message = format!(
-            "the result of {op} for {task} landed after a control change: charged, held until an owner or operator readmits or discards it"
+            "the result of {op} for {task} {why}: charged, held until an owner or operator readmits or discards it"
         );
         self.accept(Some(id), Some(Rule::D4), message.clone());
         self.notify(Audience::Owners, Some(id), message.clone());

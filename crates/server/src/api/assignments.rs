@@ -65,6 +65,13 @@ fn charge(usage: Option<i64>) -> Result<Charge, ApiError> {
         Some(micros) if micros < 0 => Err(ApiError::InvalidBody(format!(
             "usage_micros must not be negative (got {micros})"
         ))),
+        // Usage no call can cost is refused here, before anything is recorded (issue 17).
+        Some(micros) if micros > UsdMicros::MAX_CHARGE.micros() => {
+            Err(ApiError::InvalidBody(format!(
+                "usage_micros {micros} is above the largest charge a call may report ({} micros)",
+                UsdMicros::MAX_CHARGE.micros()
+            )))
+        }
         // Above the reservation is allowed: it is charged and stops admissions (B3, B5).
         Some(micros) => Ok(Charge::Actual(UsdMicros::new(micros))),
     }

@@ -561,7 +561,11 @@ pub(crate) async fn plans(
     let mut previous: Option<&PlanVersion> = None;
     let mut versions = Vec::new();
     for plan in objective.plans() {
-        let changes = plan.changes_since(previous);
+        // Only the keys of tasks the caller sees (the domain decides which).
+        let changes = caller
+            .stored
+            .state
+            .visible_changes(&caller.principal, plan, previous);
         let keys = |keys: Vec<TaskKey>| keys.iter().map(ToString::to_string).collect::<Vec<_>>();
         let tasks: Vec<TaskView> = plan
             .tasks()
@@ -647,7 +651,13 @@ pub(crate) async fn decisions(
                 if (row.revision.0, index) <= (after_revision, after_index) && after_revision > 0 {
                     continue;
                 }
-                if entry.objective != Some(id) {
+                // Entries of budget rules only for `budget.read` (the domain decides).
+                if entry.objective != Some(id)
+                    || !caller
+                        .stored
+                        .state
+                        .sees_log_entry(&caller.principal, &entry)
+                {
                     continue;
                 }
                 let cursor = format!("{}.{index}", row.revision.0);

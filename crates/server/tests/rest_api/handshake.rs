@@ -255,21 +255,28 @@ async fn t3_a_session_bound_by_its_handshake_token_moves_its_own_task_and_not_an
     let plan = gather["objective"].as_str().unwrap().to_owned();
     let own = gather["task"]["identity"].as_str().unwrap().to_owned();
 
+    // sue's task as the owner reads it (sam's board shows only sam's tasks, issue 17).
+    let sues = |page: &Value| {
+        page["items"][0]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["assignee"] == "sue")
+            .unwrap_or_else(|| panic!("no task of sue's: {page}"))
+            .clone()
+    };
+    let plans = format!("/v1/rooms/local/objectives/{plan}/plans");
+    let sue_task = sues(&app.get("olive", &plans).await);
+    let theirs = sue_task["identity"].as_str().unwrap().to_owned();
+    let before = sue_task["state"].clone();
+
     let mut sam = Client::bare(&app).await;
     sam.binds("a1", app.token("sam")).await;
     let board = tasks(&mut sam, "l1", &plan).await;
-    let theirs = board
-        .iter()
-        .find(|t| t["assignee"] == "sue")
-        .unwrap_or_else(|| panic!("no task of sue's on the board: {board:?}"))["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let before = board
-        .iter()
-        .find(|t| t["task_id"] == theirs.as_str())
-        .unwrap()["status"]
-        .clone();
+    assert!(
+        board.iter().all(|t| t["assignee"] == "sam"),
+        "sam's board holds only sam's tasks: {board:?}"
+    );
 
     let moved = sam
         .ask(&task_update("u1", &plan, &own, "in_progress"), "u1")
@@ -297,11 +304,8 @@ async fn t3_a_session_bound_by_its_handshake_token_moves_its_own_task_and_not_an
             .clone()
     };
     assert_eq!(status(&own), "in_progress", "{after:?}");
-    assert_eq!(
-        status(&theirs),
-        before,
-        "sue's task did not move: {after:?}"
-    );
+    let now = sues(&app.get("olive", &plans).await);
+    assert_eq!(now["state"], before, "sue's task did not move: {now}");
 }
 
 /// T3: until its handshake binds it, a session made without a header answers every message —

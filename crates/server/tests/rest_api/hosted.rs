@@ -370,6 +370,21 @@ async fn t2_bad_submissions_get_a_clear_4xx_and_change_nothing() {
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_body",
         ),
+        // Issue 17: usage no call can cost (the ledger cannot take it) is refused here.
+        (
+            "sam",
+            result_path(&op),
+            json!({"outcome": "failure", "reason": "x", "usage_micros": i64::MAX}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+        (
+            "sam",
+            result_path(&op),
+            contribution(&gather, "notes", 1_000_000_000_000_001),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
         (
             "sam",
             result_path(&op),
@@ -613,4 +628,126 @@ async fn r7_a_human_met_needs_a_supplied_source_and_a_quote_found_in_what_was_su
     );
     let objective = app.get("olive", &path).await;
     assert_eq!(objective["status"], "waiting_for_owner", "{objective}");
+}
+
+/// Issue 17, visibility decided once (the domain's `sees_task`, `visible_changes`,
+/// `sees_log_entry`): over the planning messages (both endpoints) a specialist's board and
+/// task list hold only its own tasks, its plan diff only their keys, and its decision log no
+/// entry about money; the owner sees everything. Before, boards and task lists listed every
+/// task, the diff every key, and the log every reservation and charge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn visibility_a_specialist_reads_only_its_tasks_and_no_money_on_every_surface() {
+    let app = spawn_app_hosting(&["sam", "sue"]).await;
+    let text = "Summarize what changed in durable agent runtimes, with sources for every claim.";
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": text}).to_string(),
+    )
+    .await;
+    let gather = assignment(&app, "sam", "gather").await;
+    let objective = gather["objective"].as_str().unwrap().to_owned();
+    let own = gather["task"]["identity"].as_str().unwrap().to_owned();
+
+    let ids_in = |reply: &Value, key: &str| -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut walk = vec![reply[key].clone()];
+        while let Some(v) = walk.pop() {
+            match v {
+                Value::Object(map) => {
+                    if let Some(Value::String(id)) = map.get("task_id") {
+                        ids.push(id.clone());
+                    }
+                    walk.extend(map.into_values());
+                }
+                Value::Array(items) => walk.extend(items),
+                _ => {}
+            }
+        }
+        ids.sort();
+        ids
+    };
+    for path in ["/v1/planning", "/v1/rooms/local/planning"] {
+        for (kind, body) in [
+            ("planning/plan/board", json!({"plan_id": objective})),
+            (
+                "planning/task/list",
+                json!({"plan_id": objective, "status": ""}),
+            ),
+            ("planning/task/list", json!({"status": ""})),
+        ] {
+            let mut message = body.clone();
+            message["type"] = json!(kind);
+            message["id"] = json!("v1");
+            message["version"] = json!("1.0");
+            message["ts"] = json!(1_764_460_800.0);
+            let key = if kind.ends_with("board") {
+                "boards"
+            } else {
+                "tasks"
+            };
+            let as_sam = app
+                .as_("sam", Method::POST, path, &message.to_string())
+                .await;
+            assert_eq!(as_sam.status, StatusCode::OK, "{path} {kind}: {as_sam:?}");
+            let as_sam = as_sam.json();
+            assert_eq!(as_sam["success"], true, "{as_sam}");
+            assert_eq!(
+                ids_in(&as_sam, key),
+                vec![own.clone()],
+                "{path} {kind}: {as_sam}"
+            );
+            let as_olive = app
+                .as_("olive", Method::POST, path, &message.to_string())
+                .await
+                .json();
+            let all = ids_in(&as_olive, key);
+            assert_eq!(
+                all.len(),
+                2,
+                "{path} {kind}: the owner sees both: {as_olive}"
+            );
+            assert!(all.contains(&own));
+        }
+    }
+
+    let plans = format!("/v1/rooms/local/objectives/{objective}/plans");
+    let diff_keys = |page: &Value| -> Vec<String> {
+        page["items"][0]["diff"]["added"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(diff_keys(&app.get("sam", &plans).await), ["gather"]);
+    assert_eq!(diff_keys(&app.get("sue", &plans).await), ["write"]);
+    assert_eq!(
+        diff_keys(&app.get("olive", &plans).await),
+        ["gather", "write"]
+    );
+
+    let decisions = format!("/v1/rooms/local/objectives/{objective}/decisions?limit=200");
+    let rules = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["rule"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let owner_rules = rules(&app.get("olive", &decisions).await);
+    assert!(
+        owner_rules.iter().any(|r| r.starts_with('B')),
+        "the owner reads the reservations: {owner_rules:?}"
+    );
+    let sam_page = app.get("sam", &decisions).await;
+    assert!(
+        !rules(&sam_page).iter().any(|r| r.starts_with('B')),
+        "no money for a specialist: {sam_page}"
+    );
+    assert!(
+        !sam_page.to_string().contains("$0."),
+        "no amount anywhere: {sam_page}"
+    );
 }

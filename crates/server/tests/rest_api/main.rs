@@ -464,6 +464,16 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
             "invalid_body",
             "missing field `text`",
         ),
+        // Issue 17: a blank message would start a paid reasoner call; refused, not stored.
+        (
+            "blank owner message",
+            Method::POST,
+            "/v1/rooms/local/events",
+            r#"{"kind":"owner_message","text":" \n\t "}"#.to_owned(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            "text is blank",
+        ),
         (
             "oversized",
             Method::POST,
