@@ -1,0 +1,5 @@
+//! The library half of `agentroom-bench`: the chaos harness ([`chaos`]), so the CLI's CI
+//! sample (`crates/cli/tests/chaos_sample.rs`) runs the very code path of `agentroom-bench
+//! chaos`, not a copy of it.
+
+pub mod chaos;
