@@ -41,6 +41,7 @@ macro_rules! planning_conformance {
             empty_or_duplicate_columns_are_refused,
             a_comma_inside_a_column_name_survives,
             oversized_fields_are_schema_violations,
+            a_nul_in_a_planning_string_is_a_schema_violation_and_nothing_is_stored,
             what_cannot_be_understood_is_an_a2e_error,
             plans_and_tasks_come_in_creation_order,
             lists_filter_by_plan_and_status,
@@ -666,6 +667,121 @@ pub async fn oversized_fields_are_schema_violations(repo: Arc<dyn PlanningReposi
     let task = h.task(&plan, &title, "todo", &[]).await;
     assert_eq!(h.all_tasks().await.as_array().map(Vec::len), Some(1));
     assert_eq!(h.detail(&plan, &task).await.row.title.len(), 1024);
+}
+
+/// A NUL character in any string a planning message carries (every field of every request,
+/// list items, metadata keys and values at any depth) is a `schema_violation` naming the
+/// field, on every store alike, and nothing is stored or changed (issue 17: PostgreSQL
+/// answered a retryable `runtime_error`, SQLite stored it).
+pub async fn a_nul_in_a_planning_string_is_a_schema_violation_and_nothing_is_stored(
+    repo: Arc<dyn PlanningRepository>,
+) {
+    let h = Harness::new(repo);
+    let plan = h.plan("p", &["todo", "done"]).await;
+    let task = h.task(&plan, "kept", "todo", &[]).await;
+    let board_before = h.board(&plan).await;
+    let detail_before = h.detail(&plan, &task).await;
+    let nul = "a\u{0}b";
+    let cases = [
+        (json!({"type": "planning/plan/create", "name": nul}), "name"),
+        (
+            json!({"type": "planning/plan/create", "name": "n", "description": nul}),
+            "description",
+        ),
+        (
+            json!({"type": "planning/plan/create", "columns": ["todo", nul]}),
+            "columns[1]",
+        ),
+        (
+            json!({"type": "planning/task/add", "plan_id": plan, "title": nul}),
+            "title",
+        ),
+        (
+            json!({"type": "planning/task/add", "plan_id": plan, "title": "t", "description": nul}),
+            "description",
+        ),
+        (
+            json!({"type": "planning/task/add", "plan_id": plan, "title": "t", "assignee": nul}),
+            "assignee",
+        ),
+        (
+            json!({"type": "planning/task/add", "plan_id": plan, "title": "t", "status": nul}),
+            "status",
+        ),
+        (
+            json!({"type": "planning/task/add", "plan_id": plan, "title": "t", "deps": [nul]}),
+            "deps[0]",
+        ),
+        (
+            json!({"type": "planning/task/add", "plan_id": plan, "title": "t",
+                   "metadata": {"k": {"deep": [1, nul]}}}),
+            "metadata",
+        ),
+        (
+            json!({"type": "planning/task/add", "plan_id": plan, "title": "t",
+                   "metadata": {nul: 1}}),
+            "metadata",
+        ),
+        (
+            json!({"type": "planning/task/add", "plan_id": nul, "title": "t"}),
+            "plan_id",
+        ),
+        (
+            json!({"type": "planning/task/update", "plan_id": plan, "task_id": task,
+                   "assignee": nul}),
+            "assignee",
+        ),
+        (
+            json!({"type": "planning/task/update", "plan_id": plan, "task_id": task,
+                   "status": nul}),
+            "status",
+        ),
+        (
+            json!({"type": "planning/task/update", "plan_id": plan, "task_id": task,
+                   "deps": [nul]}),
+            "deps[0]",
+        ),
+        (
+            json!({"type": "planning/task/update", "plan_id": plan, "task_id": nul,
+                   "status": "done"}),
+            "task_id",
+        ),
+        (
+            json!({"type": "planning/task/list", "plan_id": plan, "status": nul}),
+            "status",
+        ),
+        (
+            json!({"type": "planning/task/list", "plan_id": nul}),
+            "plan_id",
+        ),
+        (
+            json!({"type": "planning/plan/board", "plan_id": nul}),
+            "plan_id",
+        ),
+    ];
+    for (mut message, field) in cases {
+        message["id"] = json!("nul");
+        let reply = h.send(message.clone()).await;
+        error(&reply, "schema_violation", Some(field));
+        assert_eq!(reply["req_id"], "nul", "{message}: {reply}");
+        assert_eq!(reply["retryable"], false, "{message}: {reply}");
+    }
+    // Nothing was stored or changed: one plan, its one task as it was.
+    let plans = h
+        .send(json!({"type": "planning/plan/list", "id": "pl"}))
+        .await;
+    assert_eq!(plans["plans"].as_array().map(Vec::len), Some(1), "{plans}");
+    assert_eq!(h.all_tasks().await.as_array().map(Vec::len), Some(1));
+    assert_eq!(h.board(&plan).await, board_before);
+    assert_eq!(h.detail(&plan, &task).await, detail_before);
+    // The same texts without the NUL are accepted.
+    let reply = h
+        .send(
+            json!({"type": "planning/task/add", "id": "ok", "plan_id": plan, "title": "ab",
+                     "metadata": {"k": {"deep": [1, "ab"]}}}),
+        )
+        .await;
+    assert_eq!(reply["success"], true, "{reply}");
 }
 
 /// Malformed JSON, non-objects, unknown types, missing fields, wrong types.

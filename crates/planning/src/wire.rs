@@ -373,6 +373,17 @@ fn json_type_name(value: &Value) -> &'static str {
     }
 }
 
+/// Whether a key or a string anywhere in `value` holds a NUL character (`\u0000` in JSON),
+/// which PostgreSQL's `jsonb` refuses.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 /// Reads typed fields out of a message object, turning every fault into a
 /// `schema_violation` that names the field.
 struct Fields<'a> {
@@ -393,7 +404,14 @@ impl<'a> Fields<'a> {
         .with("expected", expected)
     }
 
+    /// Every string a planning request carries passes here: over its limit, or holding a
+    /// NUL character, it is a `schema_violation` naming the field. NUL is refused here, once,
+    /// before any store sees it: PostgreSQL cannot store it in `text` or `jsonb` (it failed as
+    /// a retryable `runtime_error`), SQLite stored it, and no title, name or label needs it.
     fn check_size(&self, field: &str, text: &str, limit: usize) -> Result<(), ProtocolError> {
+        if text.contains('\0') {
+            return Err(self.violation(field, format!("`{field}` contains a NUL character")));
+        }
         if text.len() > limit {
             Err(self
                 .violation(
@@ -487,6 +505,12 @@ impl<'a> Fields<'a> {
         match self.object.get("metadata") {
             None | Some(Value::Null) => Ok("{}".to_owned()),
             Some(value @ Value::Object(_)) => {
+                if holds_nul(value) {
+                    return Err(self.violation(
+                        "metadata",
+                        "`metadata` contains a NUL character in a key or a string".to_owned(),
+                    ));
+                }
                 let text = value.to_string();
                 self.check_size("metadata", &text, limits::MAX_METADATA_BYTES)?;
                 Ok(text)
