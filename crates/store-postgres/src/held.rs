@@ -22,6 +22,13 @@
 //!
 //! At most as many connections are open here as the pool may open (a semaphore); the pool
 //! keeps serving every other statement.
+//!
+//! A connection can be dead before a statement is sent on it (its backend terminated with
+//! `pg_terminate_backend`, the server restarted) and nothing tells us until the statement's
+//! answer is the error. [`Held::rerunnable`] runs a statement that is safe to run twice once
+//! more on a fresh connection after such a broken-connection error; see [`broken`] for which
+//! errors those are and [`Held::rerunnable`] for which statements. (The pool's own statements
+//! need none of this: sqlx pings a pooled connection before it hands it out.)
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -108,6 +115,70 @@ impl Held {
         }
     }
 
+    /// Runs `statement` on a held connection; when its answer is a broken-connection error
+    /// ([`broken`]), runs it once more on a connection opened afresh, and returns that
+    /// answer.
+    ///
+    /// Only for statements that are safe to run twice: those that only read, and writes a
+    /// second run leaves as the first did (a heartbeat sets the same lease expiry from the
+    /// server's clock, fenced on the same generation). Why it has to be this and not "a
+    /// statement that never ran": a broken connection does not say whether the statement got
+    /// through. The common case is a backend terminated while its connection sat idle here,
+    /// where the statement was never executed; but a backend terminated while it ran the
+    /// statement gives the very same error (FATAL 57P01), and between its commit and its
+    /// answer the statement has run. So a statement that may have changed something before
+    /// the connection broke — a Room's commit, a receipt, an uncertain mark, whose second run
+    /// would answer "conflict" or "fenced" for a write that in fact went through — is never
+    /// run again here: its caller gets the error, and the compare-and-swap, the fencing and
+    /// recovery (D1, D2) decide from what was stored. Since a broken connection also drops
+    /// every idle one ([`Lent::finish`]), the statement after a rerun read finds fresh
+    /// connections: a Room's load precedes its commit, so the commit of the first request
+    /// after a termination runs on a live connection.
+    pub(crate) async fn rerunnable<T, F, Fut>(&self, mut statement: F) -> Result<T, sqlx::Error>
+    where
+        F: FnMut(PgConnection) -> Fut,
+        Fut: std::future::Future<Output = (PgConnection, Result<T, sqlx::Error>)>,
+    {
+        let lent = self.lend().await?;
+        let Lent {
+            conn,
+            home,
+            _permit,
+        } = lent;
+        let (conn, result) = statement(conn).await;
+        let was_broken = matches!(&result, Err(error) if broken(error));
+        let first = Lent {
+            conn,
+            home,
+            _permit,
+        };
+        if !was_broken {
+            return first.finish(result);
+        }
+        // Closes this connection and every idle one, keeping the permit for the fresh one.
+        let Lent {
+            conn,
+            home,
+            _permit,
+        } = first;
+        drop(conn);
+        home.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        if let Err(error) = &result {
+            tracing::warn!(%error, "a held connection was broken; running the statement again on a fresh one");
+        }
+        let conn = PgConnection::connect_with(&home.options).await?;
+        let (conn, result) = statement(conn).await;
+        Lent {
+            conn,
+            home,
+            _permit,
+        }
+        .finish(result)
+    }
+
     /// Closes the idle connections (e.g. before dropping the database they are on).
     pub(crate) async fn close(&self) {
         let idle = std::mem::take(
@@ -150,6 +221,18 @@ impl Lent<'_> {
             idle.clear();
         }
         result
+    }
+}
+
+/// Whether `error` says the connection itself is gone: an I/O error on its socket (reset,
+/// closed, end of stream) or an error with which the server ended the session
+/// ([`ends_the_session`]). Any other error is the server's answer to the statement on a live
+/// connection, and running it again would only answer the same.
+pub(crate) fn broken(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(error) => ends_the_session(&**error),
+        _ => false,
     }
 }
 

@@ -70,13 +70,18 @@ impl PgRooms {
     /// values (`pg_prepared_statements`): what shows whether commits keep their plans.
     pub async fn hot_path_plans(&self) -> Result<Vec<(String, i64, i64)>, StoreError> {
         let context = "reading prepared statements";
-        let mut lent = self.held.lend().await.map_err(failed(context))?;
-        let rows = sqlx::query_as(
-            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements",
-        )
-        .fetch_all(lent.conn())
-        .await;
-        lent.finish(rows).map_err(failed(context))
+        // Reads only: safe to run again on a fresh connection (held::Held::rerunnable).
+        self.held
+            .rerunnable(|mut conn| async move {
+                let rows = sqlx::query_as(
+                    "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements",
+                )
+                .fetch_all(&mut conn)
+                .await;
+                (conn, rows)
+            })
+            .await
+            .map_err(failed(context))
     }
 
     /// Closes the pool and the connections the hot path keeps open.
@@ -238,13 +243,18 @@ impl RoomStore for PgRooms {
         {
             return Ok(Some(stored));
         }
-        let mut lent = self.held.lend().await.map_err(failed("loading a Room"))?;
-        let row = sqlx::query_as(sql::LOAD_ROOM)
-            .bind(room.as_str())
-            .fetch_optional(lent.conn())
-            .await;
-        let row: Option<(i64, i64, String, i64, i64, Vec<String>)> =
-            lent.finish(row).map_err(failed("loading a Room"))?;
+        // Reads only: safe to run again on a fresh connection (held::Held::rerunnable).
+        let row: Option<(i64, i64, String, i64, i64, Vec<String>)> = self
+            .held
+            .rerunnable(|mut conn| async move {
+                let row = sqlx::query_as(sql::LOAD_ROOM)
+                    .bind(room.as_str())
+                    .fetch_optional(&mut conn)
+                    .await;
+                (conn, row)
+            })
+            .await
+            .map_err(failed("loading a Room"))?;
         let Some((revision, snapshot, state, snapshot_bytes, since, deltas)) = row else {
             return Ok(None);
         };
@@ -286,6 +296,8 @@ impl RoomStore for PgRooms {
             .appending(commit.ledger.len());
         parts.snapshot = staged.snapshot().is_some();
         parts.notifications = !commit.notifications.is_empty();
+        // Not rerunnable (held::Held::rerunnable): after a broken connection the commit may
+        // have gone through; the caller's reload and compare-and-swap find out (D1).
         let mut lent = self
             .held
             .lend()
@@ -363,12 +375,18 @@ impl RoomStore for PgRooms {
         }
         // The compare-and-swap did not match: the Room moved, or there is none.
         let reading = |e| CommitError::Store(failed("reading a Room's revision")(e));
-        let mut lent = self.held.lend().await.map_err(reading)?;
-        let actual = sqlx::query_scalar(sql::ROOM_REVISION)
-            .bind(room.as_str())
-            .fetch_optional(lent.conn())
-            .await;
-        let actual: Option<i64> = lent.finish(actual).map_err(reading)?;
+        // Reads only: safe to run again on a fresh connection (held::Held::rerunnable).
+        let actual: Option<i64> = self
+            .held
+            .rerunnable(|mut conn| async move {
+                let actual = sqlx::query_scalar(sql::ROOM_REVISION)
+                    .bind(room.as_str())
+                    .fetch_optional(&mut conn)
+                    .await;
+                (conn, actual)
+            })
+            .await
+            .map_err(reading)?;
         match actual {
             Some(actual) => Err(CommitError::Conflict {
                 room: room.clone(),
@@ -563,16 +581,23 @@ impl PgRooms {
         room: &RoomId,
         known: Known,
     ) -> Result<Option<StoredRoom>, StoreError> {
-        let mut lent = self.held.lend().await.map_err(failed("loading a Room"))?;
         // Revision, snapshot bytes, delta bytes since it, the deltas (none when too far behind).
         type Since = (i64, i64, i64, Option<Vec<String>>);
-        let row: Result<Option<Since>, sqlx::Error> = sqlx::query_as(sql::LOAD_ROOM_SINCE)
-            .bind(room.as_str())
-            .bind(known.revision().0)
-            .bind(CATCH_UP_REVISIONS)
-            .fetch_optional(lent.conn())
-            .await;
-        let row = lent.finish(row).map_err(failed("loading a Room"))?;
+        let since = known.revision().0;
+        // Reads only: safe to run again on a fresh connection (held::Held::rerunnable).
+        let row: Option<Since> = self
+            .held
+            .rerunnable(|mut conn| async move {
+                let row = sqlx::query_as(sql::LOAD_ROOM_SINCE)
+                    .bind(room.as_str())
+                    .bind(since)
+                    .bind(CATCH_UP_REVISIONS)
+                    .fetch_optional(&mut conn)
+                    .await;
+                (conn, row)
+            })
+            .await
+            .map_err(failed("loading a Room"))?;
         let Some((revision, snapshot_bytes, since, Some(deltas))) = row else {
             return Ok(None);
         };

@@ -106,18 +106,26 @@ impl WorkflowStore for PgRooms {
         generation: i64,
         duration: Duration,
     ) -> Result<Heartbeat, StoreError> {
-        let mut lent = self
+        let (op_text, lease) = (op.to_string(), millis(duration));
+        // A second run sets the same expiry from the server's clock, fenced on the same
+        // generation, and answers the same: safe to run again on a fresh connection
+        // (held::Held::rerunnable).
+        let cancel: Option<bool> = self
             .held
-            .lend()
+            .rerunnable(|mut conn| {
+                let op_text = op_text.clone();
+                async move {
+                    let cancel = sqlx::query_scalar(sql::HEARTBEAT)
+                        .bind(op_text)
+                        .bind(generation)
+                        .bind(lease)
+                        .fetch_optional(&mut conn)
+                        .await;
+                    (conn, cancel)
+                }
+            })
             .await
             .map_err(failed("extending a lease"))?;
-        let cancel = sqlx::query_scalar(sql::HEARTBEAT)
-            .bind(op.to_string())
-            .bind(generation)
-            .bind(millis(duration))
-            .fetch_optional(lent.conn())
-            .await;
-        let cancel: Option<bool> = lent.finish(cancel).map_err(failed("extending a lease"))?;
         Ok(match cancel {
             Some(cancel) => Heartbeat::Extended { cancel },
             None => Heartbeat::Fenced,
@@ -131,6 +139,9 @@ impl WorkflowStore for PgRooms {
         generation: i64,
         receipt: &Receipt,
     ) -> Result<ReceiptWrite, StoreError> {
+        // Not rerunnable here (held::Held::rerunnable): a second run of a receipt that went
+        // through would answer "fenced". The runner retries it and reads a "fenced" retry
+        // back to tell its own receipt from another generation's (workflows::lease).
         let mut lent = self
             .held
             .lend()

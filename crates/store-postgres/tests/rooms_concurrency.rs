@@ -1,6 +1,7 @@
 //! PostgreSQL-only guarantees of the Room store under real concurrency and real faults: D1
 //! compare-and-swap between racing writers, B7 under 32 concurrent coordinators on one Room,
-//! D2/D3 fencing of stale lease generations, and a backend killed inside the commit window.
+//! D2/D3 fencing of stale lease generations, a backend killed inside the commit window, and
+//! the first store calls after every backend of the store was terminated.
 //! Every state is reached through the domain's `decide`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -781,6 +782,107 @@ async fn d1_b1_a_backend_killed_in_the_commit_window_leaves_all_or_nothing() {
     assert_eq!(rows, 1);
     holder.close().await.unwrap();
     killer.close().await.unwrap();
+    common::drop_schema(&schema).await;
+}
+
+/// Terminates every backend of the store on `schema` (its connections carry the schema's name
+/// as `application_name`) as `pg_terminate_backend` from another session does, and waits
+/// until they are gone.
+async fn terminate_backends(conn: &mut PgConnection, schema: &str) {
+    let terminated: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(schema)
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    assert!(
+        !terminated.is_empty() && terminated.iter().all(|t| *t),
+        "the store has backends to terminate: {terminated:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
+                .bind(schema)
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+        if left == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{left} backends still there");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Issue 17: after PostgreSQL terminated every backend of the store while its connections sat
+/// idle, the next store call succeeds instead of failing (a 500 at the API): a load from a
+/// store that knows the Room (catch-up), one from a store that does not (full load), a
+/// heartbeat (D3) and a load-then-commit as the coordinator does (D1) run again once on a
+/// fresh connection, since those that read or heartbeat are safe to run twice and the load
+/// leaves fresh connections for the commit. Nothing is written twice: one operation row, the
+/// revisions in sequence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d1_d3_the_first_calls_after_the_backends_are_terminated_succeed() {
+    let (schema, store) = common::migrated_rooms().await;
+    let mut w = create_room(&store, "terminated", 1_000_000_000).await;
+    let room = w.room();
+    let mut killer = admin().await;
+
+    // A load from a store that knows the Room.
+    assert_eq!(
+        store.load(&room).await.unwrap().unwrap().revision,
+        w.revision
+    );
+    terminate_backends(&mut killer, &schema).await;
+    let loaded = store.load(&room).await.unwrap().unwrap();
+    assert_eq!((loaded.revision, &loaded.state), (w.revision, &w.state));
+
+    // A full load from a store that does not know it yet (its own held connections).
+    let cold = PgRooms::from_pool(store.pool().clone()).await.unwrap();
+    assert!(cold.hot_path_plans().await.is_ok());
+    terminate_backends(&mut killer, &schema).await;
+    let loaded = cold.load(&room).await.unwrap().unwrap();
+    assert_eq!((loaded.revision, &loaded.state), (w.revision, &w.state));
+
+    // Load then commit, as the coordinator decides an input.
+    terminate_backends(&mut killer, &schema).await;
+    w.reload(&store).await;
+    let before = w.revision;
+    let (_, decision) = w.owner_message("after a termination");
+    let op = reserved(&decision)[0];
+    let revision = w
+        .commit(&store, &decision, "event_accepted", vec![])
+        .await
+        .unwrap();
+    assert_eq!(revision, before.next());
+
+    // A heartbeat of the call that commit leased.
+    terminate_backends(&mut killer, &schema).await;
+    assert_eq!(
+        store
+            .heartbeat(op, 1, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Heartbeat::Extended { cancel: false }
+    );
+
+    // The pool's statements were never the problem (sqlx pings before it hands one out).
+    let ledger = store.ledger(&room).await.unwrap();
+    terminate_backends(&mut killer, &schema).await;
+    assert_eq!(store.ledger(&room).await.unwrap(), ledger);
+
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM operations WHERE op_id = $1::uuid")
+        .bind(op.to_string())
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows, 1);
+    assert_eq!(store.load(&room).await.unwrap().unwrap().revision, revision);
+    killer.close().await.unwrap();
+    store.close().await;
     common::drop_schema(&schema).await;
 }
 

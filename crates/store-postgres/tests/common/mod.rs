@@ -96,7 +96,9 @@ async fn drop_stale(conn: &mut PgConnection, (list, drop): (&str, &str)) {
     }
 }
 
-/// A fresh, empty schema: its name and a pool whose connections see only it.
+/// A fresh, empty schema: its name and a pool whose connections see only it. Its connections
+/// (and those a store opens like them) carry the schema's name as their `application_name`,
+/// so a test can find its own backends in `pg_stat_activity`.
 pub async fn fresh_schema() -> (String, PgPool) {
     fresh_schema_with(10).await
 }
@@ -112,7 +114,11 @@ pub async fn fresh_schema_with(connections: u32) -> (String, PgPool) {
     conn.close().await.ok();
     let pool = PgPoolOptions::new()
         .max_connections(connections)
-        .connect_with(options().options([("search_path", schema.as_str())]))
+        .connect_with(
+            options()
+                .options([("search_path", schema.as_str())])
+                .application_name(&schema),
+        )
         .await
         .unwrap_or_else(|e| panic!("connecting to schema {schema}: {e}"));
     (schema, pool)
