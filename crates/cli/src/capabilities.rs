@@ -54,12 +54,12 @@ pub(crate) fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Validate { files } => {
             let catalog = load(&files);
-            println!(
+            crate::output::print_line(&format!(
                 "valid: {} capabilities, {} binding rules in {} files",
                 catalog.registry().len(),
                 catalog.bindings().len(),
                 files.len()
-            );
+            ))?;
             Ok(())
         }
         Command::Resolve {
@@ -114,7 +114,7 @@ fn resolve_by_bindings(
     };
     match catalog.bindings().rule_for(&reference, node) {
         Some(rule) => {
-            println!("{}", rule.provider());
+            crate::output::print_line(&rule.provider().to_string())?;
             Ok(())
         }
         None => refuse(&format!(
@@ -144,7 +144,7 @@ fn resolve_fully(
             resolution.capability()
         );
     }
-    println!("{}", resolution.provider());
+    crate::output::print_line(&resolution.provider().to_string())?;
     Ok(())
 }
 

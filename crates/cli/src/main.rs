@@ -4,8 +4,8 @@
 //! migrations, policy and capability checks, and checks of the model providers; and the
 //! operator commands against a running
 //! host (`budget`, `objective`, `review`, `late-result`: HTTP clients of its REST API).
-// Printing the timeline, board and ledger is this binary's job.
-#![allow(clippy::print_stdout)]
+// Printing the timeline, board and ledger is this binary's job, through `output`, which
+// survives a closed pipe (`clippy::print_stdout` keeps the print macros out).
 
 mod capabilities;
 mod demo;
@@ -15,6 +15,7 @@ mod host;
 mod migrate;
 mod operations;
 mod operator;
+mod output;
 mod policies;
 mod providers;
 mod room;
@@ -265,7 +266,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .build()?
                     .block_on(room_demo::run(&scenario, root))?,
             };
-            print!("{text}");
+            output::print(&text)?;
         }
         Command::Capabilities { command } => capabilities::run(command)?,
         Command::Planning {
@@ -333,53 +334,44 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Room { command } => {
             let text = current_thread()?.block_on(room::run(command))?;
-            print!("{text}");
+            output::print(&text)?;
         }
         Command::Event { command } => {
             let text = current_thread()?.block_on(event::run(command))?;
-            print!("{text}");
+            output::print(&text)?;
         }
-        Command::Policies { command } => print!("{}", policies::run(command)?),
+        Command::Policies { command } => output::print(&policies::run(command)?)?,
         Command::Providers { command } => current_thread()?.block_on(providers::run(command))?,
         Command::Operations { command } => {
             let text = current_thread()?.block_on(operations::run(command))?;
-            print!("{text}");
+            output::print(&text)?;
         }
         Command::Budget { command } => {
-            print!("{}", current_thread()?.block_on(operator::budget(command))?);
+            output::print(&current_thread()?.block_on(operator::budget(command))?)?;
         }
         Command::Objective { command } => {
-            print!(
-                "{}",
-                current_thread()?.block_on(operator::objective(command))?
-            );
+            output::print(&current_thread()?.block_on(operator::objective(command))?)?;
         }
         Command::Message { command } => {
-            print!(
-                "{}",
-                current_thread()?.block_on(operator::message(command))?
-            );
+            output::print(&current_thread()?.block_on(operator::message(command))?)?;
         }
         Command::Review { command } => {
-            print!("{}", current_thread()?.block_on(operator::review(command))?);
+            output::print(&current_thread()?.block_on(operator::review(command))?)?;
         }
         Command::LateResult { command } => {
-            print!(
-                "{}",
-                current_thread()?.block_on(operator::late_result(command))?
-            );
+            output::print(&current_thread()?.block_on(operator::late_result(command))?)?;
         }
         Command::Token { command } => {
             let text = current_thread()?.block_on(token::run(command))?;
-            print!("{text}");
+            output::print(&text)?;
         }
         Command::Migrate { command } => {
             let text = current_thread()?.block_on(migrate::run(command))?;
-            print!("{text}");
+            output::print(&text)?;
         }
         Command::Drill { command } => {
             let text = current_thread()?.block_on(drill::run(command))?;
-            print!("{text}");
+            output::print(&text)?;
         }
     }
     Ok(())

@@ -67,12 +67,12 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
         if !matches!(outcome, AgentOutcome::Returned { .. }) {
             failed += 1;
         }
-        println!("{line}");
+        crate::output::print_line(&line)?;
     }
     if failed > 0 {
         bail!("{failed} of {} provider checks failed", checks.len());
     }
-    println!("{} provider checks: all ok", checks.len());
+    crate::output::print_line(&format!("{} provider checks: all ok", checks.len()))?;
     Ok(())
 }
 

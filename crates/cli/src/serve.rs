@@ -121,7 +121,8 @@ pub(crate) async fn run(
         .with_context(|| format!("listening on {listen}"))?;
     let bound = listener.local_addr()?;
     // The one line a supervisor (or a test that asked for port 0) reads to find us.
-    println!("agentroom listening on http://{bound}");
+    // A supervisor that stopped reading does not stop the host.
+    crate::output::print_line(&format!("agentroom listening on http://{bound}"))?;
     let stopping = async move {
         stop_signal().await;
         let _ = stop_tx.send(true);

@@ -1,11 +1,12 @@
 //! `agentroom token issue|revoke|list` through the real binary on the embedded database: a
 //! token issued by the command authenticates against the same store, a revoked one does not,
-//! an expiring one carries its expiry, lists never show secrets, and bad input is refused
-//! with a clear message and nothing stored.
+//! an expiring one carries its expiry, lists never show secrets, and bad input (a Room that
+//! does not exist, a principal who is not its member) is refused with a clear message and
+//! nothing stored; a reader that closes the pipe early ends the output without a panic.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use agentroom_ports::domain::ids::{RoomId, Timestamp};
 use agentroom_ports::{AuthError, TokenStore};
@@ -19,6 +20,32 @@ fn agentroom(root: &Path, args: &[&str]) -> Output {
         .arg(root)
         .output()
         .unwrap()
+}
+
+/// Room `local` with owner olive and members oscar (operator) and rita (reviewer); its two
+/// first tokens (olive's and oscar's) are issued with it.
+fn create_room(root: &Path) {
+    let policies = concat!(env!("CARGO_MANIFEST_DIR"), "/../../policies");
+    let output = agentroom(
+        root,
+        &[
+            "room",
+            "create",
+            "--room",
+            "local",
+            "--owner",
+            "olive",
+            "--member",
+            "oscar=operator",
+            "--member",
+            "rita=reviewer",
+            "--limit-micros",
+            "1000000",
+            "--policies",
+            policies,
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
 }
 
 fn stdout(output: &Output) -> String {
@@ -43,6 +70,7 @@ async fn issued_tokens_authenticate_until_revoked_and_lists_show_no_secret() {
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
     assert!(agentroom(root, &["migrate", "up"]).status.success());
+    create_room(root);
 
     let issued = stdout(&agentroom(
         root,
@@ -107,7 +135,8 @@ async fn issued_tokens_authenticate_until_revoked_and_lists_show_no_secret() {
         &["token", "list", "--room", "local", "--json"],
     )))
     .unwrap();
-    assert_eq!(listed.as_array().unwrap().len(), 2);
+    // olive's and oscar's first tokens, and the two issued here.
+    assert_eq!(listed.as_array().unwrap().len(), 4);
 
     // Revoked, it no longer authenticates.
     let id = &text[3..19];
@@ -195,4 +224,99 @@ fn bad_input_is_refused_with_a_clear_message_and_nothing_stored() {
         &["token", "list", "--room", "local", "--json"],
     ));
     assert_eq!(listed.trim(), "[]");
+}
+
+/// Issue 17: a token for a Room that does not exist, or for a principal who is not a member of
+/// the Room, is refused with a clear message, a non-zero exit and nothing stored.
+#[tokio::test]
+async fn a_token_only_for_a_member_of_a_room_that_exists() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    assert!(agentroom(root, &["migrate", "up"]).status.success());
+    let output = agentroom(
+        root,
+        &["token", "issue", "--room", "local", "--principal", "olive"],
+    );
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no room local"), "{stderr}");
+    assert!(output.stdout.is_empty(), "{output:?}");
+    let local = RoomId::parse("local").unwrap();
+    assert!(store(root).list_tokens(&local).await.unwrap().is_empty());
+
+    create_room(root);
+    let before = store(root).list_tokens(&local).await.unwrap();
+    assert_eq!(before.len(), 2);
+    let output = agentroom(
+        root,
+        &[
+            "token",
+            "issue",
+            "--room",
+            "local",
+            "--principal",
+            "mallory",
+        ],
+    );
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("mallory is not a member of room local"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "{output:?}");
+    assert_eq!(store(root).list_tokens(&local).await.unwrap(), before);
+    // A member gets one.
+    stdout(&agentroom(
+        root,
+        &["token", "issue", "--room", "local", "--principal", "rita"],
+    ));
+    assert_eq!(store(root).list_tokens(&local).await.unwrap().len(), 3);
+}
+
+/// Issue 17: `agentroom token issue … | head -c1` — the reader closes the pipe before the
+/// command writes — ends quietly: no panic, a clean exit. The same for a list and for the
+/// other commands that print through the same writer (`policies check` here).
+#[test]
+fn a_closed_stdout_pipe_ends_the_output_without_a_panic() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    assert!(agentroom(root, &["migrate", "up"]).status.success());
+    create_room(root);
+    let policies = concat!(env!("CARGO_MANIFEST_DIR"), "/../../policies");
+    for args in [
+        vec![
+            "token",
+            "issue",
+            "--room",
+            "local",
+            "--principal",
+            "oscar",
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        vec![
+            "token",
+            "list",
+            "--room",
+            "local",
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        vec!["policies", "check", "--dir", policies],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The only reader goes away before the command writes a byte.
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(output.status.success(), "{args:?}: {output:?}");
+    }
 }

@@ -118,8 +118,22 @@ impl Coordinator {
     }
 
     /// Issues a bearer token for `new` from fresh random bytes; its text is shown once, in
-    /// the answer, and the store keeps only the hash of its secret.
+    /// the answer, and the store keeps only the hash of its secret. Only for a current
+    /// member of a Room that exists (`UnknownRoom`, `NotMember` otherwise, nothing stored).
     pub async fn issue_token(&self, new: NewToken) -> Result<IssuedToken, CoordinatorError> {
+        let stored = self.room(&new.room).await?;
+        if stored
+            .state
+            .members()
+            .roles_of(&new.principal)
+            .next()
+            .is_none()
+        {
+            return Err(CoordinatorError::NotMember {
+                principal: new.principal,
+                room: new.room,
+            });
+        }
         let mut bytes = [0u8; RANDOM_BYTES];
         self.shared.random.fill(&mut bytes)?;
         Ok(self
