@@ -86,8 +86,60 @@ pub(crate) struct SyntaxError {
     pub(crate) message: String,
 }
 
+/// The deepest nesting of lists and mappings a resource file may have, counting what its
+/// aliases expand to. Resources need about a dozen levels. Without a bound, a few kilobytes of
+/// `[[[[…` made building, converting and dropping the tree overflow the stack and abort the
+/// process (issue 17, found by fuzzing).
+pub(crate) const MAX_DEPTH: usize = 64;
+
+/// Refuses `text` when its nesting goes deeper than [`MAX_DEPTH`], from saphyr's event
+/// stream, before any tree is built (iteratively: the stream is flat). An alias counts as
+/// deep as the node its anchor names. Syntax errors are left to the loader, which reports
+/// them.
+fn check_depth(text: &str) -> Result<(), SyntaxError> {
+    use saphyr_parser::{Event, Parser};
+    // Per open list or mapping: its anchor and the height of its tallest child so far.
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    let mut heights: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for event in Parser::new_from_str(text) {
+        let Ok((event, span)) = event else {
+            return Ok(());
+        };
+        let (anchor, height) = match event {
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                open.push((anchor, 0));
+                (0, 0)
+            }
+            Event::SequenceEnd | Event::MappingEnd => match open.pop() {
+                Some((anchor, tallest)) => (anchor, tallest + 1),
+                None => (0, 0),
+            },
+            Event::Scalar(_, _, anchor, _) => (anchor, 1),
+            Event::Alias(id) => (0, heights.get(&id).copied().unwrap_or(1)),
+            _ => (0, 0),
+        };
+        if open.len() + height > MAX_DEPTH + 1 || open.len() > MAX_DEPTH {
+            let line = span.start.line();
+            return Err(SyntaxError {
+                document: document_at_line(text, line),
+                line,
+                column: span.start.col() + 1,
+                message: format!("lists and mappings nest deeper than {MAX_DEPTH} levels"),
+            });
+        }
+        if anchor > 0 {
+            heights.insert(anchor, height);
+        }
+        if let Some((_, tallest)) = open.last_mut() {
+            *tallest = (*tallest).max(height);
+        }
+    }
+    Ok(())
+}
+
 /// Every document of `text`, in order; an empty document is `None`.
 pub(crate) fn documents(text: &str) -> Result<Vec<Option<Node>>, SyntaxError> {
+    check_depth(text)?;
     let docs = MarkedYaml::load_from_str(text).map_err(|e| {
         let line = e.marker().line();
         SyntaxError {
@@ -232,6 +284,31 @@ mod tests {
         let error = documents("a: 1\na: 2\n").unwrap_err();
         assert_eq!(error.line, 2);
         assert!(error.message.contains("duplicate"), "{error:?}");
+    }
+
+    #[test]
+    fn nesting_is_bounded_counting_what_aliases_expand_to() {
+        let deep = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert!(documents(&deep(MAX_DEPTH - 1)).is_ok());
+        for text in [
+            deep(MAX_DEPTH + 1),
+            deep(100_000),
+            "- ".repeat(100_000),
+            "{a: ".repeat(100_000),
+            // Each anchor is 40 deep; each alias adds its anchor's height.
+            format!(
+                "a: &a {open}{close}\nb: &b {open}*a{close}\nc: {open}*b{close}\n",
+                open = "[".repeat(40),
+                close = "]".repeat(40)
+            ),
+        ] {
+            let error = documents(&text).unwrap_err();
+            // Very deep flow collections stop saphyr's own parser first.
+            let said = ["deeper than 64", "recursion limit exceeded"];
+            assert!(said.iter().any(|s| error.message.contains(s)), "{error:?}");
+            assert_eq!(error.document, 1, "{error:?}");
+            assert!(error.line >= 1, "{error:?}");
+        }
     }
 
     #[test]
