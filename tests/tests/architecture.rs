@@ -248,7 +248,9 @@ const IO_CRATES: &[(&str, &[&str])] = &[
     ("reqwest", &["agentroom-agents", "agentroom-cli"]),
     // The REST edge; and the test model's chat-completions server, a separate process.
     ("axum", &["agentroom-server", "agentroom-testmodel"]),
-    ("hyper", &[]),
+    // The HTTP edge's own accept loop (`serve`: per-connection timeouts and the connection
+    // limit, which axum's `serve` does not expose; issue 17).
+    ("hyper", &["agentroom-server"]),
 ];
 
 #[test]

@@ -158,6 +158,8 @@ enum Command {
         /// Without it they need `Authorization: Bearer` like the REST API.
         #[arg(long)]
         anonymous_planning: bool,
+        #[command(flatten)]
+        connections: serve::ConnectionArgs,
     },
     /// Create a Room on the store.
     Room {
@@ -291,6 +293,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             provider_wait,
             uncertain_hold,
             anonymous_planning,
+            connections,
         } => {
             // A bad policy file stops the host before it listens, naming file, line, field.
             let policies = policies::PolicyFiles::new(policies)?;
@@ -330,6 +333,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     loaded,
                     coordinator,
                     anonymous_planning,
+                    connections,
                 ))?
         }
         Command::Room { command } => {

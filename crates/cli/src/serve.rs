@@ -98,7 +98,11 @@ pub(crate) async fn run(
     policies: Policies,
     coordinator: CoordinatorArgs,
     anonymous_planning: bool,
+    connections: ConnectionArgs,
 ) -> anyhow::Result<()> {
+    // Before anything is opened: owner-level planning without tokens is for one local user.
+    refuse_anonymous_off_loopback(listen, anonymous_planning)?;
+    let limits = connections.limits()?;
     tracing::info!(permissions = ?policies.access, "policies loaded");
     // A missing embedded file is created and migrated (D5), then opened once for both.
     let (rooms, repo) = store.open_host().await?;
@@ -127,12 +131,92 @@ pub(crate) async fn run(
         stop_signal().await;
         let _ = stop_tx.send(true);
     };
-    agentroom_server::serve(listener, app, stopping).await?;
+    agentroom_server::serve_with(listener, app, limits, stopping).await?;
     let report = background
         .await
         .map_err(|e| anyhow!("the coordinator loop failed: {e}"))?;
     tracing::info!(?report, "stopped");
     Ok(())
+}
+
+/// `--anonymous-planning` serves the planning messages as the Room's owner to anyone who
+/// reaches the address: only on a loopback address (127.0.0.0/8, ::1), where that is the
+/// local user. Anywhere else it is refused before anything starts.
+fn refuse_anonymous_off_loopback(listen: SocketAddr, anonymous: bool) -> anyhow::Result<()> {
+    if anonymous && !listen.ip().is_loopback() {
+        bail!(
+            "--anonymous-planning serves owner-level planning without a token, so it listens on a \
+             loopback address only (e.g. --listen 127.0.0.1:8080), not {listen}; without it, A2E \
+             clients bring a token (`agentroom token issue`)"
+        );
+    }
+    Ok(())
+}
+
+/// How `serve` treats connections (issue 17): timeouts and how many are served at once.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ConnectionArgs {
+    /// How long a new connection may take to send its first request's headers before it is
+    /// closed (`10s`, `1500ms`).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub(crate) header_read_timeout: Duration,
+    /// How long a request body may take to arrive whole after its headers; a slower one is
+    /// answered 408 and its connection closed.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub(crate) body_read_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request before it is closed.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub(crate) idle_timeout: Duration,
+    /// The most connections served at once; one more closes the connection idle the longest
+    /// (so idle connections never keep `/health` from answering). Default: 1024, or fewer
+    /// when the open-file limit (`ulimit -n`) is lower, leaving 64 descriptors for the store
+    /// and the providers.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_connections: Option<u32>,
+}
+
+/// Descriptors kept for everything but client connections: the store's files, journals,
+/// provider connections, the runtime's own.
+const SPARE_DESCRIPTORS: u64 = 64;
+
+impl ConnectionArgs {
+    /// The server's limits: `--max-connections`, else the default within the open-file
+    /// limit (a larger `--max-connections` than that allows is said, not refused: shedding
+    /// still keeps the host answering).
+    fn limits(&self) -> anyhow::Result<agentroom_server::ConnectionLimits> {
+        let files = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map(|(soft, _)| soft)
+            .ok();
+        let fits = files.map(|soft| {
+            usize::try_from(soft.saturating_sub(SPARE_DESCRIPTORS).max(soft / 2).max(1))
+                .unwrap_or(usize::MAX)
+        });
+        let max_connections = match self.max_connections {
+            Some(asked) => {
+                let asked = usize::try_from(asked)?;
+                if let Some(fits) = fits
+                    && asked > fits
+                {
+                    tracing::warn!(
+                        asked,
+                        fits,
+                        "--max-connections is above what the open-file limit leaves for \
+                         connections; idle ones are closed when descriptors run out"
+                    );
+                }
+                asked
+            }
+            None => fits.map_or(agentroom_server::DEFAULT_MAX_CONNECTIONS, |fits| {
+                fits.min(agentroom_server::DEFAULT_MAX_CONNECTIONS)
+            }),
+        };
+        Ok(agentroom_server::ConnectionLimits {
+            header_read_timeout: self.header_read_timeout,
+            body_read_timeout: self.body_read_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections,
+        })
+    }
 }
 
 /// What the HTTP host is built from besides the coordinator.

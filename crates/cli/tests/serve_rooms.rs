@@ -1494,8 +1494,9 @@ async fn serve_on_the_embedded_database_accepts_a_posted_event_and_completes_it(
     );
     let (status, body) = http(&address, "GET", "/", None, "");
     assert_eq!(status, 200, "the board: {body}");
+    // Not public (issue 17): it needs a token that may read operations.
     let (status, body) = http(&address, "GET", "/metrics", None, "");
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(status, 401, "{body}");
     serve.stop();
     let balances = stored.state.ledger().balances();
     assert_eq!(

@@ -57,11 +57,20 @@ pub(crate) async fn send(
     let slot = session(&state, &scope, &headers)?;
     let message = match read_message(&headers, body).await {
         Ok(message) => message,
-        Err(ApiError::MessageTooLarge { bytes, limit }) => {
-            // Answered like an oversized stdio line: the A2E error on the stream, so a
+        Err(ApiError::MessageTooLarge {
+            bytes,
+            limit,
+            req_id,
+        }) => {
+            // Answered like an oversized stdio line: the A2E error on the stream (with the
+            // message's req_id when it could be read, so the client's call completes), so a
             // client that only reads the stream sees why; and 413, so the POST fails.
-            slot.answer_directly(slot.too_large(bytes));
-            return Err(ApiError::MessageTooLarge { bytes, limit });
+            slot.answer_directly(slot.too_large(bytes, req_id.as_deref()));
+            return Err(ApiError::MessageTooLarge {
+                bytes,
+                limit,
+                req_id,
+            });
         }
         Err(error) => return Err(error),
     };
@@ -82,9 +91,52 @@ pub(crate) async fn stream(
     tracing::debug!(session = %slot.id(), "stream connected");
     let lines = slot.stream(stopping.map(|axum::Extension(Stopping(rx))| rx));
     let events = lines.map(|line| Ok::<_, Infallible>(Event::default().data(line)));
-    Ok(Sse::new(events)
+    // A stream opened with a token lives only as long as the token does (and its principal
+    // may still use the planning messages in the Room): checked again every half second.
+    let revoked = match (&scope, crate::api::bearer(&headers)) {
+        (SessionScope::Header { api, .. }, Some(token)) => {
+            futures_util::future::Either::Left(revoked(
+                std::sync::Arc::clone(api),
+                token.to_owned(),
+                scope.room().clone(),
+            ))
+        }
+        _ => futures_util::future::Either::Right(std::future::pending::<()>()),
+    };
+    Ok(Sse::new(events.take_until(revoked))
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+/// Resolves once `token` no longer authenticates a principal that may use the planning
+/// messages in `room` (revoked, expired, its membership changed); a store that cannot answer
+/// is asked again at the next check.
+async fn revoked(
+    api: std::sync::Arc<crate::api::Api>,
+    token: String,
+    room: agentroom_planning::RoomId,
+) {
+    let mut checks = tokio::time::interval(std::time::Duration::from_millis(500));
+    checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    checks.tick().await;
+    loop {
+        checks.tick().await;
+        match crate::api::authorize_token(
+            &api,
+            &token,
+            Some(room.as_str()),
+            agentroom_domain::room::Permission::PlanningUse,
+        )
+        .await
+        {
+            Ok(_) => {}
+            Err(ApiError::Unauthenticated | ApiError::Forbidden(_) | ApiError::NotFound(_)) => {
+                tracing::info!(%room, "an A2E stream's token may no longer use it; the stream ends");
+                return;
+            }
+            Err(error) => tracing::warn!(%error, "re-checking an A2E stream's token failed"),
+        }
+    }
 }
 
 /// `GET /health`.
@@ -108,6 +160,11 @@ fn session(
         .ok_or(ApiError::MissingSession)?;
     match scope {
         SessionScope::Handshake { room, .. } => state.sessions.get_without_header(id, room),
-        SessionScope::Open(_) | SessionScope::Header { .. } => state.sessions.get(id, scope.room()),
+        SessionScope::Open(_) => state.sessions.get(id, scope.room()),
+        // With a token, only the principal the session acts for may use it.
+        SessionScope::Header { scope: inner, .. } => match inner.principal_id() {
+            Some(principal) => state.sessions.get_as(id, scope.room(), principal),
+            None => Err(ApiError::UnknownSession),
+        },
     }
 }

@@ -44,6 +44,11 @@ impl Scope {
     pub(crate) fn principal(&self) -> Option<&str> {
         self.caller.as_ref().map(|caller| caller.principal.as_str())
     }
+
+    /// The authenticated principal, when the request had a token.
+    pub(crate) fn principal_id(&self) -> Option<&agentroom_domain::ids::PrincipalId> {
+        self.caller.as_ref().map(|caller| &caller.principal)
+    }
 }
 
 impl Scope {

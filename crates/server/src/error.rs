@@ -49,6 +49,15 @@ pub(crate) enum ApiError {
         /// The configured bound.
         limit: usize,
     },
+    /// The caller's principal holds as many sessions as one principal may.
+    #[error(
+        "you hold {limit} sessions, the most one principal may (other principals are not \
+         affected); end one with `shutdown`, or let an idle one expire"
+    )]
+    TooManySessionsForPrincipal {
+        /// The per-principal bound.
+        limit: usize,
+    },
     /// An A2E message above the message size limit; nothing was processed.
     #[error("the message is {bytes} bytes or more; the limit is {limit} bytes")]
     MessageTooLarge {
@@ -56,6 +65,15 @@ pub(crate) enum ApiError {
         bytes: usize,
         /// The limit.
         limit: usize,
+        /// The message's `req_id`, when the part of it that was read names one.
+        req_id: Option<String>,
+    },
+    /// A request body did not arrive whole within the body-read timeout; nothing was
+    /// processed, and the connection is closed.
+    #[error("the request body did not arrive whole within {after:?}; nothing was processed")]
+    BodyTimeout {
+        /// The body-read timeout.
+        after: std::time::Duration,
     },
     /// An A2E message body could not be read (the connection failed mid-body).
     #[error("the request body could not be read")]
@@ -83,6 +101,9 @@ pub(crate) enum ApiError {
     /// The body is not JSON.
     #[error("the body is not valid JSON: {0}")]
     MalformedJson(#[source] serde_json::Error),
+    /// JSON whose object names one key twice (which one the client meant is unknown).
+    #[error("the body is ambiguous: {0}")]
+    DuplicateKey(String),
     /// JSON of the wrong shape: unknown or missing fields, wrong types, bad values.
     #[error("the body does not fit this endpoint: {0}")]
     InvalidBody(String),
@@ -96,6 +117,15 @@ pub(crate) enum ApiError {
     #[error("the body is larger than {limit} bytes")]
     BodyTooLarge {
         /// The limit.
+        limit: usize,
+    },
+    /// The caller holds as many open notification streams as one principal may.
+    #[error(
+        "you hold {limit} open notification streams in this room, the most one principal may; \
+         close one, then open another"
+    )]
+    TooManyStreams {
+        /// The per-principal bound.
         limit: usize,
     },
     /// The target is not in a state this request applies to; nothing changed.
@@ -145,6 +175,7 @@ impl ApiError {
             ApiError::MissingSession
             | ApiError::UnreadableMessage(_)
             | ApiError::MalformedJson(_)
+            | ApiError::DuplicateKey(_)
             | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) | ApiError::Refused(_) => StatusCode::FORBIDDEN,
@@ -159,8 +190,11 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::InvalidBody(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::SessionBufferFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::SessionBufferFull { .. }
+            | ApiError::TooManyStreams { .. }
+            | ApiError::TooManySessionsForPrincipal { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::TooManySessions { .. } | ApiError::Unavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -174,15 +208,20 @@ impl ApiError {
             ApiError::MissingSession => "missing_session_id",
             ApiError::UnknownSession => "unknown_session",
             ApiError::SessionBufferFull { .. } => "session_buffer_full",
-            ApiError::TooManySessions { .. } => "too_many_sessions",
+            ApiError::TooManySessions { .. } | ApiError::TooManySessionsForPrincipal { .. } => {
+                "too_many_sessions"
+            }
+            ApiError::TooManyStreams { .. } => "too_many_streams",
             ApiError::MessageTooLarge { .. } | ApiError::BodyTooLarge { .. } => "too_large",
             ApiError::UnreadableMessage(_) => "unreadable_body",
+            ApiError::BodyTimeout { .. } => "body_timeout",
             ApiError::NoRoute | ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Unauthenticated => "unauthenticated",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::Refused(_) => "refused",
             ApiError::MalformedJson(_) => "malformed_json",
+            ApiError::DuplicateKey(_) => "duplicate_key",
             ApiError::InvalidBody(_) => "invalid_body",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::BadRequest(_) => "bad_request",
@@ -246,12 +285,17 @@ impl IntoResponse for ApiError {
                     .headers_mut()
                     .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            ApiError::SessionBufferFull { .. } | ApiError::TooManySessions { .. } => {
+            ApiError::SessionBufferFull { .. }
+            | ApiError::TooManySessions { .. }
+            | ApiError::TooManySessionsForPrincipal { .. }
+            | ApiError::TooManyStreams { .. } => {
                 response
                     .headers_mut()
                     .insert(RETRY_AFTER, HeaderValue::from_static("1"));
             }
-            ApiError::MessageTooLarge { .. } | ApiError::BodyTooLarge { .. } => {
+            ApiError::MessageTooLarge { .. }
+            | ApiError::BodyTooLarge { .. }
+            | ApiError::BodyTimeout { .. } => {
                 close_connection(&mut response);
             }
             _ => {}
@@ -276,6 +320,14 @@ impl From<CoordinatorError> for ApiError {
             CoordinatorError::Input(error @ InputError::NotOpen(_)) => {
                 ApiError::NotFound(error.to_string())
             }
+            // A race lost to another decision on the same held result or pending message
+            // (readmit against discard, two retries): the request was fine when it was read,
+            // the Room moved on; a conflict, not a bad body.
+            CoordinatorError::Input(
+                error @ (InputError::NothingHeld(_) | InputError::NotPending(_)),
+            ) => ApiError::WrongState(format!(
+                "{error}: another decision took it first; reload and look again"
+            )),
             CoordinatorError::Input(error) => ApiError::InvalidBody(error.to_string()),
             error @ CoordinatorError::Conflicted { .. } => ApiError::Conflict(error),
             error @ (CoordinatorError::ActorStopped(_) | CoordinatorError::NoRandomness(_)) => {
@@ -335,5 +387,21 @@ mod tests {
         let source = std::error::Error::source(&error).map(ToString::to_string);
         assert_eq!(source.as_deref(), Some("disk on fire at /var/secret"));
         assert_eq!(causes(&error), "disk on fire at /var/secret");
+    }
+
+    /// D4: a readmit or discard that lost its race to another decision on the same held
+    /// result is a 409 with a message, not a 422 `invalid_body` (issue 17).
+    #[test]
+    fn d4_a_lost_late_result_race_is_a_conflict_not_a_bad_body() {
+        let op = agentroom_domain::ids::OperationId::from_uuid(uuid::Uuid::from_u128(7));
+        let error = ApiError::from(CoordinatorError::Input(InputError::NothingHeld(op)));
+        assert_eq!(
+            (error.status(), error.code()),
+            (StatusCode::CONFLICT, "wrong_state")
+        );
+        assert!(
+            error.to_string().contains("another decision took it first"),
+            "{error}"
+        );
     }
 }

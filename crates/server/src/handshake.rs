@@ -65,6 +65,15 @@ impl Acting {
         matches!(self, Acting::Unbound { .. })
     }
 
+    /// The principal the session acts for, once bound (none without tokens or before the
+    /// handshake).
+    pub(crate) fn principal(&self) -> Option<&PrincipalId> {
+        match self {
+            Acting::Bound { session, .. } => session.principal(),
+            Acting::Open | Acting::Unbound { .. } => None,
+        }
+    }
+
     /// Answers one message of the session `made` (the session as `POST /session` made it:
     /// its id, Room and reply numbering) as this binding allows. Returns the binding after
     /// it, when the message changed it (only a handshake that binds an unbound session does).

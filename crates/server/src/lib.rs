@@ -5,12 +5,20 @@
 //!
 //! | endpoint | answer |
 //! | --- | --- |
-//! | `POST /session` (no body) | `200 {"session_id": "..."}`; `503 too_many_sessions` when [`ServerConfig::max_sessions`] exist after expiring idle ones (for a session to be bound by its handshake, when such unbound sessions fill half of them); `503 unavailable` when there is no randomness for its id (no session made) |
+//! | `POST /session` (no body) | `200 {"session_id": "..."}`; `429 too_many_sessions` when the caller's principal holds [`ServerConfig::sessions_per_principal`] sessions of its Room (nobody else is refused for it); `503 too_many_sessions` when [`ServerConfig::max_sessions`] exist after expiring idle ones (for a session to be bound by its handshake, when such unbound sessions fill half of them); `503 unavailable` when there is no randomness for its id (no session made) |
 //! | `POST /send` (`X-Session-Id`, body = one JSON message, any content type) | `202 {"ok":true}` at once, the reply (if any) on `/stream`; `400 missing_session_id`; `404 unknown_session` (ended, expired, never existed); `429 session_buffer_full` (with `Retry-After: 1`) when the session holds [`ServerConfig::session_buffer`] messages, nothing processed; `413 too_large` above `limits::MAX_MESSAGE_BYTES`, nothing processed, and the A2E `schema_violation` error queued on the stream as stdio answers an oversized line |
 //! | `GET /stream` (`X-Session-Id`) | Server-Sent Events: one `data: <json>` line and a blank line per reply, `:` keep-alive comments; everything produced since the session began and not yet streamed, then each new reply; a newer stream of the session ends the older; ends after `shutdown` once the queue is empty |
 //! | `GET /health` | `200 {"status":"ok"}` |
 //! | `POST /v1/planning` (one A2E message) | `200` with its reply (planning reply, refusal or A2E `error`); `204` for a message without reply (`shutdown`, `pong`); `413` with the A2E `schema_violation` error above the size limit; `503 unavailable` when there is no randomness for its session's id (nothing read or stored) |
 //! | anything else | `404 not_found`, or `405 method_not_allowed` for a known path |
+//!
+//! With a bearer header, `/send` and `/stream` find only a session acting for the header's
+//! principal (another principal's session is `404 unknown_session`, and nothing changes), and
+//! a stream opened with a header ends within a second once its token is revoked or expires or
+//! its principal may no longer use the planning messages. A body that does not arrive whole
+//! within the body-read timeout of [`serve_with`] is `408 body_timeout`; an oversized
+//! message's A2E error carries the message's `id` as its `req_id` when the message's first
+//! 64 KiB name it.
 //!
 //! Errors of the HTTP edge are JSON `{"error": code, "message": text}`. A session's messages
 //! are processed one at a time in arrival order, so a client that waits for each POST sees
@@ -34,6 +42,7 @@ mod caller;
 mod config;
 mod error;
 mod handshake;
+mod listener;
 mod sessions;
 mod state;
 mod v1;
@@ -49,7 +58,10 @@ use agentroom_planning::PlanningService;
 /// here, not from axum).
 pub use axum::Router;
 pub use config::{
-    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_BUFFER, DEFAULT_SESSION_IDLE_TIMEOUT, ServerConfig,
+    ConnectionLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_BUFFER,
+    DEFAULT_SESSION_IDLE_TIMEOUT, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_STREAMS_PER_PRINCIPAL,
+    ServerConfig,
 };
 
 use crate::error::ApiError;
@@ -102,6 +114,7 @@ fn build(
     let sessions = Arc::new(Sessions::new(
         config.buffer(),
         config.sessions(),
+        config.per_principal(),
         config.idle_timeout(),
     ));
     match tokio::runtime::Handle::try_current() {
@@ -132,22 +145,39 @@ fn build(
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then stops gracefully: open
-/// streams end at once, requests in progress finish, and it returns.
+/// streams end at once, requests in progress finish, and it returns. With the default
+/// [`ConnectionLimits`]; see [`serve_with`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with(listener, router, ConnectionLimits::default(), shutdown).await
+}
+
+/// [`serve`] within `limits`: header-read, body-read and idle timeouts, and at most
+/// `limits.max_connections` connections at once, the one idle the longest closed to make
+/// room for a new one (so idle connections never keep `/health` from answering). A body that
+/// does not arrive in time is answered `408 body_timeout`.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let (stop, stopping) = tokio::sync::watch::channel(false);
-    let router = router.layer(axum::Extension(Stopping(stopping)));
+    let router = router.layer(axum::Extension(Stopping(stopping.clone())));
     if let Ok(address) = listener.local_addr() {
-        tracing::info!(%address, "serving");
+        tracing::info!(%address, ?limits, "serving");
     }
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("stopping: ending streams, finishing requests in progress");
-            stop.send_replace(true);
-        })
-        .await
+    let signal = tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("stopping: ending streams, finishing requests in progress");
+        stop.send_replace(true);
+        // Kept until every receiver is gone, so the stop is never mistaken for a drop.
+        stop.closed().await;
+    });
+    let served = listener::serve(listener, router, limits, stopping).await;
+    signal.abort();
+    served
 }

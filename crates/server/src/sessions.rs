@@ -28,6 +28,7 @@ use axum::body::Bytes;
 use futures_util::{FutureExt, Stream};
 use tokio::sync::{Notify, watch};
 
+use agentroom_domain::ids::PrincipalId;
 use agentroom_planning::{RoomId, Session, Step};
 
 use crate::error::ApiError;
@@ -39,15 +40,23 @@ pub(crate) struct Sessions {
     map: Mutex<HashMap<String, Arc<Slot>>>,
     buffer: usize,
     max_sessions: usize,
+    /// The most sessions one principal of one Room may hold.
+    per_principal: usize,
     idle_timeout: Duration,
 }
 
 impl Sessions {
-    pub(crate) fn new(buffer: usize, max_sessions: usize, idle_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        buffer: usize,
+        max_sessions: usize,
+        per_principal: usize,
+        idle_timeout: Duration,
+    ) -> Self {
         Self {
             map: Mutex::new(HashMap::new()),
             buffer,
             max_sessions,
+            per_principal,
             idle_timeout,
         }
     }
@@ -62,14 +71,33 @@ impl Sessions {
     /// when unbound sessions already fill half of it.
     pub(crate) fn create(&self, session: Session, acting: Acting) -> Result<Arc<Slot>, ApiError> {
         let unbound_limit = acting.is_unbound().then(|| (self.max_sessions / 2).max(1));
+        let owner = acting.principal().cloned();
+        let room = session.room().clone();
         let slot = Arc::new(Slot::new(session, acting, self.buffer));
         let mut map = self.lock();
+        let held = |map: &HashMap<String, Arc<Slot>>| {
+            owner.as_ref().map_or(0, |owner| held_by(map, &room, owner))
+        };
         let full = |map: &HashMap<String, Arc<Slot>>| {
             map.len() >= self.max_sessions
                 || unbound_limit.is_some_and(|limit| unbound(map) >= limit)
+                || held(map) >= self.per_principal
         };
         if full(&map) {
             expire(&mut map, Instant::now(), self.idle_timeout);
+        }
+        // A principal's share first: one principal filling it is refused alone (429), and
+        // never fills the table for another principal or Room.
+        if held(&map) >= self.per_principal {
+            tracing::info!(
+                room = %room,
+                principal = ?owner,
+                limit = self.per_principal,
+                "a principal's sessions fill its share; one more is refused"
+            );
+            return Err(ApiError::TooManySessionsForPrincipal {
+                limit: self.per_principal,
+            });
         }
         if map.len() >= self.max_sessions {
             return Err(ApiError::TooManySessions {
@@ -108,6 +136,34 @@ impl Sessions {
         }
     }
 
+    /// The live session `id` acting in `room` as `principal` (a request with a bearer
+    /// header): a session is used only by the principal it acts for. Another principal's
+    /// session, or one no handshake has bound yet, is as unknown as one that never existed
+    /// (404), and nothing about it changes.
+    pub(crate) fn get_as(
+        &self,
+        id: &str,
+        room: &RoomId,
+        principal: &PrincipalId,
+    ) -> Result<Arc<Slot>, ApiError> {
+        let slot = self.get(id, room)?;
+        if slot.lock().acting.principal() != Some(principal) {
+            tracing::info!(%principal, "a session of another principal was asked for");
+            return Err(ApiError::UnknownSession);
+        }
+        Ok(slot)
+    }
+
+    /// How many live sessions act for `principal` in `room`.
+    pub(crate) fn held_by(&self, room: &RoomId, principal: &PrincipalId) -> usize {
+        held_by(&self.lock(), room, principal)
+    }
+
+    /// The most sessions one principal of one Room may hold.
+    pub(crate) fn per_principal(&self) -> usize {
+        self.per_principal
+    }
+
     /// The live session `id` acting in `room`, for a request without an `Authorization`
     /// header: a session made with the header needs it (401, as before sessions could be
     /// bound by their handshake); one of another Room, or none, is unknown (404).
@@ -140,6 +196,15 @@ impl Sessions {
     pub(crate) fn sweep_interval(&self) -> Duration {
         (self.idle_timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(30))
     }
+}
+
+/// How many sessions act for `principal` in `room` (bound by header or handshake).
+fn held_by(map: &HashMap<String, Arc<Slot>>, room: &RoomId, principal: &PrincipalId) -> usize {
+    map.values()
+        .filter(|slot| {
+            slot.session.room() == room && slot.lock().acting.principal() == Some(principal)
+        })
+        .count()
 }
 
 /// How many sessions wait for the handshake that binds them.
@@ -278,9 +343,9 @@ impl Slot {
         self.changed.notify_waiters();
     }
 
-    /// The A2E error line for a message above the size limit.
-    pub(crate) fn too_large(&self, bytes: usize) -> String {
-        self.session.too_large(bytes)
+    /// The A2E error line for a message above the size limit, with its `req_id` if known.
+    pub(crate) fn too_large(&self, bytes: usize, req_id: Option<&str>) -> String {
+        crate::body::too_large_line(&self.session, bytes, req_id)
     }
 
     fn expire_if_idle(&self, now: Instant, idle: Duration) -> bool {
@@ -348,6 +413,33 @@ async fn process(slot: Arc<Slot>, sessions: Arc<Sessions>) {
                 tracing::error!(session = %slot.id(), "a message panicked; the session is closed");
                 (Step::Close, None)
             });
+        // A handshake that would bind the session to a principal holding its whole share of
+        // sessions is refused like a session above it: `unauthorized` naming the limit, and
+        // the session stays unbound.
+        let (step, bound) = match bound {
+            Some(bound) => match bound.principal() {
+                Some(principal)
+                    if sessions.held_by(slot.session.room(), principal)
+                        >= sessions.per_principal() =>
+                {
+                    tracing::info!(%principal, "a handshake would bind a principal above its share of sessions");
+                    let req_id = agentroom_planning::wire::decode(&message)
+                        .map(|inbound| inbound.req_id)
+                        .unwrap_or_default();
+                    let refusal = agentroom_planning::wire::ProtocolError::unauthorized(
+                        &req_id,
+                        format!(
+                            "auth_token's principal holds {} sessions in this Room, the most one \
+                             principal may; end one with `shutdown` first",
+                            sessions.per_principal()
+                        ),
+                    );
+                    (slot.session.answer_error(refusal), None)
+                }
+                _ => (step, Some(bound)),
+            },
+            None => (step, None),
+        };
         let mut state = slot.lock();
         if let Some(bound) = bound {
             state.acting = bound;

@@ -60,7 +60,9 @@ pub(crate) async fn planning(
             Ok(Step::Silent | Step::Close) => Answer::Nothing,
             Err(error) => return Err(ApiError::internal(error)),
         },
-        Err(ApiError::MessageTooLarge { bytes, .. }) => Answer::TooLarge(session.too_large(bytes)),
+        Err(ApiError::MessageTooLarge { bytes, req_id, .. }) => Answer::TooLarge(
+            crate::body::too_large_line(&session, bytes, req_id.as_deref()),
+        ),
         Err(error) => return Err(error),
     };
     Ok(answer.into_response())

@@ -707,8 +707,10 @@ async fn a_message_above_the_limit_is_413_with_the_error_on_the_stream() {
     app.send(&session, huge.clone())
         .await
         .assert_error(StatusCode::PAYLOAD_TOO_LARGE, "too_large");
+    // Answered with the message's own id as its req_id (issue 17: with `""` the SDK's call
+    // never completed), read from the beginning of the message.
     let mut events = app.stream(&session).await;
-    let error = events.reply("").await;
+    let error = events.reply("big").await;
     assert_eq!(error["type"], "error");
     assert_eq!(error["code"], "schema_violation");
     assert_eq!(error["detail"]["limit_bytes"], MAX_MESSAGE_BYTES);
@@ -718,6 +720,7 @@ async fn a_message_above_the_limit_is_413_with_the_error_on_the_stream() {
     let error = answer.json();
     check_envelope(&error);
     assert_eq!(error["code"], "schema_violation");
+    assert_eq!(error["req_id"], "big");
 
     // Exactly at the limit is read (and answered: here a title above its own limit).
     let mut at_limit = message("planning/plan/create", "edge", json!({"name": ""})).to_string();

@@ -60,11 +60,17 @@ pub(crate) async fn guard(
         .extract_parts::<RawPathParams>()
         .await
         .map_err(|_| ApiError::BadRequest("the path cannot be read".to_owned()))?;
+    // A route without `{room}` (`/metrics`) acts in the token's own Room.
     let room = params
         .iter()
-        .find_map(|(name, value)| (name == "room").then(|| value.to_owned()))
-        .unwrap_or_default();
-    let caller = authorize(&guard.api, request.headers(), Some(&room), guard.permission).await?;
+        .find_map(|(name, value)| (name == "room").then(|| value.to_owned()));
+    let caller = authorize(
+        &guard.api,
+        request.headers(),
+        room.as_deref(),
+        guard.permission,
+    )
+    .await?;
     request.extensions_mut().insert(caller);
     Ok(next.run(request).await)
 }
@@ -78,13 +84,19 @@ pub(crate) async fn authorize(
     room: Option<&str>,
     permission: Permission,
 ) -> Result<Caller, ApiError> {
-    let token = headers
-        .get(AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(str::trim)
-        .ok_or(ApiError::Unauthenticated)?;
+    let token = bearer(headers).ok_or(ApiError::Unauthenticated)?;
     authorize_token(api, token, room, permission).await
+}
+
+/// The token of an `Authorization: Bearer <token>` header. The scheme is matched without
+/// regard to case (RFC 9110, 11.1: `bearer`, `BEARER` are `Bearer`).
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?.trim_start();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|token| !token.is_empty())
 }
 
 /// Who the token text `token` authenticates, if its principal may use `permission` in `room`

@@ -117,7 +117,8 @@ async fn read_bytes(request: Request) -> Result<Bytes, ApiError> {
     read_limited(&parts.headers, body, MAX_BODY_BYTES)
         .await
         .map_err(|error| match error {
-            ReadError::TooLarge { .. } => too_large(),
+            ReadError::TooLarge => too_large(),
+            ReadError::TimedOut { after } => ApiError::BodyTimeout { after },
             ReadError::Unreadable(error) => {
                 ApiError::BadRequest(format!("the request body could not be read: {error}"))
             }
@@ -130,10 +131,78 @@ fn too_large() -> ApiError {
     }
 }
 
-/// Not JSON 400, JSON of the wrong shape 422.
+/// Not JSON 400, an object naming a key twice 400 `duplicate_key` (serde_json would keep the
+/// last silently, so what the client meant is unknown), JSON of the wrong shape 422.
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: Value = serde_json::from_slice(bytes).map_err(ApiError::MalformedJson)?;
+    // Valid JSON by now, so the only error left is a repeated key.
+    if let Err(error) = serde_json::from_slice::<UniqueKeys>(bytes) {
+        return Err(ApiError::DuplicateKey(error.to_string()));
+    }
     serde_json::from_value(value).map_err(|error| ApiError::InvalidBody(error.to_string()))
+}
+
+/// Any JSON value none of whose objects (at any depth) names a key twice; deserializing one
+/// fails naming the first repeated key.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueKeysVisitor)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+        let mut keys = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if keys.contains(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key `{key}` appears twice in one object"
+                )));
+            }
+            map.next_value::<UniqueKeys>()?;
+            keys.insert(key);
+        }
+        Ok(UniqueKeys)
+    }
 }
 
 /// The path's second parameter (after `{room}`) as text.
@@ -266,6 +335,35 @@ mod tests {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static(value));
         }
         headers
+    }
+
+    /// Issue 17: serde_json keeps the last of two equal keys; the strict body refuses them,
+    /// naming the key, at any depth, and still takes what has no repeat.
+    #[test]
+    fn a_key_named_twice_is_a_400_naming_it() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Raise {
+            amount_micros: i64,
+        }
+        let twice = br#"{"amount_micros": 1, "amount_micros": 1000000000}"#;
+        let error = parse_json::<Raise>(twice).err();
+        let error = error.map(|e| (e.status().as_u16(), e.code(), e.to_string()));
+        assert!(
+            matches!(&error, Some((400, "duplicate_key", message)) if message.contains("`amount_micros`")),
+            "{error:?}"
+        );
+        let nested = br#"{"a": [{"b": 1, "c": {"d": 1, "d": 2}}]}"#;
+        let error = parse_json::<Value>(nested).err().map(|e| e.to_string());
+        assert!(error.is_some_and(|m| m.contains("`d`")));
+        // The same key in two objects is not a repeat.
+        let fine = br#"{"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}], "k": null}"#;
+        assert!(parse_json::<Value>(fine).is_ok());
+        assert!(matches!(
+            parse_json::<Raise>(br#"{"amount_micros": 5}"#),
+            Ok(Raise { amount_micros: 5 })
+        ));
     }
 
     #[test]

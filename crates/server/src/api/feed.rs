@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use agentroom_coordinator::Committed;
 use agentroom_domain::engine::Notification;
-use agentroom_domain::ids::{NotificationId, RoomId};
+use agentroom_domain::ids::{NotificationId, PrincipalId, RoomId};
+use agentroom_domain::room::Permission;
 use agentroom_ports::{Notifier, NotifyError, OutboxPosition};
 use async_trait::async_trait;
 use axum::Extension;
@@ -60,9 +61,42 @@ struct RoomFeed {
     decisions: BTreeMap<(String, String), u64>,
 }
 
+/// One open notification stream's place in its principal's share.
+struct StreamPlace {
+    streams: Arc<Mutex<HashMap<(RoomId, PrincipalId), usize>>>,
+    key: (RoomId, PrincipalId),
+}
+
+impl Drop for StreamPlace {
+    fn drop(&mut self) {
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(open) = streams.get_mut(&self.key) {
+            *open = open.saturating_sub(1);
+            if *open == 0 {
+                streams.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Calls counted as their decisions were committed by this process.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallCounts {
+    /// Calls reserved and dispatched, by role.
+    pub(crate) reserved: BTreeMap<&'static str, u64>,
+    /// Call outcomes decided, by the kind of input.
+    pub(crate) outcomes: BTreeMap<&'static str, u64>,
+}
+
 /// The notification log and decision timeline of this process (see the module docs).
 pub struct Feed {
     rooms: Mutex<HashMap<RoomId, RoomFeed>>,
+    /// The calls this process decided, counted as they were committed (for the metrics).
+    calls: Mutex<CallCounts>,
+    /// Open notification streams per Room and principal.
+    streams: Arc<Mutex<HashMap<(RoomId, PrincipalId), usize>>>,
+    /// The most open streams one principal of one Room may hold.
+    streams_per_principal: usize,
     /// Bumped on every new notification, so streams wake up.
     changed: watch::Sender<u64>,
 }
@@ -85,8 +119,38 @@ impl Feed {
         let (changed, _) = watch::channel(0);
         Self {
             rooms: Mutex::new(HashMap::new()),
+            calls: Mutex::new(CallCounts::default()),
+            streams: Arc::new(Mutex::new(HashMap::new())),
+            streams_per_principal: crate::config::DEFAULT_STREAMS_PER_PRINCIPAL,
             changed,
         }
+    }
+
+    /// This feed with at most `limit` open notification streams per principal of a Room
+    /// (at least one); beyond it a new stream is answered 429 naming the limit, and other
+    /// principals and Rooms are not affected.
+    pub fn with_streams_per_principal(mut self, limit: usize) -> Self {
+        self.streams_per_principal = limit.max(1);
+        self
+    }
+
+    /// A place for one more stream of `principal` in `room`, if it holds fewer than the
+    /// limit; freed when the returned guard is dropped.
+    fn open_stream(&self, room: &RoomId, principal: &PrincipalId) -> Result<StreamPlace, ApiError> {
+        let key = (room.clone(), principal.clone());
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        let open = streams.entry(key.clone()).or_insert(0);
+        if *open >= self.streams_per_principal {
+            tracing::info!(%room, %principal, limit = self.streams_per_principal, "a stream above the principal's share is refused");
+            return Err(ApiError::TooManyStreams {
+                limit: self.streams_per_principal,
+            });
+        }
+        *open += 1;
+        Ok(StreamPlace {
+            streams: Arc::clone(&self.streams),
+            key,
+        })
     }
 
     fn with_room<T>(&self, room: &RoomId, f: impl FnOnce(&mut RoomFeed) -> T) -> T {
@@ -94,8 +158,20 @@ impl Feed {
         f(rooms.entry(room.clone()).or_default())
     }
 
-    /// Counts `committed`'s log entries.
+    /// Counts `committed`'s log entries, the calls it reserved (by role) and, when it
+    /// decided a call's outcome, that outcome (by the kind of input).
     pub fn record(&self, committed: &Committed) {
+        {
+            let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+            for effect in &committed.effects {
+                if let agentroom_domain::engine::Effect::ReserveAndCall(request) = effect {
+                    *calls.reserved.entry(request.role.as_str()).or_insert(0) += 1;
+                }
+            }
+            if committed.input.starts_with("call_") || committed.input == "reconciled" {
+                *calls.outcomes.entry(committed.input).or_insert(0) += 1;
+            }
+        }
         self.with_room(&committed.room, |feed| {
             for entry in &committed.log {
                 let verdict = serde_json::to_value(entry.verdict)
@@ -128,6 +204,15 @@ impl Feed {
     /// (for the metrics).
     pub(crate) fn decisions(&self, room: &RoomId) -> BTreeMap<(String, String), u64> {
         self.with_room(room, |feed| feed.decisions.clone())
+    }
+
+    /// The calls this process reserved, by role, and the call outcomes it decided, by the
+    /// kind of input (`call_returned`, `call_uncertain`, …).
+    pub(crate) fn calls(&self) -> CallCounts {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The notifications of `room` handed over after position `from` that the live log still
@@ -205,6 +290,37 @@ struct Data<'a> {
 /// How often a stream also polls the store, for notifications other processes delivered.
 const POLL: Duration = Duration::from_secs(2);
 
+/// How often a stream checks its token and its principal's roles again: a revoked or expired
+/// token, or a membership that no longer reads objectives, ends it; a changed role narrows
+/// what it sends from then on (issue 17).
+const RECHECK: Duration = Duration::from_millis(500);
+
+/// The caller as its token and the Room say now; `None` when the stream must end (the token
+/// no longer authenticates, or its principal may no longer read objectives). A store that
+/// cannot answer keeps the caller as it was: the next check asks again.
+async fn recheck(api: &Api, token: &str, caller: &Caller) -> Option<Caller> {
+    match super::authorize_token(
+        api,
+        token,
+        Some(caller.room.as_str()),
+        Permission::ObjectiveRead,
+    )
+    .await
+    {
+        Ok(now) => Some(now),
+        Err(
+            refusal @ (ApiError::Unauthenticated | ApiError::Forbidden(_) | ApiError::NotFound(_)),
+        ) => {
+            tracing::info!(principal = %caller.principal, %refusal, "a notification stream's caller may no longer read it; the stream ends");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(%error, "re-checking a stream's token failed; checking again later");
+            Some(caller.clone())
+        }
+    }
+}
+
 /// Notifications read from the store per round trip.
 const BATCH: usize = 64;
 
@@ -254,6 +370,12 @@ pub(crate) async fn stream(
     headers: HeaderMap,
     stopping: Option<Extension<Stopping>>,
 ) -> Result<Response, ApiError> {
+    // The guard authenticated this very header.
+    let token = super::auth::bearer(&headers)
+        .ok_or(ApiError::Unauthenticated)?
+        .to_owned();
+    let place = api.feed.open_stream(&caller.room, &caller.principal)?;
+    let mut caller = caller;
     let mut position = match headers.get("last-event-id") {
         None => 0,
         Some(value) => {
@@ -272,6 +394,10 @@ pub(crate) async fn stream(
     // the store fails or the feed is dropped; nothing else depends on it, so a dropped
     // connection cancels nothing.
     tokio::spawn(async move {
+        // Held while the stream is open: the principal's share.
+        let _place = place;
+        let mut rechecks = tokio::time::interval(RECHECK);
+        rechecks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Pushed live, not yet listed by the store.
         let mut pushed: HashSet<NotificationId> = HashSet::new();
         // Listed by the store in this round, maybe still to come live.
@@ -324,19 +450,27 @@ pub(crate) async fn stream(
                 }
             }
             listed.clear();
-            let stop = async {
-                match stopping.as_mut() {
-                    Some(rx) => {
-                        let _ = rx.wait_for(|stop| *stop).await;
+            let poll = tokio::time::sleep(POLL);
+            tokio::pin!(poll);
+            loop {
+                let stop = async {
+                    match stopping.as_mut() {
+                        Some(rx) => {
+                            let _ = rx.wait_for(|stop| *stop).await;
+                        }
+                        None => std::future::pending::<()>().await,
                     }
-                    None => std::future::pending::<()>().await,
+                };
+                tokio::select! {
+                    result = changed.changed() => if result.is_err() { return } else { break },
+                    () = &mut poll => break,
+                    () = sender.closed() => return,
+                    () = stop => return,
+                    _ = rechecks.tick() => match recheck(&api, &token, &caller).await {
+                        Some(now) => caller = now,
+                        None => return,
+                    },
                 }
-            };
-            tokio::select! {
-                result = changed.changed() => if result.is_err() { return },
-                () = tokio::time::sleep(POLL) => {},
-                () = sender.closed() => return,
-                () = stop => return,
             }
         }
     });

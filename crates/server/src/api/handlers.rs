@@ -1166,10 +1166,10 @@ pub(crate) async fn planning(
         .acting_as(caller.principal.clone());
     let message = match crate::body::read_message(&headers, body).await {
         Ok(message) => message,
-        Err(ApiError::MessageTooLarge { bytes, .. }) => {
+        Err(ApiError::MessageTooLarge { bytes, req_id, .. }) => {
             return Ok(json_line(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                session.too_large(bytes),
+                crate::body::too_large_line(&session, bytes, req_id.as_deref()),
             ));
         }
         Err(error) => return Err(error),

@@ -1,15 +1,19 @@
 //! `GET /metrics`: Prometheus text exposition of what an operator watches: REST responses by
 //! status, decisions committed in this process by verdict and rule (a stale proposal's O10,
-//! a refused completion's T2, …), provider calls in the store by role and status (uncertain
-//! and dead-lettered ones included), and the budget summed over the Rooms this process has
-//! decided for (limit, reserved, uncertain, spent). It carries no Room names, principals or
-//! ids; scrape it from inside the operator's network.
+//! a refused completion's T2, …), the calls this process reserved by role and the call
+//! outcomes it decided, the open operations of the Rooms it decides for by role and state
+//! (uncertain ones need an operator), and the budget summed over those Rooms (limit,
+//! reserved, uncertain, spent). It carries no Room names, principals or ids.
+//!
+//! It is not public: it needs a token whose principal may read operations
+//! (`operation.resolve`). A scrape reads counters kept as decisions are committed and each
+//! Room's live state (which holds open work only), never the store's operations.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentroom_ports::{OperationFilter, OperationStatus};
+use agentroom_domain::state::OperationState;
 use axum::Extension;
 use axum::extract::{Request, State};
 use axum::http::HeaderValue;
@@ -47,15 +51,6 @@ pub(crate) async fn count(
     response
 }
 
-const STATUSES: [OperationStatus; 6] = [
-    OperationStatus::InFlight,
-    OperationStatus::Receipted,
-    OperationStatus::Applied,
-    OperationStatus::Uncertain,
-    OperationStatus::DeadLetter,
-    OperationStatus::Resolved,
-];
-
 /// `GET /metrics`.
 pub(crate) async fn metrics(
     State(api): State<ApiState>,
@@ -84,6 +79,7 @@ pub(crate) async fn metrics(
 
     let mut decisions: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut budget: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut open: BTreeMap<(&'static str, &'static str), u64> = BTreeMap::new();
     for room in api.feed.rooms() {
         for (key, n) in api.feed.decisions(&room) {
             *decisions.entry(key).or_insert(0) += n;
@@ -98,6 +94,15 @@ pub(crate) async fn metrics(
             ] {
                 let sum = budget.entry(part).or_insert(0);
                 *sum = sum.saturating_add(micros.micros());
+            }
+            for operation in stored.state.operations().values() {
+                let state = match operation.state() {
+                    OperationState::InFlight => "in_flight",
+                    OperationState::CancelRequested => "cancel_requested",
+                    OperationState::Uncertain => "uncertain",
+                    OperationState::Settled | OperationState::Released => continue,
+                };
+                *open.entry((operation.role().as_str(), state)).or_insert(0) += 1;
             }
         }
     }
@@ -116,29 +121,43 @@ pub(crate) async fn metrics(
         );
     }
 
+    let calls = api.feed.calls();
     family(
         &mut out,
-        "agentroom_operations",
-        "gauge",
-        "Provider calls in the store by role and status (uncertain and dead_letter need an operator).",
+        "agentroom_calls_total",
+        "counter",
+        "Provider calls this process reserved and dispatched, by role.",
     );
-    for status in STATUSES {
-        let mut by_role: BTreeMap<&'static str, u64> = BTreeMap::new();
-        for record in api
-            .rooms
-            .operations(OperationFilter::Status(status))
-            .await?
-        {
-            *by_role.entry(record.request.role.as_str()).or_insert(0) += 1;
-        }
-        for (role, n) in by_role {
-            line(
-                &mut out,
-                "agentroom_operations",
-                &[("role", role), ("status", status.as_str())],
-                n,
-            );
-        }
+    for (role, n) in calls.reserved {
+        line(&mut out, "agentroom_calls_total", &[("role", role)], n);
+    }
+    family(
+        &mut out,
+        "agentroom_call_outcomes_total",
+        "counter",
+        "Call outcomes this process decided, by input (call_returned, call_uncertain, call_failed, ...).",
+    );
+    for (outcome, n) in calls.outcomes {
+        line(
+            &mut out,
+            "agentroom_call_outcomes_total",
+            &[("input", outcome)],
+            n,
+        );
+    }
+    family(
+        &mut out,
+        "agentroom_open_operations",
+        "gauge",
+        "Operations holding a reservation in the Rooms this process decided for, by role and state (uncertain ones need an operator).",
+    );
+    for ((role, state), n) in open {
+        line(
+            &mut out,
+            "agentroom_open_operations",
+            &[("role", role), ("state", state)],
+            n,
+        );
     }
 
     family(

@@ -34,7 +34,7 @@ use axum::Router;
 use axum::http::Method;
 use axum::routing::{MethodFilter, MethodRouter, on};
 
-pub(crate) use auth::{authorize, authorize_token};
+pub(crate) use auth::{authorize, authorize_token, bearer};
 pub use feed::Feed;
 
 /// The largest JSON body the REST API reads; above it a request is a 413 and nothing changes.
@@ -116,8 +116,9 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
         row(
             Method::GET,
             "/metrics",
-            Public,
-            "Prometheus metrics: responses, decisions by rule, calls by role and status, budget.",
+            Needs(P::OperationResolve),
+            "Prometheus metrics of this process (for a token that may read operations): \
+             responses, decisions by rule, calls by role and outcome, open operations, budget.",
             on(MethodFilter::GET, metrics::metrics),
         ),
         row(

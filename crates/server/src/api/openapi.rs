@@ -160,12 +160,13 @@ fn components() -> Map<String, Value> {
 ///
 /// Every guarded route may answer 401 (no valid token), 403 (a permission missing) and 404
 /// (another Room); every list 400 (a bad `limit` or `cursor`); every JSON body 400 (not
-/// JSON), 413, 415 and 422; every operator input 409 (refused by a rule, or a Room that
+/// JSON, or a key named twice), 408 (not whole within the body-read timeout), 413, 415 and
+/// 422; every operator input 409 (refused by a rule, or a Room that
 /// kept changing).
 fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
     let list = |t: Value| (200, Success::Page(t), vec![400]);
     let body = |status: u16, t: Value, more: &[u16]| {
-        let mut errors = vec![400, 413, 415, 422];
+        let mut errors = vec![400, 408, 413, 415, 422];
         errors.extend_from_slice(more);
         (status, Success::Json(t), errors)
     };
@@ -217,7 +218,7 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
                 "type": "object",
                 "description": "the A2E reply: a planning reply, a refusal (`success: false`) or an A2E `error`; 204 for a message without reply",
             })),
-            vec![400, 413],
+            vec![400, 408, 413],
         ),
         (Method::GET, "/v1/rooms/{room}/notifications") => (
             200,
@@ -225,7 +226,7 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
                 "text/event-stream",
                 json!({"type": "string", "description": "Server-Sent Events: `id:` the notification's stable id, `event: notification`, `data:` `{\"id\", \"objective\", \"text\"}`"}),
             ),
-            vec![400],
+            vec![400, 429],
         ),
         (Method::POST, path) if operator_input(path) => body(200, schema_ref::<Decision>(), &[409]),
         _ => (200, Success::Json(json!({"type": "object"})), vec![]),
@@ -241,16 +242,24 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
 /// Why a route answers `status`, for the document.
 fn error_description(status: u16) -> &'static str {
     match status {
-        400 => "malformed request: a body that is not JSON, a bad query parameter or header",
+        400 => {
+            "malformed request: a body that is not JSON or names a key twice (`duplicate_key`), a bad query parameter or header"
+        }
         401 => "no valid bearer token",
         403 => "a permission is missing (the body names it), or a rule refused it at the API",
         404 => "unknown room or id",
         409 => {
             "refused by a rule of the domain (`error: rule_refused`, with `rule`, `message` and the `revision` that logged the refusal; nothing else changed), `conflict` when the Room kept changing, or `wrong_state`"
         }
+        408 => {
+            "the body did not arrive whole within the server's body-read timeout (`body_timeout`); nothing was processed and the connection is closed"
+        }
         413 => "body above the size limit",
         415 => "a body whose Content-Type is not JSON",
         422 => "body of the wrong shape (unknown or missing fields, bad values)",
+        429 => {
+            "the caller holds as many open streams as one principal may (`too_many_streams`, naming the limit); close one first"
+        }
         _ => "error",
     }
 }
@@ -385,7 +394,7 @@ mod tests {
     /// JSON bodies; 409 on inputs the domain decides or that find a wrong state).
     const ANSWERS: &[(&str, &str, &[u16])] = &[
         ("GET", "/v1/openapi.json", &[200]),
-        ("GET", "/metrics", &[200]),
+        ("GET", "/metrics", &[200, 401, 403, 404]),
         ("GET", "/v1/rooms/{room}", &[200, 401, 403, 404]),
         (
             "GET",
@@ -395,17 +404,17 @@ mod tests {
         (
             "POST",
             "/v1/rooms/{room}/events",
-            &[202, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[202, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "POST",
             "/v1/rooms/{room}/quotes",
-            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "POST",
             "/v1/rooms/{room}/messages/{event}/retry",
-            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "GET",
@@ -430,12 +439,12 @@ mod tests {
         (
             "POST",
             "/v1/rooms/{room}/objectives/{objective}/control",
-            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "POST",
             "/v1/rooms/{room}/objectives/{objective}/tasks",
-            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "GET",
@@ -445,7 +454,7 @@ mod tests {
         (
             "POST",
             "/v1/rooms/{room}/objectives/{objective}/reviews",
-            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "GET",
@@ -460,7 +469,7 @@ mod tests {
         (
             "POST",
             "/v1/rooms/{room}/assignments/{operation}/result",
-            &[202, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[202, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "GET",
@@ -470,18 +479,18 @@ mod tests {
         (
             "POST",
             "/v1/rooms/{room}/late-results/{operation}",
-            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         ("GET", "/v1/rooms/{room}/budget", &[200, 400, 401, 403, 404]),
         (
             "POST",
             "/v1/rooms/{room}/budget/raise",
-            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "POST",
             "/v1/rooms/{room}/budget/acknowledge",
-            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "GET",
@@ -491,17 +500,17 @@ mod tests {
         (
             "POST",
             "/v1/rooms/{room}/operations/{operation}/resolve",
-            &[200, 400, 401, 403, 404, 409, 413, 415, 422],
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "POST",
             "/v1/rooms/{room}/planning",
-            &[200, 400, 401, 403, 404, 413],
+            &[200, 400, 401, 403, 404, 408, 413],
         ),
         (
             "GET",
             "/v1/rooms/{room}/notifications",
-            &[200, 400, 401, 403, 404],
+            &[200, 400, 401, 403, 404, 429],
         ),
     ];
 

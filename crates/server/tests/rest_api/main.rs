@@ -12,6 +12,7 @@
 
 mod handshake;
 mod hosted;
+mod hygiene;
 mod inputs;
 mod support;
 
@@ -44,7 +45,7 @@ const UNKNOWN: &str = "00000000-0000-4000-8000-000000000000";
 const MATRIX: &[(&str, &str, &str, &str)] = &[
     // method  path                                              permission           roles admitted
     ("GET",  "/v1/openapi.json",                                  "-",                  "owner operator reviewer specialist agent_host none"),
-    ("GET",  "/metrics",                                          "-",                  "owner operator reviewer specialist agent_host none"),
+    ("GET",  "/metrics",                                          "operation.resolve",  "operator"),
     ("GET",  "/v1/rooms/{room}",                                  "objective.read",     "owner operator reviewer specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/members",                          "objective.read",     "owner operator reviewer specialist agent_host"),
     ("POST", "/v1/rooms/{room}/events",                           "event.post",         "owner operator reviewer specialist agent_host"),
@@ -1193,8 +1194,16 @@ async fn a_whole_objective_runs_through_the_http_api_alone() {
     );
 
     // The operator's metrics agree with the ledger and count the calls by role and status
-    // (four specialist calls: gather, write, benchmarks, write again; gather is reused, O3).
-    let metrics = app.call(Method::GET, "/metrics", &[], "").await;
+    // (four specialist calls: gather, write, benchmarks, write again; gather is reused, O3),
+    // read from counters; they are not public (issue 17): no token 401, a role that may not
+    // read operations 403.
+    app.call(Method::GET, "/metrics", &[], "")
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    let refused = app.as_("olive", Method::GET, "/metrics", "").await;
+    refused.assert_error(StatusCode::FORBIDDEN, "forbidden");
+    assert_eq!(refused.json()["permission"], "operation.resolve");
+    let metrics = app.as_("oscar", Method::GET, "/metrics", "").await;
     assert_eq!(metrics.status, StatusCode::OK);
     assert!(
         metrics.headers["content-type"]
@@ -1210,7 +1219,7 @@ async fn a_whole_objective_runs_through_the_http_api_alone() {
         "{text}"
     );
     assert!(
-        text.contains("agentroom_operations{role=\"specialist\",status=\"applied\"} 4\n"),
+        text.contains("agentroom_calls_total{role=\"specialist\"} 4\n"),
         "{text}"
     );
     assert!(

@@ -182,6 +182,23 @@ pub async fn spawn_app_configured(
     hosted: &[&str],
     configure: impl FnOnce(&mut agentroom_server::ServerConfig),
 ) -> App {
+    spawn_app_with(
+        hosted,
+        configure,
+        agentroom_server::ConnectionLimits::default(),
+        agentroom_server::DEFAULT_STREAMS_PER_PRINCIPAL,
+    )
+    .await
+}
+
+/// [`spawn_app_configured`] served within `limits`, with at most `streams_per_principal`
+/// notification streams per principal.
+pub async fn spawn_app_with(
+    hosted: &[&str],
+    configure: impl FnOnce(&mut agentroom_server::ServerConfig),
+    limits: agentroom_server::ConnectionLimits,
+    streams_per_principal: usize,
+) -> App {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agentroom.db");
     agentroom_store_sqlite::migrate::up(&path).unwrap();
@@ -225,7 +242,7 @@ pub async fn spawn_app_configured(
                 },
             )
         });
-    let feed = Arc::new(Feed::new());
+    let feed = Arc::new(Feed::new().with_streams_per_principal(streams_per_principal));
     let coordinator = Coordinator::builder(
         store.clone(),
         CoordinatorConfig::new(RunnerConfig::new("rest-test", Duration::from_secs(30))),
@@ -299,9 +316,14 @@ pub async fn spawn_app_configured(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(agentroom_server::serve(listener, router, async move {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(agentroom_server::serve_with(
+        listener,
+        router,
+        limits,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     App {
         base: format!("http://{address}"),
         client: Client::builder(TokioExecutor::new()).build_http(),
