@@ -612,3 +612,83 @@ async fn t3_a_revoked_membership_ends_the_principals_stream_within_a_second() {
     let ended = ended.expect("the stream outlived the membership");
     assert!(ended < Duration::from_millis(1_500), "{ended:?}");
 }
+
+/// `who`'s notification stream, open.
+async fn open_stream(app: &App, who: &str) -> hyper::Response<hyper::body::Incoming> {
+    let auth = format!("Bearer {}", app.token(who));
+    let stream = app
+        .send(
+            Method::GET,
+            "/v1/rooms/local/notifications",
+            &[("authorization", &auth)],
+            "",
+        )
+        .await;
+    assert_eq!(stream.status(), StatusCode::OK);
+    stream
+}
+
+/// A role taken back narrows an open stream from then on: a principal that was a reviewer
+/// when it connected, and is a specialist only now, is not sent what is addressed to
+/// reviewers (the stream stays open: it may still read objectives).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t3_a_role_taken_back_narrows_an_open_stream() {
+    let app = spawn_app().await;
+    let room = local();
+    let membership = |change, key: &'static str| {
+        app.coordinator.change_membership(
+            &room,
+            InputId::named(key),
+            p("olive"),
+            p("sam"),
+            Role::Reviewer,
+            change,
+        )
+    };
+    membership(MembershipChange::Grant, "sam reviews")
+        .await
+        .unwrap();
+    let sam = open_stream(&app, "sam").await;
+    let rita = open_stream(&app, "rita").await;
+    membership(MembershipChange::Revoke, "sam reviews no more")
+        .await
+        .unwrap();
+    // The streams re-check twice a second.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let text = "Summarize what changed in durable agent runtimes, with sources for every claim.";
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &serde_json::json!({"kind": "owner_message", "text": text}).to_string(),
+    )
+    .await;
+    app.settle().await;
+    let for_reviewers = crate::reviewer_ids(&app);
+    assert_eq!(
+        for_reviewers.len(),
+        1,
+        "{:?}",
+        app.feed.notifications(&local())
+    );
+    assert_eq!(crate::read_events(rita, 1).await, for_reviewers);
+    // sam's stream: still open, and without what is addressed to reviewers.
+    let mut body = sam.into_body();
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match timeout(left, body.frame()).await {
+            Err(_) => break,
+            Ok(None | Some(Err(_))) => panic!("sam's stream ended: {seen}"),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    seen.push_str(std::str::from_utf8(&data).unwrap());
+                }
+            }
+        }
+    }
+    assert!(
+        !seen.contains(&for_reviewers[0]),
+        "a former reviewer was sent a notification for reviewers: {seen}"
+    );
+}
