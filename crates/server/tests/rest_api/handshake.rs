@@ -15,10 +15,8 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 use tokio::time::{sleep, timeout};
 
-use super::hosted::assignment;
-use super::support::{
-    Answer, App, STEP, issue, local, spawn_app, spawn_app_configured, spawn_app_hosting,
-};
+use super::hosted::objective_with_sams_gather;
+use super::support::{Answer, App, STEP, issue, local, spawn_app, spawn_app_configured};
 
 /// A2E-PROTOCOL.md's handshake line with `token` as its `auth_token` and `id` as its id.
 fn handshake(id: &str, token: &str) -> String {
@@ -243,15 +241,7 @@ async fn tasks(client: &mut Client<'_>, id: &str, plan: &str) -> Vec<Value> {
 /// sue's task is refused by T3, changing nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t3_a_session_bound_by_its_handshake_token_moves_its_own_task_and_not_anothers() {
-    let app = spawn_app_hosting(&["sam", "sue"]).await;
-    let text = "Summarize what changed in durable agent runtimes, with sources for every claim.";
-    app.post(
-        "olive",
-        "/v1/rooms/local/events",
-        &json!({"kind": "owner_message", "text": text}).to_string(),
-    )
-    .await;
-    let gather = assignment(&app, "sam", "gather").await;
+    let (app, gather) = objective_with_sams_gather().await;
     let plan = gather["objective"].as_str().unwrap().to_owned();
     let own = gather["task"]["identity"].as_str().unwrap().to_owned();
 

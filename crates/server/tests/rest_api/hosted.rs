@@ -17,6 +17,21 @@ fn result_path(op: &str) -> String {
 
 /// Waits until `who` has an assignment for the task `key` and returns it (a hang fails the
 /// test after [`STEP`]; nothing is measured).
+/// A host with sam and sue hosted, where the owner's message made an objective whose first
+/// task, `gather`, is assigned to sam: the app and sam's assignment.
+pub(super) async fn objective_with_sams_gather() -> (App, Value) {
+    let app = spawn_app_hosting(&["sam", "sue"]).await;
+    let text = "Summarize what changed in durable agent runtimes, with sources for every claim.";
+    app.post(
+        "olive",
+        "/v1/rooms/local/events",
+        &json!({"kind": "owner_message", "text": text}).to_string(),
+    )
+    .await;
+    let gather = assignment(&app, "sam", "gather").await;
+    (app, gather)
+}
+
 pub(super) async fn assignment(app: &App, who: &str, key: &str) -> Value {
     timeout(STEP, async {
         loop {
@@ -497,15 +512,7 @@ async fn b5_a_usage_above_the_reservation_is_charged_and_stops_admissions() {
 /// endpoint alike. Without the binding every agent update was refused as anonymous.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t3_an_a2e_session_acts_as_its_tokens_principal_on_an_objective_board() {
-    let app = spawn_app_hosting(&["sam", "sue"]).await;
-    let text = "Summarize what changed in durable agent runtimes, with sources for every claim.";
-    app.post(
-        "olive",
-        "/v1/rooms/local/events",
-        &json!({"kind": "owner_message", "text": text}).to_string(),
-    )
-    .await;
-    let gather = assignment(&app, "sam", "gather").await;
+    let (app, gather) = objective_with_sams_gather().await;
     let plan_id = gather["objective"].as_str().unwrap().to_owned();
     let task_id = gather["task"]["identity"].as_str().unwrap().to_owned();
     let update = |id: &str| {
@@ -637,15 +644,7 @@ async fn r7_a_human_met_needs_a_supplied_source_and_a_quote_found_in_what_was_su
 /// task, the diff every key, and the log every reservation and charge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn visibility_a_specialist_reads_only_its_tasks_and_no_money_on_every_surface() {
-    let app = spawn_app_hosting(&["sam", "sue"]).await;
-    let text = "Summarize what changed in durable agent runtimes, with sources for every claim.";
-    app.post(
-        "olive",
-        "/v1/rooms/local/events",
-        &json!({"kind": "owner_message", "text": text}).to_string(),
-    )
-    .await;
-    let gather = assignment(&app, "sam", "gather").await;
+    let (app, gather) = objective_with_sams_gather().await;
     let objective = gather["objective"].as_str().unwrap().to_owned();
     let own = gather["task"]["identity"].as_str().unwrap().to_owned();
 
