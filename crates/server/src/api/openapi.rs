@@ -224,7 +224,18 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
             200,
             Success::Other(
                 "text/event-stream",
-                json!({"type": "string", "description": "Server-Sent Events: `id:` the notification's stable id, `event: notification`, `data:` `{\"id\", \"objective\", \"text\"}`"}),
+                // OpenAPI 3.2 (and schemathesis) read each event of a `text/event-stream` as
+                // an object of its fields: the schema describes one event.
+                json!({
+                    "type": "object",
+                    "description": "one Server-Sent Event of the stream; keep-alive comments carry no event",
+                    "required": ["id", "event", "data"],
+                    "properties": {
+                        "id": {"type": "string", "description": "the notification's stable id: send it back as `Last-Event-ID` to resume after it"},
+                        "event": {"type": "string", "enum": ["notification"]},
+                        "data": {"type": "string", "contentMediaType": "application/json", "description": "`{\"id\", \"objective\", \"text\"}`: the notification"},
+                    },
+                }),
             ),
             vec![400, 429],
         ),
