@@ -122,13 +122,7 @@ impl Coordinator {
     /// member of a Room that exists (`UnknownRoom`, `NotMember` otherwise, nothing stored).
     pub async fn issue_token(&self, new: NewToken) -> Result<IssuedToken, CoordinatorError> {
         let stored = self.room(&new.room).await?;
-        if stored
-            .state
-            .members()
-            .roles_of(&new.principal)
-            .next()
-            .is_none()
-        {
+        if !stored.state.members().is_member(&new.principal) {
             return Err(CoordinatorError::NotMember {
                 principal: new.principal,
                 room: new.room,
