@@ -12,6 +12,7 @@
 pub mod requests;
 pub mod responses;
 pub mod values;
+mod whole;
 
 use agentroom_domain::rules::Rule;
 use serde::{Deserialize, Serialize};

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{AdditionalProperties, Schema};
 
-use crate::values;
+use crate::{values, whole};
 
 /// `POST …/events`: the events a client may post; the author is the token's principal (T1).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -20,7 +20,8 @@ use crate::values;
 pub enum PostEvent {
     /// A message from the owner: the reasoner answers it or proposes a plan.
     OwnerMessage {
-        /// The message.
+        /// The message: not blank (the domain refuses a blank one, `EventBody::check`).
+        #[schema(pattern = r"\S")]
         text: String,
     },
     /// The owner corrects an objective (O14, R6).
@@ -28,7 +29,8 @@ pub enum PostEvent {
         /// The objective.
         #[schema(value_type = String, format = "uuid")]
         objective: ObjectiveId,
-        /// The correction.
+        /// The correction: not blank (`EventBody::check`).
+        #[schema(pattern = r"\S")]
         text: String,
     },
     /// An explicit reference to an objective or one of its tasks (O6).
@@ -74,7 +76,8 @@ pub struct TaskUpdateBody {
 #[serde(deny_unknown_fields)]
 pub struct VerdictBody {
     /// The criterion.
-    #[schema(value_type = String)]
+    /// A slug, as `CriterionId::parse` reads it.
+    #[schema(value_type = String, pattern = "^[a-z0-9_-]{1,64}$")]
     pub criterion: CriterionId,
     /// `met`, `unmet` or `unknown`.
     #[schema(value_type = values::Verdict)]
@@ -96,8 +99,10 @@ pub struct VerdictBody {
 #[serde(deny_unknown_fields)]
 pub struct ObservedBody {
     /// The objective's revision.
+    #[serde(deserialize_with = "whole::u64")]
     pub objective: u64,
     /// The objective's control revision.
+    #[serde(deserialize_with = "whole::u64")]
     pub control: u64,
 }
 
@@ -107,6 +112,7 @@ pub struct ObservedBody {
 pub struct ReviewBody {
     /// The report version reviewed; versions count from 1.
     #[schema(minimum = 1)]
+    #[serde(deserialize_with = "whole::u32")]
     pub report_version: u32,
     /// The revisions observed.
     pub observed: ObservedBody,
@@ -129,6 +135,7 @@ pub struct LateBody {
 pub struct RaiseBody {
     /// By how much, in USD micros; positive.
     #[schema(minimum = 1)]
+    #[serde(deserialize_with = "whole::i64")]
     pub amount_micros: i64,
 }
 
@@ -158,7 +165,8 @@ pub enum ResolvedAs {
 pub struct ResolveBody {
     /// What was confirmed.
     pub outcome: ResolvedAs,
-    /// Why: what was checked.
+    /// Why: what was checked (not blank).
+    #[schema(pattern = r"\S")]
     pub reason: String,
 }
 
@@ -201,6 +209,7 @@ pub enum SourceBody {
         /// The words relied on, copied from the document.
         excerpt: String,
         /// When it was read, in Unix milliseconds.
+        #[serde(deserialize_with = "whole::i64")]
         retrieved_at: i64,
         /// `sha256:` and 64 lowercase hex digits: the digest of the whole document as read.
         content_digest: String,
@@ -233,7 +242,7 @@ pub enum SubmissionBody {
         #[schema(value_type = std::collections::BTreeMap<String, serde_json::Value>)]
         outputs: serde_json::Map<String, serde_json::Value>,
         /// What it cost; absent: the whole reservation.
-        #[serde(default)]
+        #[serde(default, deserialize_with = "whole::option_i64")]
         #[schema(minimum = 0)]
         usage_micros: Option<i64>,
     },
@@ -242,7 +251,7 @@ pub enum SubmissionBody {
         /// Why.
         reason: String,
         /// What it cost; absent: the whole reservation.
-        #[serde(default)]
+        #[serde(default, deserialize_with = "whole::option_i64")]
         #[schema(minimum = 0)]
         usage_micros: Option<i64>,
     },
@@ -270,4 +279,25 @@ pub fn schemas<T: ToSchema>() -> Vec<(String, RefOr<Schema>)> {
         }
     }
     schemas
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The document says what the domain refuses: a blank owner message or correction
+    /// (`EventBody::check`, issue 17) is outside the schema (`pattern: \S`, a character that is
+    /// not white space), so a client generating valid bodies from it never meets that 422.
+    #[test]
+    fn o9_a_blank_text_is_outside_the_documented_event_schema() {
+        let schema = serde_json::to_value(<PostEvent as utoipa::PartialSchema>::schema()).unwrap();
+        let variants = schema["oneOf"].as_array().unwrap();
+        for kind in ["owner_message", "owner_correction"] {
+            let variant = variants
+                .iter()
+                .find(|v| v["properties"]["kind"]["enum"][0] == kind)
+                .unwrap_or_else(|| panic!("no {kind} in {schema}"));
+            assert_eq!(variant["properties"]["text"]["pattern"], r"\S", "{variant}");
+        }
+    }
 }

@@ -722,7 +722,11 @@ mod tests {
             ),
             (
                 "/v1/rooms/{room}/budget/raise",
-                vec![json!({"amount_micros": 5_000_000})],
+                // JSON Schema's integer: a whole number written as a float is one.
+                vec![
+                    json!({"amount_micros": 5_000_000}),
+                    json!({"amount_micros": 4755.0}),
+                ],
             ),
             ("/v1/rooms/{room}/budget/acknowledge", vec![json!({})]),
             (
@@ -791,6 +795,31 @@ mod tests {
             ),
             (
                 "/v1/rooms/{room}/budget/raise",
+                json!({"amount_micros": 1.5}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/objectives/{objective}/reviews",
+                json!({
+                    "report_version": 1,
+                    "observed": {"objective": 3, "control": 0},
+                    "verdicts": [{"criterion": "Coverage", "verdict": "met", "evidence": "e"}],
+                }),
+                false,
+            ),
+            // Blank texts: serde reads them, the document and the domain refuse them.
+            (
+                "/v1/rooms/{room}/events",
+                json!({"kind": "owner_message", "text": " \n\t"}),
+                true,
+            ),
+            (
+                "/v1/rooms/{room}/operations/{operation}/resolve",
+                json!({"outcome": "failed", "reason": ""}),
+                true,
+            ),
+            (
+                "/v1/rooms/{room}/budget/raise",
                 json!({"amount_micros": 0}),
                 true,
             ),
@@ -838,7 +867,11 @@ mod tests {
                         "object" => value.is_object(),
                         "array" => value.is_array(),
                         "string" => value.is_string(),
-                        "integer" => value.is_i64() || value.is_u64(),
+                        "integer" => {
+                            value.is_i64()
+                                || value.is_u64()
+                                || value.as_f64().is_some_and(|n| n.fract() == 0.0)
+                        }
                         "number" => value.is_number(),
                         "boolean" => value.is_boolean(),
                         "null" => value.is_null(),
@@ -892,6 +925,20 @@ mod tests {
                         && (items.len() as u64) < min
                     {
                         return Err(format!("{value} has fewer than {min} items"));
+                    }
+                }
+                // The one pattern the document uses: not blank.
+                "pattern" if rule == r"\S" => {
+                    if value.as_str().is_some_and(|text| text.trim().is_empty()) {
+                        return Err(format!("{value} is blank"));
+                    }
+                }
+                // And the slug of a criterion id (`CriterionId::parse`).
+                "pattern" if rule == "^[a-z0-9_-]{1,64}$" => {
+                    if let Some(text) = value.as_str()
+                        && agentroom_domain::ids::CriterionId::parse(text).is_err()
+                    {
+                        return Err(format!("{value} is not a slug"));
                     }
                 }
                 "minimum" => {
