@@ -183,6 +183,17 @@ impl Members {
         held
     }
 
+    /// `principal`'s roles become exactly `roles` (none: it is no longer a member); returns
+    /// the roles it held before.
+    pub fn set(&mut self, principal: PrincipalId, roles: BTreeSet<Role>) -> BTreeSet<Role> {
+        let before = if roles.is_empty() {
+            self.roles.remove(&principal)
+        } else {
+            self.roles.insert(principal, roles)
+        };
+        before.unwrap_or_default()
+    }
+
     /// Whether `principal` currently holds `role`.
     pub fn has(&self, principal: &PrincipalId, role: Role) -> bool {
         self.roles.get(principal).is_some_and(|r| r.contains(&role))

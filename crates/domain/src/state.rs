@@ -183,6 +183,12 @@ pub struct Operation {
     /// (nothing reached it yet, retried with backoff); uncertain, why no receipt exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cause: Option<CallCause>,
+    /// T6: a membership change took the role it was called in from its principal while it
+    /// was open; it was asked to abort, and what it still returns is charged and held (a
+    /// contribution) or not used (a review), never applied as it is. Absent in states written
+    /// before memberships changed in operation: such an operation was not fenced.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) fenced: bool,
 }
 
 /// Why a call waits for its provider or is uncertain, and since when: what the board, the
@@ -235,6 +241,10 @@ impl Operation {
     /// Why it waits for its provider (in flight) or is uncertain, when known.
     pub fn cause(&self) -> Option<&CallCause> {
         self.cause.as_ref()
+    }
+    /// Whether a membership change fenced it (T6): its result is never applied as it is.
+    pub fn fenced(&self) -> bool {
+        self.fenced
     }
     /// Whether it is in flight but has not reached its provider yet: retried with backoff,
     /// its reservation held under the same id.

@@ -1016,13 +1016,18 @@ fn t2_a_result_from_a_revoked_specialist_is_charged_not_applied() {
     let gather = specialist_call(&d);
     room.revoke("sam", Role::Specialist);
     let d = room.contribute(&gather, "papers");
-    assert_rejected(&d, Rule::T2);
+    // The revocation fenced the call (T6): charged, held for a decision (D4), not applied.
+    assert_rejected(&d, Rule::T6);
     assert_eq!(
         room.state().ledger().balances().spent.micros(),
         REASONER / 2 + SPECIALIST / 2
     );
-    assert!(room.objective().contributions().is_empty());
-    // T3 at the dispatch sink: the task is not sent to a principal who lost the role.
+    assert_eq!(room.state().held_results().len(), 1);
+    assert!(calls(&d).is_empty());
+    assert_eq!(column(&room, "gather"), Column::InProgress);
+    // Discarded, the task is open, and T3 at the dispatch sink keeps it from a principal who
+    // lost the role.
+    let d = room.late("olive", &gather, LateDecision::Discard);
     assert_rejected(&d, Rule::T3);
     assert!(calls(&d).is_empty());
     assert_eq!(column(&room, "gather"), Column::Todo);

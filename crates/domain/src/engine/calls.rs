@@ -78,6 +78,7 @@ impl Ctx<'_, '_> {
                 charged: None,
                 state: OperationState::InFlight,
                 cause: None,
+                fenced: false,
             },
         );
         self.accept(
@@ -615,14 +616,16 @@ impl Ctx<'_, '_> {
                     self.call_given_back(&operation);
                     return Ok(());
                 }
-                // D4: a call a control change aborted that ran without a result leaves its
-                // work open, like a discarded late result; otherwise the call failed.
-                let aborted = operation
-                    .objective
-                    .and_then(|id| self.objective_index(id).ok())
-                    .is_some_and(|idx| {
-                        self.objective(idx).control_revision != operation.observed.control
-                    });
+                // D4: a call a control change (or T6, a membership change) aborted that ran
+                // without a result leaves its work open, like a discarded late result;
+                // otherwise the call failed.
+                let aborted = operation.fenced
+                    || operation
+                        .objective
+                        .and_then(|id| self.objective_index(id).ok())
+                        .is_some_and(|idx| {
+                            self.objective(idx).control_revision != operation.observed.control
+                        });
                 let mut as_ended = operation.clone();
                 as_ended.state = if aborted {
                     OperationState::CancelRequested

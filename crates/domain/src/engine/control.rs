@@ -1,9 +1,12 @@
 //! Control and budget: D3 (pause and cancel bump the control revision and abort running
-//! calls), B4 (a limit raise adds balance), B5 (acknowledging an overrun), memberships.
+//! calls), B4 (a limit raise adds balance), B5 (acknowledging an overrun), memberships and
+//! T6 (revoking or demoting a principal fences its open calls).
+
+use std::collections::BTreeSet;
 
 use super::calls::Target;
-use super::{ControlAction, Ctx, InputError, MembershipChange};
-use crate::ids::{EventId, ObjectiveId, PrincipalId};
+use super::{ControlAction, Ctx, InputError, MemberChange, MembershipChange};
+use crate::ids::{EventId, ObjectiveId, OperationId, PrincipalId};
 use crate::money::UsdMicros;
 use crate::objective::ObjectiveStatus;
 use crate::policy::ReviewSource;
@@ -248,10 +251,156 @@ impl Ctx<'_, '_> {
                     self.reject(None, Rule::T3, "the room must keep an owner".to_owned());
                 } else if self.state.members.revoke(&principal, role) {
                     self.accept(None, Some(Rule::T3), format!("{by} revoked {role} from {principal}; it is checked again at every effect sink"));
+                    self.fence_calls_of(&principal);
                 } else {
                     self.reject(None, Rule::T3, format!("{principal} does not hold {role}"));
                 }
             }
         }
     }
+
+    /// T6: adds a member, changes a member's roles, or revokes a member (`membership.manage`,
+    /// owners by default), each one decision. The Room keeps an owner. Whatever role a
+    /// principal loses, its open calls in that role are fenced (`fence_calls_of`); a role
+    /// gained lets waiting work go ahead (a task whose assignee was not a specialist).
+    pub(super) fn change_member(
+        &mut self,
+        by: &PrincipalId,
+        principal: PrincipalId,
+        change: MemberChange,
+    ) {
+        if !self.authorized(by, Permission::MembershipManage, None) {
+            return;
+        }
+        let before: BTreeSet<Role> = self.state.members.roles_of(&principal).collect();
+        let after: BTreeSet<Role> = match &change {
+            MemberChange::Add { roles } => {
+                if !before.is_empty() {
+                    self.reject(
+                        None,
+                        Rule::T6,
+                        format!(
+                            "{principal} is a member already ({}); change its roles instead",
+                            names(&before)
+                        ),
+                    );
+                    return;
+                }
+                roles.iter().copied().collect()
+            }
+            MemberChange::SetRoles { roles } => {
+                if before.is_empty() {
+                    self.reject(
+                        None,
+                        Rule::T6,
+                        format!("{principal} is not a member of this room; add it first"),
+                    );
+                    return;
+                }
+                roles.iter().copied().collect()
+            }
+            MemberChange::Revoke => {
+                if before.is_empty() {
+                    self.reject(
+                        None,
+                        Rule::T6,
+                        format!("{principal} is not a member of this room"),
+                    );
+                    return;
+                }
+                BTreeSet::new()
+            }
+        };
+        if after.is_empty() && change != MemberChange::Revoke {
+            self.reject(
+                None,
+                Rule::T6,
+                "a member holds at least one role; to remove a member, revoke it".to_owned(),
+            );
+            return;
+        }
+        if after == before {
+            self.reject(
+                None,
+                Rule::T6,
+                format!(
+                    "{principal} holds exactly these roles already ({}); nothing to change",
+                    names(&before)
+                ),
+            );
+            return;
+        }
+        let owners = self.state.members.holders(Role::Owner).count();
+        if before.contains(&Role::Owner) && !after.contains(&Role::Owner) && owners == 1 {
+            self.reject(
+                None,
+                Rule::T6,
+                format!(
+                    "the room must keep an owner, and {principal} is its only one; add another owner first"
+                ),
+            );
+            return;
+        }
+        let gained = after.difference(&before).next().is_some();
+        self.state.members.set(principal.clone(), after.clone());
+        let message = match change {
+            MemberChange::Add { .. } => format!("{by} added {principal} as {}", names(&after)),
+            MemberChange::SetRoles { .. } => format!(
+                "{by} changed the roles of {principal} from {} to {}",
+                names(&before),
+                names(&after)
+            ),
+            MemberChange::Revoke => format!(
+                "{by} revoked {principal} ({}): it has no access to the room from now on",
+                names(&before)
+            ),
+        };
+        self.accept(None, Some(Rule::T6), message);
+        self.fence_calls_of(&principal);
+        if gained {
+            self.advance_all();
+        }
+    }
+
+    /// T6: every open call of `principal` in a role it no longer holds is fenced: one still
+    /// running is asked to abort cooperatively (as under D3); whatever any of them returns is
+    /// charged (B3) and held (D4) or not used, never applied as it is.
+    pub(super) fn fence_calls_of(&mut self, principal: &PrincipalId) {
+        let state = &self.state;
+        let fenced: Vec<(OperationId, Option<ObjectiveId>, &'static str)> = state
+            .operations
+            .values()
+            .filter(|o| {
+                !o.fenced
+                    && o.principal.as_ref() == Some(principal)
+                    && !state.may_be_called(Some(principal), o.role)
+            })
+            .map(|o| (o.id, o.objective, o.role.as_str()))
+            .collect();
+        for (op, objective, role) in fenced {
+            if let Some(stored) = self.state.operations.get_mut(&op) {
+                stored.fenced = true;
+            }
+            self.cancel_call(op);
+            self.accept(
+                objective,
+                Some(Rule::T6),
+                format!(
+                    "{role} call {op} fenced: {principal} no longer holds the role it runs in; it aborts, and what it returns is charged and held, never applied as it is"
+                ),
+            );
+        }
+    }
+}
+
+/// Roles as people read them: `reviewer, specialist`.
+fn names(roles: &BTreeSet<Role>) -> String {
+    if roles.is_empty() {
+        return "no role".to_owned();
+    }
+    roles
+        .iter()
+        .map(|r| r.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

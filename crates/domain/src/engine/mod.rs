@@ -8,7 +8,7 @@
 //!   reservation before every call, B3, D2; T3 at the dispatch sink);
 //! - `results`: specialist outcomes and late results (T2, D4, O5);
 //! - `reviews`: reports and reviews (R1, R2, R3, R4, R5, R6);
-//! - `control`: pause, resume, cancel, limit raises and memberships (D3, B4).
+//! - `control`: pause, resume, cancel, limit raises and memberships (D3, B4, T6).
 //!
 //! The arithmetic of B2, B4 and B5 (available balance, no renewal, raises, overrun stops) is
 //! the ledger's ([`crate::ledger`]); permissions (T3) are checked by one function,
@@ -307,6 +307,25 @@ pub enum MembershipChange {
     Revoke,
 }
 
+/// A change to one principal's membership while the Room runs (owners, `membership.manage`),
+/// decided as one input with its own revision (T6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "change")]
+pub enum MemberChange {
+    /// Admit a principal that is not a member, with these roles.
+    Add {
+        /// Its roles (at least one).
+        roles: Vec<Role>,
+    },
+    /// A member's roles become exactly these: one decision, never a revoke then a grant.
+    SetRoles {
+        /// Its roles from now on (at least one).
+        roles: Vec<Role>,
+    },
+    /// The member leaves the Room: every role it holds is revoked at once.
+    Revoke,
+}
+
 /// Everything the engine decides on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "input")]
@@ -439,6 +458,15 @@ pub enum Input {
         role: Role,
         /// Grant or revoke.
         change: MembershipChange,
+    },
+    /// Add a member, change a member's roles, or revoke a member, while the Room runs (T6).
+    ChangeMember {
+        /// Who changes it.
+        by: PrincipalId,
+        /// Whose membership.
+        principal: PrincipalId,
+        /// What changes.
+        change: MemberChange,
     },
 }
 
@@ -750,6 +778,11 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
             role,
             change,
         } => ctx.change_membership(&by, principal, role, change),
+        Input::ChangeMember {
+            by,
+            principal,
+            change,
+        } => ctx.change_member(&by, principal, change),
     }
     let ledger = ctx.state.ledger.take_journal();
     Ok(Decision {

@@ -37,6 +37,11 @@ impl Ctx<'_, '_> {
         let Ok(idx) = self.objective_index(objective) else {
             return;
         };
+        // T6: its author lost the specialist role while it ran: charged, held, never applied.
+        if operation.fenced {
+            self.fenced_result(idx, task, operation, result);
+            return;
+        }
         let author = operation.principal.clone();
         // T2: only a current specialist's result is applied; its usage is charged regardless.
         let Some(author) = author.filter(|a| self.state.members.has(a, Role::Specialist)) else {
@@ -82,6 +87,54 @@ impl Ctx<'_, '_> {
             return;
         }
         self.complete_if_current(idx, task, operation.id, contribution);
+    }
+
+    /// T6: a call fenced by its author's membership change returned. It was charged; a
+    /// contribution the Room can keep is recorded and held for an owner's or operator's
+    /// decision (D4), anything else leaves its task open again (its assignee no longer being
+    /// a specialist, the task waits at the dispatch sink, T3).
+    fn fenced_result(
+        &mut self,
+        idx: usize,
+        task: &TaskIdentity,
+        operation: &Operation,
+        result: SpecialistResult,
+    ) {
+        let objective = self.objective(idx).id;
+        let op = operation.id;
+        let (Some(author), SpecialistResult::Contribution(draft)) =
+            (operation.principal.clone(), result)
+        else {
+            self.reject(
+                Some(objective),
+                Rule::T6,
+                format!("{op} (fenced) returned no contribution: charged; its task is open again"),
+            );
+            self.reopen_task(idx, task, op);
+            return;
+        };
+        if let Err(why) = self.state.admits_contribution(objective, task, &draft) {
+            self.reject(
+                Some(objective),
+                Rule::T2,
+                format!("{op} (fenced): {why}: charged, not applied"),
+            );
+            self.reopen_task(idx, task, op);
+            return;
+        }
+        self.reject(
+            Some(objective),
+            Rule::T6,
+            format!("{op}: {author} lost the specialist role while it ran (fenced): its result is not applied as it is"),
+        );
+        let contribution = self.record_contribution(objective, task, op, author, draft);
+        self.hold_result(
+            idx,
+            task,
+            op,
+            contribution,
+            "was fenced by a membership change (T6)",
+        );
     }
 
     fn record_contribution(
@@ -299,10 +352,30 @@ impl Ctx<'_, '_> {
             );
             return Ok(());
         }
-        self.state.held.remove(&op);
         let is_held_here = self
             .current_task_mut(idx, &held.task)
             .is_some_and(|t| t.state == TaskState::HeldForReadmission { op });
+        // T3 at the sink: a held result is applied only while its author is a specialist of
+        // the Room (one fenced by its author's revocation stays held until then, T6).
+        let author = self
+            .state
+            .contributions
+            .get(&held.contribution)
+            .map(|c| c.author.clone());
+        if decision == LateDecision::Readmit
+            && is_held_here
+            && let Some(author) = author.filter(|a| !self.state.members.has(a, Role::Specialist))
+        {
+            self.reject(
+                Some(held.objective),
+                Rule::T3,
+                format!(
+                    "the result of {op} is by {author}, who is no longer a specialist of this room: it stays held (discard it, or readmit it once {author} is a specialist again)"
+                ),
+            );
+            return Ok(());
+        }
+        self.state.held.remove(&op);
         match decision {
             LateDecision::Readmit if is_held_here => {
                 self.accept(

@@ -129,8 +129,12 @@ impl Ctx<'_, '_> {
             self.stop_for_attention(
                 idx,
                 Rule::R1,
-                "no reviewer of this room is distinct from the objective's authors".to_owned(),
+                "no reviewer of this room is distinct from the objective's authors: add a \
+                 reviewer who authored none of its work, then resume the objective"
+                    .to_owned(),
             );
+            // Resumable (D3): once a member may review, a resume asks for the review again.
+            self.objective_mut(idx).resume_to = Some(ObjectiveStatus::Running);
             return;
         };
         let op = self.reserve_call(
@@ -168,6 +172,19 @@ impl Ctx<'_, '_> {
             );
             return;
         };
+        // T6: its reviewer lost the role while it ran: not used; another reviewer is asked.
+        if operation.fenced {
+            self.reject(
+                operation.objective,
+                Rule::T6,
+                format!(
+                    "{}: its reviewer lost the reviewer role while it ran (fenced): charged, not used",
+                    operation.id
+                ),
+            );
+            self.review_aborted(operation);
+            return;
+        }
         // R6: a correction or a control change since dispatch fences the review.
         if operation.observed != self.objective(idx).observed() {
             self.reject(

@@ -11,8 +11,8 @@
 use agentroom_domain::catalog::{CapabilityEffect, MemoryCatalog, MemoryEntry};
 use agentroom_domain::engine::{
     CallBrief, CallRequest, CallResult, Charge, ControlAction, Decision, Effect, Input,
-    LateDecision, MembershipChange, PlanProposal, Proposal, ProposalKind, ProposedTask,
-    ReasonerResult, ReviewerResult, SpecialistResult, Verdict as LogVerdict,
+    LateDecision, MemberChange, MembershipChange, PlanProposal, Proposal, ProposalKind,
+    ProposedTask, ReasonerResult, ReviewerResult, SpecialistResult, Verdict as LogVerdict,
 };
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{
@@ -184,6 +184,15 @@ impl Room {
             principal: p(who),
             role,
             change: MembershipChange::Revoke,
+        })
+    }
+
+    /// `by` adds, changes or revokes `who`'s membership (T6).
+    pub fn member(&mut self, by: &str, who: &str, change: MemberChange) -> Decision {
+        self.apply(Input::ChangeMember {
+            by: p(by),
+            principal: p(who),
+            change,
         })
     }
 
