@@ -23,7 +23,13 @@ impl Coordinator {
         };
         let mut calls = Vec::new();
         for call in desk.assignments(principal) {
-            if self.operation(room, call.op).await?.is_some() {
+            // A call asked to abort (a pause, a cancel, or T6: its principal lost the role)
+            // is withdrawn at once, before its heartbeat drops the wait.
+            if self
+                .operation(room, call.op)
+                .await?
+                .is_some_and(|record| !record.cancel_requested)
+            {
                 calls.push(call);
             }
         }
@@ -62,6 +68,11 @@ impl Coordinator {
                 principal: principal.clone(),
             }
             .into());
+        }
+        // Withdrawn (asked to abort: paused, cancelled, or its principal lost the role, T6):
+        // it takes no result, even before its heartbeat drops the wait.
+        if record.cancel_requested {
+            return Err(SubmitError::NotWaiting { op }.into());
         }
         Ok(desk)
     }

@@ -23,6 +23,7 @@ mod defaults;
 mod desk;
 mod error;
 mod ids;
+mod members;
 mod notify;
 mod plans;
 mod queries;
@@ -35,7 +36,7 @@ use std::time::Duration;
 
 use agentroom_ports::domain::catalog::{CapabilityCatalog, MemoryCatalog};
 use agentroom_ports::domain::engine::{
-    ControlAction, Effect, Input, LateDecision, LogEntry, MembershipChange,
+    ControlAction, Effect, Input, LateDecision, LogEntry, MemberChange, MembershipChange,
 };
 use agentroom_ports::domain::event::Event;
 use agentroom_ports::domain::ids::{
@@ -58,6 +59,7 @@ pub use agentroom_workflows::RunnerConfig;
 pub use background::{Admission, BackgroundConfig, Coordinated, Pass};
 pub use error::CoordinatorError;
 pub use ids::InputId;
+pub use members::{MemberAdded, TokenTerms};
 pub use notify::CollectingNotifier;
 pub use queries::{BudgetBreakdown, ResolveOutcome};
 pub use setup::{FirstToken, NewMember};
@@ -700,6 +702,15 @@ pub enum OperatorInput {
         /// Grant or revoke.
         change: MembershipChange,
     },
+    /// Add a member, change a member's roles, or revoke a member (T6).
+    ChangeMember {
+        /// Who changes it.
+        by: PrincipalId,
+        /// Whose membership.
+        principal: PrincipalId,
+        /// What changes.
+        change: MemberChange,
+    },
 }
 
 impl OperatorInput {
@@ -752,6 +763,15 @@ impl OperatorInput {
                 by,
                 principal,
                 role,
+                change,
+            },
+            OperatorInput::ChangeMember {
+                by,
+                principal,
+                change,
+            } => Input::ChangeMember {
+                by,
+                principal,
                 change,
             },
         }
