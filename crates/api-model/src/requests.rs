@@ -4,9 +4,10 @@
 //! (the mirrors in [`crate::values`]), and the bounds the handlers check.
 
 use agentroom_domain::engine::{ControlAction, LateDecision};
-use agentroom_domain::ids::{ContributionId, CriterionId, ObjectiveId, TaskIdentity};
+use agentroom_domain::ids::{ContributionId, CriterionId, ObjectiveId, PrincipalId, TaskIdentity};
 use agentroom_domain::plan::Column;
 use agentroom_domain::review::Verdict;
+use agentroom_domain::room::Role;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa::openapi::RefOr;
@@ -143,6 +144,32 @@ pub struct RaiseBody {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AcknowledgeBody {}
+
+/// `POST …/members`: a principal joins the Room with its roles (T6; `membership.manage`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMemberBody {
+    /// The principal: 1 to 64 lower-case letters, digits, `-` or `_`; not a member yet.
+    #[schema(value_type = String)]
+    pub principal: PrincipalId,
+    /// Its roles, at least one.
+    #[schema(value_type = Vec<values::Role>, min_items = 1)]
+    pub roles: Vec<Role>,
+    /// Also issue the member's first bearer token: its text is in the answer, once (the host
+    /// keeps only its hash), so an owner onboards a member remotely.
+    #[serde(default)]
+    pub issue_token: bool,
+}
+
+/// `POST …/members/{principal}/roles`: the member's roles become exactly these, in one
+/// decision (T6: the open calls of a role it loses are fenced).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RolesBody {
+    /// Its roles from now on, at least one (to remove a member, revoke it).
+    #[schema(value_type = Vec<values::Role>, min_items = 1)]
+    pub roles: Vec<Role>,
+}
 
 /// A request that carries nothing but its path (and the caller): `{}` or no body.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]

@@ -471,6 +471,30 @@ pub struct Decision {
     pub event: Option<String>,
 }
 
+/// A bearer token just issued: its text is shown here once and never again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct IssuedTokenView {
+    /// Its id (the 16 hex digits after `ar_`), for `agentroom token revoke`.
+    pub id: String,
+    /// The principal it authenticates.
+    #[schema(value_type = String)]
+    pub principal: PrincipalId,
+    /// The token (`ar_…`): hand it to its holder; it cannot be shown again.
+    pub token: String,
+    /// When it expires, in Unix milliseconds; null: never.
+    pub expires_at: Option<i64>,
+}
+
+/// `POST …/members`: the decision, and the new member's first token when one was asked for
+/// and the member was added by this request (a retry of the same Idempotency-Key issues none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MemberAdded {
+    /// The decision.
+    pub decision: Decision,
+    /// The first token, shown once; null when none was asked for or issued.
+    pub token: Option<IssuedTokenView>,
+}
+
 /// An uncertain or dead-lettered operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct OperationView {

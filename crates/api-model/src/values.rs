@@ -3,7 +3,7 @@
 //! names the mirror here as its `value_type`: its schema is a string enum of exactly the
 //! values the domain type reads and writes, where a plain `String` would hide which are
 //! allowed. Each is named as the domain enum it mirrors (`engine::ControlAction`,
-//! `plan::Column`, `review::Verdict`, `engine::LateDecision`), and its doc comment is the
+//! `plan::Column`, `review::Verdict`, `engine::LateDecision`, `room::Role`), and its doc comment is the
 //! schema's description, written for API users. These types are never built; the tests
 //! check each lists exactly the wire values of its domain type, so a variant added to the
 //! domain fails them until it is added here.
@@ -58,9 +58,25 @@ pub enum LateDecision {
     Discard,
 }
 
+/// A role a principal holds in a Room; what each may do is `policies/access.toml`'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum Role {
+    /// Creates objectives and corrects them; the Room's authority.
+    Owner,
+    /// Adjusts the shared budget and controls objectives.
+    Operator,
+    /// Audits source-bound reports.
+    Reviewer,
+    /// Executes tasks for the capabilities it is bound to.
+    Specialist,
+    /// Runs a supervised Room on behalf of agents.
+    AgentHost,
+}
+
 #[cfg(test)]
 mod tests {
-    use agentroom_domain::{engine, plan, review};
+    use agentroom_domain::{engine, plan, review, room};
     use serde::Serialize;
     use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
     use serde_json::Value;
@@ -137,6 +153,7 @@ mod tests {
         assert_mirrors::<plan::Column, Column>();
         assert_mirrors::<review::Verdict, Verdict>();
         assert_mirrors::<engine::LateDecision, LateDecision>();
+        assert_mirrors::<room::Role, Role>();
     }
 
     #[test]

@@ -9,8 +9,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use agentroom_api_model::requests::{
-    AcknowledgeBody, ArtifactBody, ControlBody, EmptyBody, LateBody, ObservedBody, PostEvent,
-    RaiseBody, ResolveBody, ReviewBody, SourceBody, SubmissionBody, TaskUpdateBody, VerdictBody,
+    AcknowledgeBody, AddMemberBody, ArtifactBody, ControlBody, EmptyBody, LateBody, ObservedBody,
+    PostEvent, RaiseBody, ResolveBody, ReviewBody, RolesBody, SourceBody, SubmissionBody,
+    TaskUpdateBody, VerdictBody,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -34,7 +35,7 @@ fn runner() -> TestRunner {
 }
 
 /// Every name a request body uses, as a field or a tag value.
-const NAMES: [&str; 48] = [
+const NAMES: [&str; 57] = [
     "action",
     "amount_micros",
     "artifacts",
@@ -83,6 +84,15 @@ const NAMES: [&str; 48] = [
     "document",
     "readmit",
     "discard",
+    "principal",
+    "roles",
+    "issue_token",
+    "owner",
+    "operator",
+    "reviewer",
+    "specialist",
+    "agent_host",
+    "sam",
 ];
 
 fn text() -> impl Strategy<Value = String> {
@@ -145,6 +155,8 @@ fn check_all(bytes: &[u8]) -> Result<(), TestCaseError> {
     check::<ResolveBody>(bytes)?;
     check::<ArtifactBody>(bytes)?;
     check::<SourceBody>(bytes)?;
+    check::<AddMemberBody>(bytes)?;
+    check::<RolesBody>(bytes)?;
     check::<SubmissionBody>(bytes)
 }
 

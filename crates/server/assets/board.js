@@ -167,6 +167,18 @@
     return list.children.length ? el("section", { class: "pending-messages" }, el("h3", null, `Pending messages (${list.children.length})`), list) : null;
   }
 
+  /** The Room's members and their roles, read only (the board has no forms). */
+  function renderMembers(page) {
+    const section = $("members");
+    const items = (page && page.items) || [];
+    section.hidden = !items.length;
+    $("member-list").replaceChildren(
+      ...items.map((m) =>
+        el("li", { "data-principal": m.principal }, el("span", { class: "principal" }, m.principal), ` · ${(m.roles || []).join(", ")}`),
+      ),
+    );
+  }
+
   function renderTimeline(decisions) {
     const list = el("ol", { class: "timeline" });
     for (const entry of (decisions && decisions.items) || []) {
@@ -289,6 +301,7 @@
       $("whoami").textContent = `${room.you.principal} (${(room.you.roles || []).join(", ") || "no role"})`;
       $("room-title").textContent = `Room ${room.room}`;
       renderBudget(room.budget);
+      renderMembers(await maybe("/members?limit=200"));
       const short = (room.quotes && room.quotes.short) || [];
       const quotes = $("quotes");
       if (quotes) {

@@ -475,6 +475,18 @@ async fn board_shows_the_room_in_chromium_with_every_user_string_as_text() {
     );
     assert!(dom.contains("olive (owner)"), "{dom}");
     assert!(dom.contains(r#"<section id="sign-in" hidden="">"#), "{dom}");
+    // The members and their roles, read only (issue 18): no form, no button on them.
+    let members = between(&dom, r#"<section id="members">"#, "</section>");
+    assert!(
+        members.contains(
+            r#"<li data-principal="rita"><span class="principal">rita</span> · reviewer</li>"#
+        ),
+        "{members}"
+    );
+    assert!(
+        !members.contains("<form") && !members.contains("<button"),
+        "{members}"
+    );
     // The failed call's cause, on the board: the pending message waits, and says why.
     let pending = between(&dom, r#"<section class="pending-messages">"#, "</section>");
     assert!(pending.contains(r#"data-held="true""#), "{pending}");

@@ -7,7 +7,7 @@
 //! argument order, and the body extractor last), so an unknown id is a 404 before a body of
 //! the wrong shape is a 422 or one above the limit a 413.
 
-use agentroom_domain::ids::{ContributionId, EventId, ObjectiveId, OperationId};
+use agentroom_domain::ids::{ContributionId, EventId, ObjectiveId, OperationId, PrincipalId};
 use agentroom_ports::OperationRecord;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
@@ -231,6 +231,26 @@ impl<S: Send + Sync> FromRequestParts<S> for KnownObjective {
             .objective(id)
             .ok_or_else(|| ApiError::NotFound(format!("no objective {id} in this room")))?;
         Ok(KnownObjective(id))
+    }
+}
+
+/// `{principal}` in a members path: a current member of the caller's Room (404 otherwise,
+/// before any body is read).
+#[derive(Debug, Clone)]
+pub(crate) struct KnownMember(pub(crate) PrincipalId);
+
+impl<S: Send + Sync> FromRequestParts<S> for KnownMember {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let text = second_segment(parts, state).await?;
+        let unknown = || ApiError::NotFound(format!("no member {text} in this room"));
+        let principal = PrincipalId::parse(&text).map_err(|_| unknown())?;
+        if !caller.stored.state.members().is_member(&principal) {
+            return Err(unknown());
+        }
+        Ok(KnownMember(principal))
     }
 }
 

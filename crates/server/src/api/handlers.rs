@@ -143,7 +143,7 @@ fn find_objective(caller: &Caller, id: ObjectiveId) -> Result<&Objective, ApiErr
 /// commit of it), so a retry with the same key — in this process, after a restart, or on
 /// another process of the same database — is answered with the original decision and changes
 /// nothing, while one key reused for a different request is a different input.
-fn input_id(
+pub(super) fn input_id(
     api: &Api,
     caller: &Caller,
     key: &IdempotencyKey,
@@ -195,7 +195,7 @@ fn answer(outcome: &Outcome) -> Json<Decision> {
 /// What an operator input answers: [`answer`], or a 409 naming the rule when the domain
 /// refused the input itself (its first log entry, the input's own verdict, is a rejection;
 /// later entries are what it set off). A retry of a refused input is refused alike.
-fn decided(outcome: &Outcome) -> Result<Json<Decision>, ApiError> {
+pub(super) fn decided(outcome: &Outcome) -> Result<Json<Decision>, ApiError> {
     let revision = match outcome {
         Outcome::Decided { revision, .. } | Outcome::AlreadyDecided { revision, .. } => revision.0,
         Outcome::AlreadyDone => return Ok(answer(outcome)),

@@ -22,6 +22,7 @@ pub(crate) mod auth;
 mod extract;
 mod feed;
 mod handlers;
+mod members;
 mod metrics;
 mod openapi;
 
@@ -134,6 +135,30 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
             Needs(P::ObjectiveRead),
             "The Room's members and their roles (paginated).",
             on(MethodFilter::GET, h::members),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/members",
+            Needs(P::MembershipManage),
+            "Add a member with its roles (T6), and its first bearer token when `issue_token` \
+             is true: the token's text is in the answer, once.",
+            on(MethodFilter::POST, members::add),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/members/{principal}/roles",
+            Needs(P::MembershipManage),
+            "Change a member's roles in one decision (T6): its open calls in a role it loses \
+             abort, and what they return is charged and held, never applied.",
+            on(MethodFilter::POST, members::change_roles),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/members/{principal}/revoke",
+            Needs(P::MembershipManage),
+            "Revoke a member (T6): every role at once; its open calls abort (charged and held, \
+             never applied), its assignments are withdrawn, and its next request is refused.",
+            on(MethodFilter::POST, members::revoke),
         ),
         row(
             Method::POST,

@@ -9,11 +9,11 @@
 
 use agentroom_api_model::ErrorBody;
 use agentroom_api_model::requests::{
-    self, AcknowledgeBody, ControlBody, EmptyBody, LateBody, PostEvent, RaiseBody, ResolveBody,
-    ReviewBody, SubmissionBody, TaskUpdateBody,
+    self, AcknowledgeBody, AddMemberBody, ControlBody, EmptyBody, LateBody, PostEvent, RaiseBody,
+    ResolveBody, ReviewBody, RolesBody, SubmissionBody, TaskUpdateBody,
 };
 use agentroom_api_model::responses::{
-    AssignmentView, Budget, ContributionView, Decided, Decision, LateResult, Member,
+    AssignmentView, Budget, ContributionView, Decided, Decision, LateResult, Member, MemberAdded,
     ObjectiveBrief, ObjectiveDetail, OperationView, PlanVersionView, Recorded, Resolved, Reviews,
     RoomView,
 };
@@ -100,6 +100,9 @@ fn request_body(route: &RouteSpec) -> Option<RequestBody> {
     }
     Some(match route.path {
         "/v1/rooms/{room}/events" => typed::<PostEvent>(),
+        "/v1/rooms/{room}/members" => typed::<AddMemberBody>(),
+        "/v1/rooms/{room}/members/{principal}/roles" => typed::<RolesBody>(),
+        "/v1/rooms/{room}/members/{principal}/revoke" => typed_or_empty::<EmptyBody>(),
         "/v1/rooms/{room}/objectives/{objective}/control" => typed::<ControlBody>(),
         "/v1/rooms/{room}/objectives/{objective}/tasks" => typed::<TaskUpdateBody>(),
         "/v1/rooms/{room}/objectives/{objective}/reviews" => typed::<ReviewBody>(),
@@ -132,6 +135,7 @@ fn components() -> Map<String, Value> {
     add::<ErrorBody>(&mut schemas);
     add::<RoomView>(&mut schemas);
     add::<Member>(&mut schemas);
+    add::<MemberAdded>(&mut schemas);
     add::<ObjectiveBrief>(&mut schemas);
     add::<ObjectiveDetail>(&mut schemas);
     add::<PlanVersionView>(&mut schemas);
@@ -184,6 +188,9 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
         (Method::GET, "/v1/rooms/{room}") => (200, Success::Json(schema_ref::<RoomView>()), vec![]),
         (Method::GET, "/v1/rooms/{room}/members") => list(schema_ref::<Member>()),
         (Method::POST, "/v1/rooms/{room}/events") => body(202, schema_ref::<Decision>(), &[409]),
+        (Method::POST, "/v1/rooms/{room}/members") => {
+            body(200, schema_ref::<MemberAdded>(), &[409])
+        }
         (Method::GET, "/v1/rooms/{room}/objectives") => list(schema_ref::<ObjectiveBrief>()),
         (Method::GET, "/v1/rooms/{room}/objectives/{objective}") => {
             (200, Success::Json(schema_ref::<ObjectiveDetail>()), vec![])
@@ -386,6 +393,9 @@ fn operator_input(path: &str) -> bool {
     matches!(
         path,
         "/v1/rooms/{room}/objectives/{objective}/control"
+            | "/v1/rooms/{room}/members"
+            | "/v1/rooms/{room}/members/{principal}/roles"
+            | "/v1/rooms/{room}/members/{principal}/revoke"
             | "/v1/rooms/{room}/messages/{event}/retry"
             | "/v1/rooms/{room}/quotes"
             | "/v1/rooms/{room}/objectives/{objective}/tasks"
@@ -411,6 +421,21 @@ mod tests {
             "GET",
             "/v1/rooms/{room}/members",
             &[200, 400, 401, 403, 404],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/members",
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/members/{principal}/roles",
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/members/{principal}/revoke",
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
             "POST",
@@ -651,6 +676,21 @@ mod tests {
     fn valid_bodies() -> Vec<(&'static str, Vec<Value>)> {
         vec![
             (
+                "/v1/rooms/{room}/members",
+                vec![
+                    json!({"principal": "bea", "roles": ["reviewer"]}),
+                    json!({"principal": "hal-2", "roles": ["agent_host", "specialist"], "issue_token": true}),
+                ],
+            ),
+            (
+                "/v1/rooms/{room}/members/{principal}/roles",
+                vec![json!({"roles": ["operator", "reviewer"]})],
+            ),
+            (
+                "/v1/rooms/{room}/members/{principal}/revoke",
+                vec![json!({})],
+            ),
+            (
                 "/v1/rooms/{room}/events",
                 vec![
                     json!({"kind": "owner_message", "text": "compare the three vendors"}),
@@ -754,6 +794,26 @@ mod tests {
                 false,
             ),
             ("/v1/rooms/{room}/events", json!({"text": "no kind"}), false),
+            (
+                "/v1/rooms/{room}/members",
+                json!({"principal": "bea", "roles": ["boss"]}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/members",
+                json!({"roles": ["reviewer"]}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/members",
+                json!({"principal": "bea", "roles": []}),
+                true,
+            ),
+            (
+                "/v1/rooms/{room}/members/{principal}/roles",
+                json!({"roles": "reviewer"}),
+                false,
+            ),
             (
                 "/v1/rooms/{room}/objectives/{objective}/control",
                 json!({"action": "stop"}),
@@ -1148,6 +1208,12 @@ mod tests {
             property("LateBody", "decision")["enum"],
             json!(["readmit", "discard"])
         );
+        let roles = json!(["owner", "operator", "reviewer", "specialist", "agent_host"]);
+        for body in ["AddMemberBody", "RolesBody"] {
+            let field = property(body, "roles");
+            assert_eq!(field["minItems"], json!(1), "{body}");
+            assert_eq!(resolve(&doc, &field["items"])["enum"], roles, "{body}");
+        }
         assert_eq!(
             property("ResolveBody", "outcome")["enum"],
             json!(["succeeded", "failed"])

@@ -14,6 +14,7 @@ mod handshake;
 mod hosted;
 mod hygiene;
 mod inputs;
+mod members;
 mod support;
 
 use std::collections::{BTreeSet, HashSet};
@@ -48,6 +49,9 @@ const MATRIX: &[(&str, &str, &str, &str)] = &[
     ("GET",  "/metrics",                                          "operation.resolve",  "operator"),
     ("GET",  "/v1/rooms/{room}",                                  "objective.read",     "owner operator reviewer specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/members",                          "objective.read",     "owner operator reviewer specialist agent_host"),
+    ("POST", "/v1/rooms/{room}/members",                          "membership.manage",  "owner"),
+    ("POST", "/v1/rooms/{room}/members/{principal}/roles",        "membership.manage",  "owner"),
+    ("POST", "/v1/rooms/{room}/members/{principal}/revoke",       "membership.manage",  "owner"),
     ("POST", "/v1/rooms/{room}/events",                           "event.post",         "owner operator reviewer specialist agent_host"),
     ("POST", "/v1/rooms/{room}/quotes",                           "budget.raise",       "operator"),
     ("POST", "/v1/rooms/{room}/messages/{event}/retry",           "objective.control",  "owner operator"),
@@ -89,6 +93,7 @@ fn concrete(path: &str) -> String {
         .replace("{operation}", UNKNOWN)
         .replace("{contribution}", UNKNOWN)
         .replace("{event}", UNKNOWN)
+        .replace("{principal}", "nobody-here")
 }
 
 #[test]
