@@ -206,6 +206,13 @@ enum Command {
         #[command(subcommand)]
         command: operator::LateResultCommand,
     },
+    /// The members of a Room on a running host: list, add (with a first token), change a
+    /// member's roles, revoke a member (owners; T6).
+    #[command(after_help = operator::EXIT_CODES)]
+    Member {
+        #[command(subcommand)]
+        command: operator::MemberCommand,
+    },
     /// Issue, revoke and list the bearer tokens of the REST API.
     Token {
         #[command(subcommand)]
@@ -364,6 +371,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::LateResult { command } => {
             output::print(&current_thread()?.block_on(operator::late_result(command))?)?;
+        }
+        Command::Member { command } => {
+            output::print(&current_thread()?.block_on(operator::member(command))?)?;
         }
         Command::Token { command } => {
             let text = current_thread()?.block_on(token::run(command))?;

@@ -1,6 +1,7 @@
 //! The operator commands against a running host (issue 7): `agentroom budget show|raise`,
-//! `agentroom objective list|show|pause|resume|cancel`, `agentroom review show` and
-//! `agentroom late-result list|readmit|discard`, each an HTTP client of the REST API that
+//! `agentroom objective list|show|pause|resume|cancel`, `agentroom review show`,
+//! `agentroom late-result list|readmit|discard` and `agentroom member list|add|role|revoke`,
+//! each an HTTP client of the REST API that
 //! `agentroom serve` hosts under `/v1/rooms/{room}/…`.
 //!
 //! - The host is `--host URL` (env `AGENTROOM_HOST`, default `http://127.0.0.1:8080`), the
@@ -23,6 +24,7 @@
 //! Every failure is an [`OperatorError`] that says what to do about it; `main` prints it.
 
 mod client;
+mod member;
 mod print;
 
 use std::path::PathBuf;
@@ -38,6 +40,7 @@ use agentroom_api_model::responses::{
     Reviews, RoomView,
 };
 use client::{Client, decided_or_refused, typed};
+pub(crate) use member::{MemberCommand, member};
 use print::{
     budget_table, dollars, json_text, log_lines, objective_text, objectives_table, reviews_text,
     table, wire,
