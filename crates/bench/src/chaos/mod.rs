@@ -192,6 +192,12 @@ pub struct StoreReport {
     pub seed: u64,
     /// SIGKILLs of `serve`.
     pub kills: u32,
+    /// Kills that landed while the Room held an open call (a reservation not yet settled:
+    /// running, waiting or uncertain), as read from the store just before the signal; kills
+    /// for which the store could not be read are not counted either way.
+    pub kills_mid_call: u32,
+    /// Kills for which the store could not be read just before the signal.
+    pub kills_unprobed: u32,
     /// PostgreSQL backends terminated (`pg_terminate_backend`), and how many times.
     pub backends_terminated: i64,
     /// Rounds of terminations.
@@ -226,6 +232,8 @@ impl StoreReport {
             "store": self.store.name(),
             "seed": self.seed,
             "kills": self.kills,
+            "kills_mid_call": self.kills_mid_call,
+            "kills_unprobed": self.kills_unprobed,
             "backend_terminations": self.terminations,
             "backends_terminated": self.backends_terminated,
             "cluster_restarts": self.cluster_restarts,
@@ -394,6 +402,8 @@ struct StoreRun<'a> {
     cluster: Option<Cluster>,
     report: StoreReport,
     accepted: Vec<EventId>,
+    /// The store as the harness reads it between kills (opened again after a failure).
+    probe: Option<Box<dyn Stores>>,
 }
 
 impl<'a> StoreRun<'a> {
@@ -486,6 +496,8 @@ impl<'a> StoreRun<'a> {
                 store,
                 seed,
                 kills: 0,
+                kills_mid_call: 0,
+                kills_unprobed: 0,
                 backends_terminated: 0,
                 terminations: 0,
                 cluster_restarts: 0,
@@ -500,6 +512,7 @@ impl<'a> StoreRun<'a> {
                 kept: None,
             },
             accepted: Vec::new(),
+            probe: None,
         })
     }
 
@@ -639,6 +652,11 @@ impl<'a> StoreRun<'a> {
             let gap = Duration::from_millis(self.rng.upto(self.config.max_gap_ms));
             self.gap(gap)?;
             serve = self.alive(serve)?;
+            match self.runtime.block_on(self.open_calls()) {
+                Some(0) => {}
+                Some(_) => self.report.kills_mid_call += 1,
+                None => self.report.kills_unprobed += 1,
+            }
             serve.kill()?;
             self.report.kills += 1;
             if (kill + 1) % 10 == 0 {
@@ -704,6 +722,23 @@ impl<'a> StoreRun<'a> {
 
     /// Polls the store until the Room is quiet: every accepted message taken up, nothing open,
     /// no objective planning or running. False after `patience`.
+    /// How many calls the Room holds open now (`None`: the store could not be read; it is
+    /// opened again next time).
+    async fn open_calls(&mut self) -> Option<usize> {
+        if self.probe.is_none() {
+            self.probe = open(&self.spec.place).await.ok();
+        }
+        let room = RoomId::parse(ROOM).ok()?;
+        let loaded = self.probe.as_ref()?.load(&room).await;
+        match loaded {
+            Ok(stored) => Some(stored.map_or(0, |s| s.state.operations().len())),
+            Err(_) => {
+                self.probe = None;
+                None
+            }
+        }
+    }
+
     async fn wait_quiet(&mut self, serve: &mut Serve) -> anyhow::Result<bool> {
         let deadline = Instant::now() + self.config.patience;
         let room = RoomId::parse(ROOM)?;
