@@ -27,6 +27,40 @@ pub struct Criterion {
     pub text: String,
 }
 
+/// Why a set of criteria cannot be frozen: a first plan's (O7) or an owner correction's
+/// (O14).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CriteriaError {
+    /// No criterion at all: nothing a review could check.
+    #[error("at least one criterion is required")]
+    Empty,
+    /// One key twice: a verdict could not say which it is for.
+    #[error("criterion `{0}` is given twice")]
+    Duplicate(CriterionId),
+    /// A criterion that says nothing.
+    #[error("criterion `{0}` has no text")]
+    Blank(CriterionId),
+}
+
+impl Criterion {
+    /// Checks a whole set: at least one criterion, keys unique, texts not blank.
+    pub fn check_set(criteria: &[Criterion]) -> Result<(), CriteriaError> {
+        if criteria.is_empty() {
+            return Err(CriteriaError::Empty);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for c in criteria {
+            if !seen.insert(&c.id) {
+                return Err(CriteriaError::Duplicate(c.id.clone()));
+            }
+            if c.text.trim().is_empty() {
+                return Err(CriteriaError::Blank(c.id.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// An objective's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

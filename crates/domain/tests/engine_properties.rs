@@ -192,7 +192,7 @@ enum Move {
         reviewer: bool,
         grant: bool,
     },
-    /// An internal receipt about the last objective, from the agent host (O9, O13).
+    /// An internal receipt about the last objective, from sam, who gathers for it (O9, O13).
     Receipt,
     /// A person records a review of an objective awaiting one (R1, R2; refused unless the
     /// policy asks for human reviews). `FormatError` gives a verdict on no criterion.
@@ -538,7 +538,7 @@ impl Driver {
             Move::Receipt => {
                 let objective = self.last_objective();
                 self.event(
-                    "hal",
+                    "sam",
                     EventBody::InternalReceipt {
                         objective,
                         note: "a source was updated".into(),

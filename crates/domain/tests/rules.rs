@@ -9,9 +9,9 @@ use agentroom_domain::engine::{
     CallBrief, CallResult, Charge, ControlAction, Input, InputError, LateDecision, ProposalKind,
     Reconciliation, ReviewerResult,
 };
-use agentroom_domain::event::{Event, EventBody};
+use agentroom_domain::event::{Event, EventBody, EventRefusal};
 use agentroom_domain::ids::{CriterionId, EventId, RoomId, TaskIdentity};
-use agentroom_domain::objective::{Criterion, ObjectiveStatus, ObservedRevisions};
+use agentroom_domain::objective::{CriteriaError, Criterion, ObjectiveStatus, ObservedRevisions};
 use agentroom_domain::plan::{Column, TaskState};
 use agentroom_domain::policy::RoomPolicy;
 use agentroom_domain::review::Verdict;
@@ -476,7 +476,7 @@ fn o9_only_the_owners_messages_create_objectives() {
 fn o9_an_internal_receipt_cannot_create_an_objective() {
     let mut room = Room::new();
     let d = room.post(
-        "hal",
+        "sam",
         EventBody::InternalReceipt {
             objective: None,
             note: "delivered".into(),
@@ -652,8 +652,9 @@ fn o13_a_receipt_for_a_terminal_objective_is_consumed_without_a_reasoner_call() 
     room.review(&call, &all_met());
     assert_eq!(room.objective().status(), ObjectiveStatus::Completed);
     let objective = room.objective_id();
+    // sam gathered for it: an assignee of its tasks sends its receipts.
     let d = room.post(
-        "hal",
+        "sam",
         EventBody::InternalReceipt {
             objective: Some(objective),
             note: "delivered".into(),
@@ -675,6 +676,126 @@ fn o14_only_the_owners_corrections_enter_the_history() {
     let d = correction(&mut room, "olive", None);
     assert_eq!(room.objective().corrections().len(), 1);
     reasoner_call(&d);
+}
+
+/// O12: only the task's assignee says that its running task waits; an agent host, another
+/// specialist, a task of no current plan or a task no call runs for are refused, and the
+/// task is unchanged.
+#[test]
+fn o12_only_the_assignee_of_a_running_task_acknowledges_a_wait() {
+    let mut room = Room::new();
+    room.start_objective();
+    let objective = room.objective_id();
+    let gather = identity(&room, "gather");
+    let write = identity(&room, "write");
+    let ack = |task: &TaskIdentity| EventBody::WaitAck {
+        objective,
+        task: task.clone(),
+        reason: "awaiting a licence".into(),
+    };
+    for (who, task, rule) in [
+        ("hal", &gather, Rule::T3),
+        ("sue", &gather, Rule::T3),
+        ("sue", &write, Rule::O12),
+    ] {
+        let before = room.objective().clone();
+        let d = room.post(who, ack(task));
+        assert_rejected(&d, rule);
+        assert_eq!(room.objective(), &before, "{who} on {task}");
+    }
+    let unknown = TaskIdentity::from_wire("nope/gather");
+    let refused = room.state().admits_event(&p("sam"), &ack(&unknown));
+    assert!(
+        matches!(refused, Err(EventRefusal::UnknownTask { .. })),
+        "{refused:?}"
+    );
+    let d = room.post("sam", ack(&gather));
+    assert!(accepted_by(&d, Rule::O12));
+    assert!(matches!(
+        room.objective()
+            .current_plan()
+            .unwrap()
+            .task(&gather)
+            .unwrap()
+            .state(),
+        TaskState::WaitingOutside { .. }
+    ));
+}
+
+/// O13 and T3: an internal receipt comes from an assignee of one of the objective's tasks
+/// (who did the work it is about); anyone else is refused before a reasoner call is paid.
+#[test]
+fn o13_only_an_assignee_of_the_objective_sends_its_receipts() {
+    let mut room = Room::new();
+    room.start_objective();
+    let objective = room.objective_id();
+    let receipt = EventBody::InternalReceipt {
+        objective: Some(objective),
+        note: "the licence arrived".into(),
+    };
+    for who in ["hal", "rita", "olive"] {
+        let d = room.post(who, receipt.clone());
+        assert_rejected(&d, Rule::T3);
+        assert!(calls(&d).is_empty(), "{who}: no reasoner call");
+        assert!(room.objective().receipts().is_empty());
+    }
+    let d = room.post("sue", receipt);
+    assert!(!d.rejected_by(Rule::T3), "sue writes the report: {d:?}");
+    assert_eq!(room.objective().receipts().len(), 1);
+}
+
+/// O14: a completed objective is not reopened by a correction; the refusal says to post a
+/// new message, and nothing of the objective changes.
+#[test]
+fn o14_a_correction_of_a_terminal_objective_is_refused_saying_to_post_a_new_message() {
+    let mut room = Room::new();
+    let call = up_to_review(&mut room);
+    room.review(&call, &all_met());
+    assert_eq!(room.objective().status(), ObjectiveStatus::Completed);
+    let before = room.objective().clone();
+    let d = correction(&mut room, "olive", Some(criteria()));
+    assert_rejected(&d, Rule::O14);
+    let message = &d.log[0].message;
+    assert!(message.contains("post a new owner message"), "{message}");
+    assert!(calls(&d).is_empty());
+    assert_eq!(room.objective(), &before);
+}
+
+/// O14: corrected criteria must be freezable: none, a key twice or a blank text is refused
+/// and the frozen criteria, revision and counters stay as they were.
+#[test]
+fn o14_a_correction_with_empty_duplicate_or_blank_criteria_changes_nothing() {
+    let mut room = Room::new();
+    room.start_objective();
+    let one = |id: &str, text: &str| Criterion {
+        id: CriterionId::parse(id).unwrap(),
+        text: text.into(),
+    };
+    for (bad, error) in [
+        (vec![], CriteriaError::Empty),
+        (
+            vec![one("a", "x"), one("a", "y")],
+            CriteriaError::Duplicate(CriterionId::parse("a").unwrap()),
+        ),
+        (
+            vec![one("a", " ")],
+            CriteriaError::Blank(CriterionId::parse("a").unwrap()),
+        ),
+    ] {
+        let before = room.objective().clone();
+        let body = EventBody::OwnerCorrection {
+            objective: room.objective_id(),
+            text: "tighter".into(),
+            criteria: Some(bad),
+        };
+        assert_eq!(
+            room.state().admits_event(&p("olive"), &body),
+            Err(EventRefusal::Criteria(error))
+        );
+        let d = room.post("olive", body);
+        assert_rejected(&d, Rule::O14);
+        assert_eq!(room.objective(), &before);
+    }
 }
 
 // ---------------------------------------------------------------- budget

@@ -10,9 +10,10 @@ use super::{
     Audience, CallBrief, Ctx, Effect, PlanProposal, ProposalKind, ReasonerResult, Refused, refused,
 };
 use crate::catalog::{CapabilityEffect, ResolveRequest};
-use crate::ids::{CriterionId, ObjectiveId, PlanVersionId, TaskIdentity, TaskKey};
+use crate::ids::{ObjectiveId, PlanVersionId, TaskIdentity, TaskKey};
 use crate::objective::{
-    Counters, Criterion, Interpretation, Objective, ObjectiveStatus, ObservedRevisions,
+    Counters, CriteriaError, Criterion, Interpretation, Objective, ObjectiveStatus,
+    ObservedRevisions,
 };
 use crate::plan::{PlanTrigger, PlanVersion, Task, TaskKind, TaskSpec, TaskState};
 use crate::review::Verdict;
@@ -747,28 +748,20 @@ impl Ctx<'_, '_> {
 
 /// The first plan's criteria: at least one, keys unique, texts not empty.
 pub(super) fn check_first_criteria(criteria: &[Criterion]) -> Result<Vec<Criterion>, Refused> {
-    if criteria.is_empty() {
-        return Err(refused(
+    match Criterion::check_set(criteria) {
+        Ok(()) => Ok(criteria.to_vec()),
+        Err(CriteriaError::Empty) => Err(refused(
             Rule::O7,
             "the first plan must propose at least one criterion",
-        ));
-    }
-    let mut seen: BTreeSet<&CriterionId> = BTreeSet::new();
-    for c in criteria {
-        if !seen.insert(&c.id) {
-            return Err(refused(
-                Rule::O7,
-                format!("criterion `{}` is proposed twice", c.id),
-            ));
-        }
-        if c.text.trim().is_empty() {
-            return Err(refused(
-                Rule::O7,
-                format!("criterion `{}` has no text", c.id),
-            ));
+        )),
+        Err(CriteriaError::Duplicate(id)) => Err(refused(
+            Rule::O7,
+            format!("criterion `{id}` is proposed twice"),
+        )),
+        Err(CriteriaError::Blank(id)) => {
+            Err(refused(Rule::O7, format!("criterion `{id}` has no text")))
         }
     }
-    Ok(criteria.to_vec())
 }
 
 /// A key on a dependency cycle, if there is one.

@@ -3,7 +3,6 @@
 //! O12 (a wait acknowledgement stalls only its own task), O13 (receipts for terminal
 //! objectives are consumed without inference), O14 and R6 (owner corrections).
 
-use super::admission::check_first_criteria;
 use super::calls::Target;
 use super::{Audience, Ctx, InputError};
 use crate::event::{Event, EventBody};
@@ -49,6 +48,20 @@ impl Ctx<'_, '_> {
             );
             return Ok(());
         }
+        // The rules of the event's kind, as the Room is now (the service checked them before
+        // storing it; the Room may have moved since).
+        if let Err(refusal) = self.state.admits_event(&event.author, &event.body) {
+            let objective = event
+                .body
+                .objective()
+                .filter(|id| self.state.objective(*id).is_some());
+            self.reject(
+                objective,
+                refusal.rule(),
+                format!("{}: {refusal}", event.id),
+            );
+            return Ok(());
+        }
         let author = event.author;
         match event.body {
             EventBody::OwnerMessage { text } => self.owner_message(event.id, &author, text),
@@ -56,7 +69,7 @@ impl Ctx<'_, '_> {
                 objective,
                 text,
                 criteria,
-            } => self.owner_correction(event.id, &author, objective, text, criteria),
+            } => self.owner_correction(event.id, objective, text, criteria),
             EventBody::ExplicitReference { objective, task } => {
                 self.explicit_reference(event.id, &author, objective, task)
             }
@@ -67,7 +80,7 @@ impl Ctx<'_, '_> {
                 objective,
                 task,
                 reason,
-            } => self.wait_ack(&author, objective, &task, reason),
+            } => self.wait_ack(objective, &task, reason),
         }
         Ok(())
     }
@@ -96,47 +109,17 @@ impl Ctx<'_, '_> {
     }
 
     /// O14 and R6: an owner correction enters the history, resets the repair cycle, fences
-    /// the review in flight, and asks for a new plan.
+    /// the review in flight, and asks for a new plan. Who may correct what, and with which
+    /// criteria, is [`RoomState::admits_event`](crate::state::RoomState::admits_event)'s to say (checked before).
     fn owner_correction(
         &mut self,
         event: EventId,
-        author: &PrincipalId,
         objective: ObjectiveId,
         text: String,
         criteria: Option<Vec<Criterion>>,
     ) {
-        let Some(idx) = self.objective_index(objective).ok() else {
-            self.reject(
-                None,
-                Rule::O14,
-                format!("{event}: no objective {objective} to correct"),
-            );
+        let Ok(idx) = self.objective_index(objective) else {
             return;
-        };
-        if !self.state.members.has(author, Role::Owner) {
-            self.reject(
-                Some(objective),
-                Rule::O14,
-                format!("{event}: only the owner's corrections enter the correction history"),
-            );
-            return;
-        }
-        let status = self.objective(idx).status;
-        if status.is_terminal() {
-            self.reject(
-                Some(objective),
-                Rule::O14,
-                format!("{event}: the objective is {status}; start a new objective instead"),
-            );
-            return;
-        }
-        let criteria = match criteria.map(|c| check_first_criteria(&c)) {
-            Some(Err(refused)) => {
-                self.reject(Some(objective), refused.rule, refused.message);
-                return;
-            }
-            Some(Ok(c)) => Some(c),
-            None => None,
         };
         let o = self.objective_mut(idx);
         o.corrections.push(event);
@@ -198,12 +181,9 @@ impl Ctx<'_, '_> {
     /// O9 and O13: an internal receipt never creates an objective; for a terminal objective it
     /// is consumed without inference; otherwise the reasoner may take it into account.
     fn internal_receipt(&mut self, event: EventId, objective: Option<ObjectiveId>, note: String) {
+        // A receipt names an objective of this Room and comes from an assignee of its tasks
+        // (`RoomState::admits_event`, checked before).
         let Some(idx) = objective.and_then(|id| self.objective_index(id).ok()) else {
-            self.reject(
-                objective,
-                Rule::O9,
-                format!("{event}: internal events cannot create objectives"),
-            );
             return;
         };
         let o = self.objective_mut(idx);
@@ -236,37 +216,16 @@ impl Ctx<'_, '_> {
     }
 
     /// O12: the task waits on something outside; other ready work and a ready review still
-    /// go ahead. Only the task's specialist or an agent host may say so.
-    fn wait_ack(
-        &mut self,
-        author: &PrincipalId,
-        objective: ObjectiveId,
-        task: &TaskIdentity,
-        reason: String,
-    ) {
-        let Some(idx) = self.objective_index(objective).ok() else {
-            self.reject(None, Rule::O12, format!("no objective {objective}"));
+    /// go ahead. Only the task's assignee may say so, of a running task
+    /// ([`RoomState::admits_event`](crate::state::RoomState::admits_event), checked before).
+    fn wait_ack(&mut self, objective: ObjectiveId, task: &TaskIdentity, reason: String) {
+        let Ok(idx) = self.objective_index(objective) else {
             return;
         };
-        let is_host = self.state.members.has(author, Role::AgentHost);
         let Some(t) = self.current_task_mut(idx, task) else {
-            self.reject(
-                Some(objective),
-                Rule::O12,
-                format!("{task} is not a task of the current plan"),
-            );
             return;
         };
-        if &t.assignee != author && !is_host {
-            self.reject(
-                Some(objective),
-                Rule::T3,
-                format!("{author} may not acknowledge a wait for {task}"),
-            );
-            return;
-        }
         let Some(op) = t.running_op() else {
-            self.reject(Some(objective), Rule::O12, format!("{task} is not running"));
             return;
         };
         t.state = TaskState::WaitingOutside { op, reason };
