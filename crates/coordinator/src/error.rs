@@ -89,6 +89,10 @@ pub enum CoordinatorError {
     /// empty body, malformed sources); nothing was recorded or stored.
     #[error("the contribution is refused: {0}")]
     Content(#[from] agentroom_ports::domain::review::ContributionRefusal),
+    /// The Room refuses what the event says, as it is now (`RoomState::admits_event`);
+    /// nothing was stored or decided.
+    #[error("event refused: {0}")]
+    EventRefused(agentroom_ports::domain::event::EventRefusal),
     /// A workflow step (recovery) failed.
     #[error("workflow: {0}")]
     Workflow(#[from] WorkflowError),

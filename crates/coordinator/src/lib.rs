@@ -29,6 +29,7 @@ mod plans;
 mod queries;
 mod setup;
 mod shutdown;
+mod signals;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -64,6 +65,7 @@ pub use notify::CollectingNotifier;
 pub use queries::{BudgetBreakdown, ResolveOutcome};
 pub use setup::{FirstToken, NewMember};
 pub use shutdown::ShutdownReport;
+pub use signals::{AssignmentSignal, Correction};
 
 use actor::{Command, Guard};
 use ids::IdSeed;
@@ -374,6 +376,16 @@ impl Coordinator {
             .body
             .check()
             .map_err(agentroom_ports::domain::engine::InputError::from)?;
+        // What the Room refuses as it is now (a correction of a completed objective, a wait
+        // acknowledged by another than the assignee, …) is refused before it is stored, so
+        // it changes nothing; the engine decides it again when it accepts the event.
+        if event.body.is_checked_against_the_room() {
+            let stored = self.room(&event.room).await?;
+            stored
+                .state
+                .admits_event(&event.author, &event.body)
+                .map_err(CoordinatorError::EventRefused)?;
+        }
         // Stored now, or found stored with the same content (a different one under the same
         // id is refused): the stored event is `event`, so it is accepted without reading it
         // back.
