@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// The body of every error answer: `{"error": code, "message": text}`, plus `permission` on
-/// a 403 and `rule` and `revision` on a 409 `rule_refused`.
+/// a 403, `rule` on a refusal by a rule, and `revision` on one a decision logged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// The stable machine-readable code (`not_found`, `forbidden`, `rule_refused`, …).
@@ -29,11 +29,13 @@ pub struct ErrorBody {
     /// On a 403: the permission none of the caller's roles holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<String>,
-    /// On a 409 `rule_refused`: the rule id.
+    /// On a 409 `rule_refused`, and on an event the Room refused (403, 404, 409, 422): the
+    /// rule id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub rule: Option<Rule>,
-    /// On a 409 `rule_refused`: the revision that logged the refusal.
+    /// On a 409 `rule_refused` that a decision logged: the revision that logged it (absent
+    /// when the refusal stored nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
 }

@@ -25,7 +25,9 @@ pub enum PostEvent {
         #[schema(pattern = r"\S")]
         text: String,
     },
-    /// The owner corrects an objective (O14, R6).
+    /// The owner corrects an active objective (O14, R6): its text, and its criteria when
+    /// given (they replace the frozen ones; at least one, ids unique, texts not blank). A
+    /// completed or canceled objective is not reopened (409: post a new message instead).
     OwnerCorrection {
         /// The objective.
         #[schema(value_type = String, format = "uuid")]
@@ -33,6 +35,9 @@ pub enum PostEvent {
         /// The correction: not blank (`EventBody::check`).
         #[schema(pattern = r"\S")]
         text: String,
+        /// The criteria that replace the frozen ones; absent: they stay.
+        #[serde(default)]
+        criteria: Option<Vec<CriterionBody>>,
     },
     /// An explicit reference to an objective or one of its tasks (O6).
     ExplicitReference {
@@ -44,6 +49,57 @@ pub enum PostEvent {
         #[schema(value_type = Option<String>)]
         task: Option<TaskIdentity>,
     },
+    /// The assignee of a running task says it waits on something outside the Room (O12):
+    /// the task shows waiting; other ready work and a ready review go ahead.
+    WaitAck {
+        /// The objective.
+        #[schema(value_type = String, format = "uuid")]
+        objective: ObjectiveId,
+        /// The task's identity.
+        #[schema(value_type = String)]
+        task: TaskIdentity,
+        /// What it waits on.
+        reason: String,
+    },
+    /// An assignee of one of the objective's tasks records something internal about it (a
+    /// delivery, an answer): on a running objective the reasoner may take it into account;
+    /// for a completed or canceled one it is consumed without a model call (O13).
+    InternalReceipt {
+        /// The objective it concerns.
+        #[schema(value_type = String, format = "uuid")]
+        objective: ObjectiveId,
+        /// What it records.
+        note: String,
+    },
+}
+
+/// A criterion of an owner correction.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CriterionBody {
+    /// Its id: 1 to 64 of `a-z 0-9 - _`.
+    #[schema(value_type = String)]
+    pub id: CriterionId,
+    /// What must hold.
+    pub text: String,
+}
+
+/// `POST …/assignments/{operation}/wait`: the assignment's task waits on something outside
+/// the Room (O12).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitBody {
+    /// What it waits on; not blank.
+    pub reason: String,
+}
+
+/// `POST …/assignments/{operation}/receipt`: something internal happened about the
+/// assignment's objective (O13).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptBody {
+    /// What it records; not blank.
+    pub note: String,
 }
 
 /// `POST …/objectives/{objective}/control`.

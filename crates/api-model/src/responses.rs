@@ -405,6 +405,36 @@ pub struct Reviews {
     pub reviews: Vec<ReviewView>,
 }
 
+/// One owner correction of an objective (O14): only the owner's corrections enter the
+/// history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CorrectionView {
+    /// The persisted event.
+    pub event: String,
+    /// Who posted it: the owner.
+    #[schema(value_type = String)]
+    pub author: PrincipalId,
+    /// What the owner said.
+    pub text: String,
+    /// The criteria it froze instead of the earlier ones; null when it kept them.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub criteria: Option<Vec<Criterion>>,
+    /// The plan version it led to; null until one was admitted.
+    pub plan_version: Option<u32>,
+}
+
+/// `GET …/objectives/{objective}/corrections`: the correction history, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Corrections {
+    /// The objective.
+    pub objective: String,
+    /// Its criteria now.
+    #[schema(value_type = Vec<Object>)]
+    pub criteria: Vec<Criterion>,
+    /// The corrections, oldest first.
+    pub items: Vec<CorrectionView>,
+}
+
 /// A result held after a control change (D4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LateResult {

@@ -9,9 +9,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use agentroom_api_model::requests::{
-    AcknowledgeBody, AddMemberBody, ArtifactBody, ControlBody, EmptyBody, LateBody, ObservedBody,
-    PostEvent, RaiseBody, ResolveBody, ReviewBody, RolesBody, SourceBody, SubmissionBody,
-    TaskUpdateBody, VerdictBody,
+    AcknowledgeBody, AddMemberBody, ArtifactBody, ControlBody, CriterionBody, EmptyBody, LateBody,
+    ObservedBody, PostEvent, RaiseBody, ReceiptBody, ResolveBody, ReviewBody, RolesBody,
+    SourceBody, SubmissionBody, TaskUpdateBody, VerdictBody, WaitBody,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -35,7 +35,7 @@ fn runner() -> TestRunner {
 }
 
 /// Every name a request body uses, as a field or a tag value.
-const NAMES: [&str; 57] = [
+const NAMES: [&str; 61] = [
     "action",
     "amount_micros",
     "artifacts",
@@ -74,6 +74,10 @@ const NAMES: [&str; 57] = [
     "owner_message",
     "owner_correction",
     "explicit_reference",
+    "wait_ack",
+    "internal_receipt",
+    "criteria",
+    "note",
     "pause",
     "resume",
     "cancel",
@@ -157,6 +161,9 @@ fn check_all(bytes: &[u8]) -> Result<(), TestCaseError> {
     check::<SourceBody>(bytes)?;
     check::<AddMemberBody>(bytes)?;
     check::<RolesBody>(bytes)?;
+    check::<CriterionBody>(bytes)?;
+    check::<WaitBody>(bytes)?;
+    check::<ReceiptBody>(bytes)?;
     check::<SubmissionBody>(bytes)
 }
 

@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use agentroom_api_model::ErrorBody;
 use agentroom_coordinator::CoordinatorError;
 use agentroom_domain::engine::InputError;
+use agentroom_domain::event::{EventRefusal, RefusalKind};
 use agentroom_domain::room::Permission;
 use agentroom_domain::rules::Rule;
 use agentroom_ports::{StoreError, SubmitError};
@@ -142,6 +143,11 @@ pub(crate) enum ApiError {
         /// The revision that committed the refusal.
         revision: i64,
     },
+    /// The Room refuses what an event says, by a rule of its kind, before anything was
+    /// stored: an unknown objective or task (404), an author who may not say it (403), a
+    /// state it does not apply to (409), criteria that cannot be frozen (422).
+    #[error("{0}")]
+    EventRefused(EventRefusal),
     /// The Room kept changing under the request.
     #[error("the room kept changing; try again")]
     Conflict(#[source] CoordinatorError),
@@ -178,6 +184,12 @@ impl ApiError {
             | ApiError::DuplicateKey(_)
             | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::EventRefused(refusal) => match refusal.kind() {
+                RefusalKind::Unknown => StatusCode::NOT_FOUND,
+                RefusalKind::NotAllowed => StatusCode::FORBIDDEN,
+                RefusalKind::WrongState => StatusCode::CONFLICT,
+                RefusalKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            },
             ApiError::Forbidden(_) | ApiError::Refused(_) => StatusCode::FORBIDDEN,
             ApiError::UnknownSession | ApiError::NoRoute | ApiError::NotFound(_) => {
                 StatusCode::NOT_FOUND
@@ -228,6 +240,12 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict",
             ApiError::WrongState(_) => "wrong_state",
             ApiError::RuleRefused { .. } => "rule_refused",
+            ApiError::EventRefused(refusal) => match refusal.kind() {
+                RefusalKind::Unknown => "not_found",
+                RefusalKind::NotAllowed => "refused",
+                RefusalKind::WrongState => "rule_refused",
+                RefusalKind::Invalid => "invalid_body",
+            },
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal_error",
         }
@@ -276,6 +294,7 @@ impl IntoResponse for ApiError {
                 body.message.clone_from(message);
                 body.revision = Some(*revision);
             }
+            ApiError::EventRefused(refusal) => body.rule = Some(refusal.rule()),
             _ => {}
         }
         let mut response = (status, Json(body)).into_response();
@@ -334,6 +353,7 @@ impl From<CoordinatorError> for ApiError {
                 ApiError::unavailable(error)
             }
             CoordinatorError::Content(error) => ApiError::InvalidBody(error.to_string()),
+            CoordinatorError::EventRefused(refusal) => ApiError::EventRefused(refusal),
             error @ CoordinatorError::NothingServed => ApiError::WrongState(error.to_string()),
             CoordinatorError::NoAssignment(op) => {
                 ApiError::NotFound(format!("no assignment of operation {op}"))

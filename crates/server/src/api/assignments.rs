@@ -3,11 +3,16 @@
 //! calls waiting for the token's principal and submits each one's result once, recorded
 //! durably before the call uses it (D2). Only the specialist the call is for may submit (T2,
 //! T3); the domain decides again whether the result applies and what it costs (B3, B5).
+//! While it works, the assignee may say that the assignment's task waits on something
+//! outside the Room (O12) or record a receipt about its objective (O13): events it authors,
+//! which the domain admits or refuses like any other.
 
-use agentroom_api_model::requests::{SourceBody, SubmissionBody};
-use agentroom_api_model::responses::{AssignmentView, ContextItemView, Page, Recorded};
+use agentroom_api_model::requests::{ReceiptBody, SourceBody, SubmissionBody, WaitBody};
+use agentroom_api_model::responses::{AssignmentView, ContextItemView, Decision, Page, Recorded};
+use agentroom_coordinator::AssignmentSignal;
 use agentroom_domain::artifact::NotADigest;
 use agentroom_domain::engine::{Charge, SpecialistResult};
+use agentroom_domain::ids::EventId;
 use agentroom_domain::ids::OperationId;
 use agentroom_domain::ids::Timestamp;
 use agentroom_domain::money::UsdMicros;
@@ -21,8 +26,8 @@ use axum::http::request::Parts;
 
 use super::State as ApiState;
 use super::auth::Caller;
-use super::extract::StrictJson;
-use super::handlers::Page as PageQuery;
+use super::extract::{IdempotencyKey, StrictJson};
+use super::handlers::{Page as PageQuery, answer, input_id};
 use crate::error::ApiError;
 
 /// `GET /v1/rooms/{room}/assignments`: the calls of this Room waiting for the caller's
@@ -200,4 +205,67 @@ pub(crate) async fn submit(
             recorded: true,
         }),
     ))
+}
+
+/// `POST /v1/rooms/{room}/assignments/{operation}/wait`: the caller's assignment's task waits
+/// on something outside the Room (O12). Posted as the caller's `wait_ack` event: 202 with the
+/// decision; 404 for no assignment here, 403 for another's, 409 when its task no longer runs,
+/// 422 for a blank reason.
+pub(crate) async fn wait(
+    State(api): State<ApiState>,
+    caller: Caller,
+    Assignment { op }: Assignment,
+    key: IdempotencyKey,
+    StrictJson(WaitBody { reason }): StrictJson<WaitBody>,
+) -> Result<(StatusCode, Json<Decision>), ApiError> {
+    let what = format!("assignment/{op}/wait/{reason}");
+    signal(
+        &api,
+        &caller,
+        op,
+        &key,
+        &what,
+        AssignmentSignal::Waiting { reason },
+    )
+    .await
+}
+
+/// `POST /v1/rooms/{room}/assignments/{operation}/receipt`: the caller records something
+/// internal about its assignment's objective (O13). Posted as the caller's
+/// `internal_receipt` event: 202 with the decision; 404, 403 and 422 as for a wait.
+pub(crate) async fn receipt(
+    State(api): State<ApiState>,
+    caller: Caller,
+    Assignment { op }: Assignment,
+    key: IdempotencyKey,
+    StrictJson(ReceiptBody { note }): StrictJson<ReceiptBody>,
+) -> Result<(StatusCode, Json<Decision>), ApiError> {
+    let what = format!("assignment/{op}/receipt/{note}");
+    signal(
+        &api,
+        &caller,
+        op,
+        &key,
+        &what,
+        AssignmentSignal::Receipt { note },
+    )
+    .await
+}
+
+async fn signal(
+    api: &ApiState,
+    caller: &Caller,
+    op: OperationId,
+    key: &IdempotencyKey,
+    what: &str,
+    signal: AssignmentSignal,
+) -> Result<(StatusCode, Json<Decision>), ApiError> {
+    let id = EventId::from_uuid(*input_id(api, caller, key, what)?.as_uuid());
+    let outcome = api
+        .rooms
+        .signal_assignment(&caller.room, &caller.principal, op, id, signal)
+        .await?;
+    let Json(mut answer) = answer(&outcome);
+    answer.event = Some(id.to_string());
+    Ok((StatusCode::ACCEPTED, Json(answer)))
 }

@@ -10,10 +10,10 @@ use agentroom_api_model::requests::{
     ResolvedAs, ReviewBody, TaskUpdateBody,
 };
 use agentroom_api_model::responses::{
-    Board, BoardColumn, Budget, CallStatus, ContributionView, Decided, Decision, LateResult,
-    Member, ObjectiveBrief, ObjectiveDetail, OperationView, Page as ApiPage, PendingMessage,
-    PlanDiff, PlanVersionView, QuotesView, ReportContent, ReportView, ResolutionView, Resolved,
-    ReviewView, Reviews, RoomView, SourceView, TaskView, You,
+    Board, BoardColumn, Budget, CallStatus, ContributionView, CorrectionView, Corrections, Decided,
+    Decision, LateResult, Member, ObjectiveBrief, ObjectiveDetail, OperationView, Page as ApiPage,
+    PendingMessage, PlanDiff, PlanVersionView, QuotesView, ReportContent, ReportView,
+    ResolutionView, Resolved, ReviewView, Reviews, RoomView, SourceView, TaskView, You,
 };
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
 use agentroom_domain::artifact::ContentDigest;
@@ -21,7 +21,7 @@ use agentroom_domain::engine::{self, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{EventId, ObjectiveId, OperationId, TaskKey};
 use agentroom_domain::money::UsdMicros;
-use agentroom_domain::objective::{Objective, ObservedRevisions};
+use agentroom_domain::objective::{Criterion, Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
 use agentroom_domain::review::{Contribution, CriterionVerdict, ReviewSubmission, Source};
 use agentroom_domain::room::Permission;
@@ -162,7 +162,7 @@ pub(super) fn input_id(
 /// What a decided input answers: the revision and the decision log (rejections by a rule are
 /// decisions too, with their rule). An input decided before answers with its original
 /// revision and log, `decided: false` and `already_done: true`.
-fn answer(outcome: &Outcome) -> Json<Decision> {
+pub(super) fn answer(outcome: &Outcome) -> Json<Decision> {
     let accepted = |log: &[LogEntry]| log.iter().all(|e| e.verdict == engine::Verdict::Accepted);
     Json(match outcome {
         Outcome::Decided { revision, log, .. } => Decision {
@@ -335,18 +335,42 @@ pub(crate) async fn post_event(
 ) -> Result<Response, ApiError> {
     let body = match posted {
         PostEvent::OwnerMessage { text } => EventBody::OwnerMessage { text },
-        PostEvent::OwnerCorrection { objective, text } => {
-            known_objective(&caller, objective)?;
-            EventBody::OwnerCorrection {
-                objective,
-                text,
-                criteria: None,
-            }
-        }
+        // What the Room refuses of these (an unknown objective or task, another's task, a
+        // terminal objective, criteria that cannot be frozen) the service refuses before
+        // storing anything (the domain's `admits_event`).
+        PostEvent::OwnerCorrection {
+            objective,
+            text,
+            criteria,
+        } => EventBody::OwnerCorrection {
+            objective,
+            text,
+            criteria: criteria.map(|c| {
+                c.into_iter()
+                    .map(|c| Criterion {
+                        id: c.id,
+                        text: c.text,
+                    })
+                    .collect()
+            }),
+        },
         PostEvent::ExplicitReference { objective, task } => {
             known_objective(&caller, objective)?;
             EventBody::ExplicitReference { objective, task }
         }
+        PostEvent::WaitAck {
+            objective,
+            task,
+            reason,
+        } => EventBody::WaitAck {
+            objective,
+            task,
+            reason,
+        },
+        PostEvent::InternalReceipt { objective, note } => EventBody::InternalReceipt {
+            objective: Some(objective),
+            note,
+        },
     };
     let id =
         EventId::from_uuid(*input_id(&api, &caller, &key, &format!("event/{body:?}"))?.as_uuid());
@@ -448,6 +472,34 @@ pub(crate) async fn objective(
         observed: objective.observed(),
         board,
         awaiting_review: objective.awaiting_review().map(|r| r.report().clone()),
+    }))
+}
+
+/// `GET /v1/rooms/{room}/objectives/{objective}/corrections`: the owner's corrections of the
+/// objective, oldest first (O14), as the service reads them from the stored events.
+pub(crate) async fn corrections(
+    State(api): State<ApiState>,
+    caller: Caller,
+    KnownObjective(objective): KnownObjective,
+) -> Result<Json<Corrections>, ApiError> {
+    let items = api
+        .rooms
+        .corrections(&caller.room, objective)
+        .await?
+        .into_iter()
+        .map(|c| CorrectionView {
+            event: c.event.to_string(),
+            author: c.author,
+            text: c.text,
+            criteria: c.criteria,
+            plan_version: c.plan_version,
+        })
+        .collect();
+    let criteria = find_objective(&caller, objective)?.criteria().to_vec();
+    Ok(Json(Corrections {
+        objective: objective.to_string(),
+        criteria,
+        items,
     }))
 }
 

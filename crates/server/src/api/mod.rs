@@ -227,6 +227,14 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
         ),
         row(
             Method::GET,
+            "/v1/rooms/{room}/objectives/{objective}/corrections",
+            Needs(P::ObjectiveRead),
+            "The owner's corrections of the objective, oldest first (O14): text, the criteria \
+             each froze, the plan version each led to.",
+            on(MethodFilter::GET, h::corrections),
+        ),
+        row(
+            Method::GET,
             "/v1/rooms/{room}/objectives/{objective}/reviews",
             Needs(P::ReportRead),
             "The objective's reports and reviews: version, source set, verdicts, evidence, reviewer.",
@@ -259,6 +267,23 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
             Needs(P::TaskUpdateOwn),
             "Submit the result of one's own assignment once: a contribution or a failure, with its usage in micros; recorded before the call uses it (T2, D2).",
             on(MethodFilter::POST, assignments::submit),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/assignments/{operation}/wait",
+            Needs(P::TaskUpdateOwn),
+            "Say that one's own assignment's task waits on something outside the Room (O12): \
+             it shows waiting; other ready work and a ready review go ahead.",
+            on(MethodFilter::POST, assignments::wait),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/assignments/{operation}/receipt",
+            Needs(P::TaskUpdateOwn),
+            "Record a receipt about one's own assignment's objective (O13): the reasoner may \
+             take it into account; for a completed or canceled objective it is consumed \
+             without a model call.",
+            on(MethodFilter::POST, assignments::receipt),
         ),
         row(
             Method::GET,

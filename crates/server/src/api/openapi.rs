@@ -10,12 +10,12 @@
 use agentroom_api_model::ErrorBody;
 use agentroom_api_model::requests::{
     self, AcknowledgeBody, AddMemberBody, ControlBody, EmptyBody, LateBody, PostEvent, RaiseBody,
-    ResolveBody, ReviewBody, RolesBody, SubmissionBody, TaskUpdateBody,
+    ReceiptBody, ResolveBody, ReviewBody, RolesBody, SubmissionBody, TaskUpdateBody, WaitBody,
 };
 use agentroom_api_model::responses::{
-    AssignmentView, Budget, ContributionView, Decided, Decision, LateResult, Member, MemberAdded,
-    ObjectiveBrief, ObjectiveDetail, OperationView, PlanVersionView, Recorded, Resolved, Reviews,
-    RoomView,
+    AssignmentView, Budget, ContributionView, Corrections, Decided, Decision, LateResult, Member,
+    MemberAdded, ObjectiveBrief, ObjectiveDetail, OperationView, PlanVersionView, Recorded,
+    Resolved, Reviews, RoomView,
 };
 use axum::Json;
 use axum::http::Method;
@@ -107,6 +107,8 @@ fn request_body(route: &RouteSpec) -> Option<RequestBody> {
         "/v1/rooms/{room}/objectives/{objective}/tasks" => typed::<TaskUpdateBody>(),
         "/v1/rooms/{room}/objectives/{objective}/reviews" => typed::<ReviewBody>(),
         "/v1/rooms/{room}/assignments/{operation}/result" => typed::<SubmissionBody>(),
+        "/v1/rooms/{room}/assignments/{operation}/wait" => typed::<WaitBody>(),
+        "/v1/rooms/{room}/assignments/{operation}/receipt" => typed::<ReceiptBody>(),
         "/v1/rooms/{room}/late-results/{operation}" => typed::<LateBody>(),
         "/v1/rooms/{room}/budget/raise" => typed::<RaiseBody>(),
         "/v1/rooms/{room}/budget/acknowledge" => typed_or_empty::<AcknowledgeBody>(),
@@ -141,6 +143,7 @@ fn components() -> Map<String, Value> {
     add::<PlanVersionView>(&mut schemas);
     add::<Decided>(&mut schemas);
     add::<Reviews>(&mut schemas);
+    add::<Corrections>(&mut schemas);
     add::<ContributionView>(&mut schemas);
     add::<LateResult>(&mut schemas);
     add::<Budget>(&mut schemas);
@@ -204,6 +207,9 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
         (Method::GET, "/v1/rooms/{room}/objectives/{objective}/reviews") => {
             (200, Success::Json(schema_ref::<Reviews>()), vec![])
         }
+        (Method::GET, "/v1/rooms/{room}/objectives/{objective}/corrections") => {
+            (200, Success::Json(schema_ref::<Corrections>()), vec![])
+        }
         (Method::GET, "/v1/rooms/{room}/contributions/{contribution}") => {
             (200, Success::Json(schema_ref::<ContributionView>()), vec![])
         }
@@ -211,6 +217,12 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
         (Method::POST, "/v1/rooms/{room}/assignments/{operation}/result") => {
             body(202, schema_ref::<Recorded>(), &[409])
         }
+        // Posted as the caller's events: 409 when the task no longer runs.
+        (
+            Method::POST,
+            "/v1/rooms/{room}/assignments/{operation}/wait"
+            | "/v1/rooms/{room}/assignments/{operation}/receipt",
+        ) => body(202, schema_ref::<Decision>(), &[409]),
         (Method::GET, "/v1/rooms/{room}/late-results") => list(schema_ref::<LateResult>()),
         (Method::GET, "/v1/rooms/{room}/budget") => {
             (200, Success::Json(schema_ref::<Budget>()), vec![400])
@@ -264,17 +276,21 @@ fn error_description(status: u16) -> &'static str {
             "malformed request: a body that is not JSON or names a key twice (`duplicate_key`), a bad query parameter or header"
         }
         401 => "no valid bearer token",
-        403 => "a permission is missing (the body names it), or a rule refused it at the API",
-        404 => "unknown room or id",
+        403 => {
+            "a permission is missing (the body names it), or a rule refused it at the API (`refused`, with the `rule` when a rule of the domain did)"
+        }
+        404 => "unknown room or id (an event naming an unknown objective or task: with its `rule`)",
         409 => {
-            "refused by a rule of the domain (`error: rule_refused`, with `rule`, `message` and the `revision` that logged the refusal; nothing else changed), `conflict` when the Room kept changing, or `wrong_state`"
+            "refused by a rule of the domain (`error: rule_refused`, with `rule`, `message` and the `revision` that logged the refusal, or no `revision` when nothing was stored, e.g. a correction of a completed objective; nothing else changed), `conflict` when the Room kept changing, or `wrong_state`"
         }
         408 => {
             "the body did not arrive whole within the server's body-read timeout (`body_timeout`); nothing was processed and the connection is closed"
         }
         413 => "body above the size limit",
         415 => "a body whose Content-Type is not JSON",
-        422 => "body of the wrong shape (unknown or missing fields, bad values)",
+        422 => {
+            "body of the wrong shape (unknown or missing fields, bad values, a blank text, criteria empty or named twice)"
+        }
         429 => {
             "the caller holds as many open streams as one principal may (`too_many_streams`, naming the limit); close one first"
         }
@@ -336,7 +352,15 @@ pub(crate) fn build() -> Value {
             .collect();
         let input = route.method == Method::POST && operator_input(route.path);
         let mut parameters = parameters;
-        if input || route.path == "/v1/rooms/{room}/events" {
+        // Events (and the wait acknowledgements and receipts an assignee posts as events)
+        // take a key too.
+        let event = matches!(
+            route.path,
+            "/v1/rooms/{room}/events"
+                | "/v1/rooms/{room}/assignments/{operation}/wait"
+                | "/v1/rooms/{room}/assignments/{operation}/receipt"
+        );
+        if input || event {
             parameters.push(json!({
                 "name": "Idempotency-Key",
                 "in": "header",
@@ -484,6 +508,11 @@ mod tests {
         ),
         (
             "GET",
+            "/v1/rooms/{room}/objectives/{objective}/corrections",
+            &[200, 401, 403, 404],
+        ),
+        (
+            "GET",
             "/v1/rooms/{room}/objectives/{objective}/reviews",
             &[200, 401, 403, 404],
         ),
@@ -505,6 +534,16 @@ mod tests {
         (
             "POST",
             "/v1/rooms/{room}/assignments/{operation}/result",
+            &[202, 400, 401, 403, 404, 408, 409, 413, 415, 422],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/assignments/{operation}/wait",
+            &[202, 400, 401, 403, 404, 408, 409, 413, 415, 422],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/assignments/{operation}/receipt",
             &[202, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
@@ -695,6 +734,12 @@ mod tests {
                 vec![
                     json!({"kind": "owner_message", "text": "compare the three vendors"}),
                     json!({"kind": "owner_correction", "objective": OBJECTIVE, "text": "EU only"}),
+                    json!({
+                        "kind": "owner_correction", "objective": OBJECTIVE, "text": "EU only",
+                        "criteria": [{"id": "eu-only", "text": "every vendor is in the EU"}],
+                    }),
+                    json!({"kind": "wait_ack", "objective": OBJECTIVE, "task": "t-1", "reason": "a licence"}),
+                    json!({"kind": "internal_receipt", "objective": OBJECTIVE, "note": "delivered"}),
                     json!({"kind": "explicit_reference", "objective": OBJECTIVE, "task": "t-1"}),
                     json!({"kind": "explicit_reference", "objective": OBJECTIVE}),
                 ],
@@ -754,6 +799,14 @@ mod tests {
                 ],
             ),
             (
+                "/v1/rooms/{room}/assignments/{operation}/wait",
+                vec![json!({"reason": "awaiting the vendor's reply"})],
+            ),
+            (
+                "/v1/rooms/{room}/assignments/{operation}/receipt",
+                vec![json!({"note": "the vendor replied"})],
+            ),
+            (
                 "/v1/rooms/{room}/late-results/{operation}",
                 vec![
                     json!({"decision": "readmit"}),
@@ -783,9 +836,25 @@ mod tests {
     /// the domain checks, not the type).
     fn invalid_bodies() -> Vec<(&'static str, Value, bool)> {
         vec![
+            // A receipt names its objective (O9).
             (
                 "/v1/rooms/{room}/events",
                 json!({"kind": "internal_receipt", "note": "x"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/events",
+                json!({"kind": "wait_ack", "objective": OBJECTIVE, "reason": "x"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/assignments/{operation}/wait",
+                json!({}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/assignments/{operation}/receipt",
+                json!({"note": 7}),
                 false,
             ),
             (

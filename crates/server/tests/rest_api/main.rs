@@ -15,6 +15,7 @@ mod hosted;
 mod hygiene;
 mod inputs;
 mod members;
+mod signals;
 mod support;
 
 use std::collections::{BTreeSet, HashSet};
@@ -61,11 +62,14 @@ const MATRIX: &[(&str, &str, &str, &str)] = &[
     ("GET",  "/v1/rooms/{room}/objectives/{objective}/decisions", "objective.read",     "owner operator reviewer specialist agent_host"),
     ("POST", "/v1/rooms/{room}/objectives/{objective}/control",   "objective.control",  "owner operator"),
     ("POST", "/v1/rooms/{room}/objectives/{objective}/tasks",     "task.update_own",    "specialist agent_host"),
+    ("GET",  "/v1/rooms/{room}/objectives/{objective}/corrections", "objective.read",   "owner operator reviewer specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/objectives/{objective}/reviews",   "report.read",        "owner operator reviewer"),
     ("POST", "/v1/rooms/{room}/objectives/{objective}/reviews",   "review.record",      "reviewer"),
     ("GET",  "/v1/rooms/{room}/contributions/{contribution}",     "objective.read",     "owner operator reviewer specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/assignments",                       "task.update_own",    "specialist agent_host"),
     ("POST", "/v1/rooms/{room}/assignments/{operation}/result",    "task.update_own",    "specialist agent_host"),
+    ("POST", "/v1/rooms/{room}/assignments/{operation}/wait",      "task.update_own",    "specialist agent_host"),
+    ("POST", "/v1/rooms/{room}/assignments/{operation}/receipt",   "task.update_own",    "specialist agent_host"),
     ("GET",  "/v1/rooms/{room}/late-results",                     "late_result.decide", "owner operator"),
     ("POST", "/v1/rooms/{room}/late-results/{operation}",         "late_result.decide", "owner operator"),
     ("GET",  "/v1/rooms/{room}/budget",                           "budget.read",        "owner operator"),
@@ -456,7 +460,7 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
             "unknown kind",
             Method::POST,
             "/v1/rooms/local/events",
-            r#"{"kind":"internal_receipt","note":"x"}"#.to_owned(),
+            r#"{"kind":"signal","note":"x"}"#.to_owned(),
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_body",
             "unknown variant",
