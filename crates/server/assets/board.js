@@ -277,9 +277,43 @@
     return box;
   }
 
+  /** The owner's corrections (O14), read only: the board posts nothing. */
+  function renderCorrections(corrections) {
+    const box = el("div", { class: "corrections" }, el("h4", null, "Owner corrections"));
+    if (!corrections) {
+      box.append(el("p", { class: "muted" }, "your role may not read corrections"));
+      return box;
+    }
+    const list = el("ol", null);
+    for (const c of corrections.items || []) {
+      const item = el(
+        "li",
+        { "data-correction": c.event },
+        el("p", null, c.text),
+        el("p", { class: "muted" }, `by ${c.author} · ${c.plan_version ? `plan v${c.plan_version}` : "no plan yet"}`),
+      );
+      if (c.criteria) {
+        const criteria = el("ul", { class: "criteria" });
+        for (const k of c.criteria) criteria.append(el("li", { "data-criterion": k.id }, `${k.id}: ${k.text}`));
+        item.append(el("p", { class: "muted" }, "criteria set to:"), criteria);
+      } else {
+        item.append(el("p", { class: "muted" }, "criteria kept"));
+      }
+      list.append(item);
+    }
+    if (list.children.length) box.append(list);
+    else box.append(el("p", { class: "muted" }, "no correction"));
+    return box;
+  }
+
   async function renderObjective(brief) {
     const path = `/objectives/${encodeURIComponent(brief.id)}`;
-    const [detail, decisions, reviews] = await Promise.all([get(path), get(`${path}/decisions?limit=200`), maybe(`${path}/reviews`)]);
+    const [detail, decisions, reviews, corrections] = await Promise.all([
+      get(path),
+      get(`${path}/decisions?limit=200`),
+      maybe(`${path}/reviews`),
+      maybe(`${path}/corrections`),
+    ]);
     const criteria = el("ul", { class: "criteria" });
     for (const c of detail.criteria || []) criteria.append(el("li", { "data-criterion": c.id }, `${c.id}: ${c.text}`));
     return el(
@@ -290,6 +324,7 @@
       criteria,
       renderBoard(detail),
       renderTimeline(decisions),
+      renderCorrections(corrections),
       renderReviews(reviews, detail.criteria),
     );
   }

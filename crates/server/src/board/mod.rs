@@ -85,6 +85,16 @@ mod tests {
         assert!(!INDEX_HTML.to_ascii_lowercase().contains(" onload="));
     }
 
+    /// The owner's corrections are shown read only (O14): read from their route; the script
+    /// sends no request that changes anything (and the policy lets no form post anywhere).
+    #[test]
+    fn the_board_shows_corrections_and_posts_nothing() {
+        assert!(BOARD_JS.contains("/corrections"));
+        assert!(BOARD_JS.contains("renderCorrections(corrections)"));
+        assert!(!BOARD_JS.contains("method: \"POST\""));
+        assert!(!BOARD_JS.contains("method:"), "the board only reads");
+    }
+
     /// The script never hands data to an HTML parser.
     #[test]
     fn the_script_never_parses_html() {
