@@ -182,7 +182,8 @@ enum Command {
         #[command(subcommand)]
         command: operator::BudgetCommand,
     },
-    /// The objectives of a Room on a running host: list, show, pause, resume, cancel.
+    /// The objectives of a Room on a running host: list, show, pause, resume, cancel; the
+    /// owner corrects one and reads its corrections.
     #[command(after_help = operator::EXIT_CODES)]
     Objective {
         #[command(subcommand)]
@@ -194,7 +195,8 @@ enum Command {
         #[command(subcommand)]
         command: operator::MessageCommand,
     },
-    /// The reports and reviews of an objective on a running host.
+    /// The reports and reviews of an objective on a running host: show them; a reviewer
+    /// records a review.
     #[command(after_help = operator::EXIT_CODES)]
     Review {
         #[command(subcommand)]

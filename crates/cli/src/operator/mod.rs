@@ -1,8 +1,8 @@
 //! The operator commands against a running host (issue 7): `agentroom budget show|raise`,
-//! `agentroom objective list|show|pause|resume|cancel`, `agentroom review show`,
-//! `agentroom late-result list|readmit|discard` and `agentroom member list|add|role|revoke`,
-//! each an HTTP client of the REST API that
-//! `agentroom serve` hosts under `/v1/rooms/{room}/…`.
+//! `agentroom objective list|show|pause|resume|cancel|correct|corrections`, `agentroom review
+//! show|record`, `agentroom late-result list|readmit|discard` and `agentroom member
+//! list|add|role|revoke`, each an HTTP client of the REST API that `agentroom serve` hosts
+//! under `/v1/rooms/{room}/…`.
 //!
 //! - The host is `--host URL` (env `AGENTROOM_HOST`, default `http://127.0.0.1:8080`), the
 //!   Room `--room R` (env `AGENTROOM_ROOM`).
@@ -30,20 +30,20 @@ mod print;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentroom_domain::ids::RoomId;
+use agentroom_domain::ids::{CriterionId, RoomId};
 use agentroom_domain::money::{ParseMoneyError, UsdMicros};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use agentroom_api_model::responses::{
-    Budget, Decided, Decision, LateResult, ObjectiveBrief, ObjectiveDetail, Page, PlanVersionView,
-    Reviews, RoomView,
+    Budget, Corrections, Decided, Decision, LateResult, ObjectiveBrief, ObjectiveDetail, Page,
+    PlanVersionView, Reviews, RoomView,
 };
 use client::{Client, decided_or_refused, typed};
 pub(crate) use member::{MemberCommand, member};
 use print::{
-    budget_table, dollars, json_text, log_lines, objective_text, objectives_table, reviews_text,
-    table, wire,
+    budget_table, corrections_text, dollars, json_text, log_lines, objective_text,
+    objectives_table, reviews_text, table, wire,
 };
 
 /// The environment variable holding the bearer token when `--token-file` is not given.
@@ -176,6 +176,35 @@ pub(crate) enum ObjectiveCommand {
         #[arg(value_parser = parse_id)]
         objective: String,
     },
+    /// Correct an active objective as its owner (O14, R6): what you now want, and, with
+    /// --criterion, the criteria that replace the frozen ones. It resets the repair cycle,
+    /// fences a review in flight and asks for a new plan. A completed or canceled objective is
+    /// not reopened: post a new message instead.
+    #[command(after_help = EXIT_CODES)]
+    Correct {
+        #[command(flatten)]
+        target: Target,
+        /// The objective's id.
+        #[arg(value_parser = parse_id)]
+        objective: String,
+        /// The correction, in your words.
+        #[arg(long, value_name = "TEXT")]
+        text: String,
+        /// A criterion of the new set, `ID=TEXT` (ID: a-z 0-9 - _); repeat for each. Without
+        /// any, the criteria stay as they are.
+        #[arg(long = "criterion", value_name = "ID=TEXT", value_parser = parse_criterion)]
+        criteria: Vec<(String, String)>,
+    },
+    /// The owner's corrections of an objective, oldest first (O14): text, criteria, the plan
+    /// version each led to.
+    #[command(after_help = EXIT_CODES)]
+    Corrections {
+        #[command(flatten)]
+        target: Target,
+        /// The objective's id.
+        #[arg(value_parser = parse_id)]
+        objective: String,
+    },
 }
 
 /// `agentroom message …`
@@ -266,6 +295,35 @@ pub(crate) enum ReviewCommand {
         /// The objective's id.
         #[arg(value_parser = parse_id)]
         objective: String,
+    },
+    /// Record your review of the report awaiting review, as a human reviewer (R1, R2, R7):
+    /// one --verdict per criterion, each with its --evidence; a `met` cites --source ids of
+    /// the report and a --quote found in it or in a source's excerpt, or it is recorded as
+    /// `unknown`. The objective's current revisions are read first, so a correction that came
+    /// since fences the review (R6).
+    #[command(after_help = EXIT_CODES)]
+    Record {
+        #[command(flatten)]
+        target: Target,
+        /// The objective's id.
+        #[arg(value_parser = parse_id)]
+        objective: String,
+        /// The report version reviewed; the one awaiting review when omitted.
+        #[arg(long, value_name = "N")]
+        report_version: Option<u32>,
+        /// A criterion's verdict, `CRITERION=met|unmet|unknown`; one per criterion.
+        #[arg(long = "verdict", value_name = "CRITERION=VERDICT", value_parser = parse_verdict, required = true)]
+        verdicts: Vec<(String, String)>,
+        /// A verdict's evidence in your words, `CRITERION=TEXT`; one per verdict.
+        #[arg(long = "evidence", value_name = "CRITERION=TEXT", value_parser = parse_pair)]
+        evidence: Vec<(String, String)>,
+        /// A source of the report a verdict rests on, `CRITERION=SOURCE_ID`; repeat for more.
+        #[arg(long = "source", value_name = "CRITERION=SOURCE_ID", value_parser = parse_pair)]
+        sources: Vec<(String, String)>,
+        /// The words that prove a verdict, copied from the report or a source's excerpt,
+        /// `CRITERION=QUOTE`.
+        #[arg(long = "quote", value_name = "CRITERION=QUOTE", value_parser = parse_pair)]
+        quotes: Vec<(String, String)>,
     },
 }
 
@@ -362,6 +420,10 @@ pub(crate) enum OperatorError {
         /// The decision's message.
         message: String,
     },
+    /// The arguments do not make a request (a verdict without evidence, evidence for no
+    /// verdict, no report awaiting review); nothing was sent.
+    #[error("{0}")]
+    Arguments(String),
     /// The answer is not the JSON this command expects.
     #[error("the host's answer is not what this command expects: {0}")]
     BadAnswer(String),
@@ -464,6 +526,22 @@ pub(crate) async fn objective(command: ObjectiveCommand) -> Result<String, Opera
                 &typed_decisions,
             ));
         }
+        ObjectiveCommand::Correct {
+            target,
+            objective,
+            text,
+            criteria,
+        } => return correct(target, objective, text, criteria).await,
+        ObjectiveCommand::Corrections { target, objective } => {
+            let client = Client::new(&target)?;
+            let path = format!("objectives/{objective}/corrections");
+            let answer = client.get(&path, &[]).await?;
+            let corrections: Corrections = typed(&format!("GET {path}"), &answer)?;
+            if target.json {
+                return Ok(json_text(&answer));
+            }
+            return Ok(corrections_text(&corrections));
+        }
         ObjectiveCommand::Pause { target, objective } => (target, objective, "pause"),
         ObjectiveCommand::Resume { target, objective } => (target, objective, "resume"),
         ObjectiveCommand::Cancel { target, objective } => (target, objective, "cancel"),
@@ -486,9 +564,55 @@ pub(crate) async fn objective(command: ObjectiveCommand) -> Result<String, Opera
     Ok(out)
 }
 
+/// `agentroom objective correct`: the owner's correction, posted as an `owner_correction`
+/// event (its author is the token's principal).
+async fn correct(
+    target: Target,
+    objective: String,
+    text: String,
+    criteria: Vec<(String, String)>,
+) -> Result<String, OperatorError> {
+    let client = Client::new(&target)?;
+    let mut body = json!({"kind": "owner_correction", "objective": objective, "text": text});
+    if !criteria.is_empty() {
+        body["criteria"] = criteria
+            .iter()
+            .map(|(id, text)| json!({"id": id, "text": text}))
+            .collect();
+    }
+    let answer = client.post("events", &body).await?;
+    let decision: Decision = typed("POST events", &answer)?;
+    decided_or_refused(&decision)?;
+    if target.json {
+        return Ok(json_text(&answer));
+    }
+    let mut out = format!("corrected objective {objective}\n");
+    out.push_str(&log_lines(&decision));
+    Ok(out)
+}
+
 /// `agentroom review …`
 pub(crate) async fn review(command: ReviewCommand) -> Result<String, OperatorError> {
-    let ReviewCommand::Show { target, objective } = command;
+    let (target, objective) = match command {
+        ReviewCommand::Show { target, objective } => (target, objective),
+        ReviewCommand::Record {
+            target,
+            objective,
+            report_version,
+            verdicts,
+            evidence,
+            sources,
+            quotes,
+        } => {
+            let said = Said {
+                verdicts,
+                evidence,
+                sources,
+                quotes,
+            };
+            return record_review(target, objective, report_version, said).await;
+        }
+    };
     let client = Client::new(&target)?;
     let path = format!("objectives/{objective}/reviews");
     let reviews = client.get(&path, &[]).await?;
@@ -553,9 +677,146 @@ pub(crate) async fn late_result(command: LateResultCommand) -> Result<String, Op
     Ok(out)
 }
 
+/// What a reviewer said on the command line, criterion by criterion.
+struct Said {
+    verdicts: Vec<(String, String)>,
+    evidence: Vec<(String, String)>,
+    sources: Vec<(String, String)>,
+    quotes: Vec<(String, String)>,
+}
+
+impl Said {
+    /// The review's verdicts: each criterion once, each with its evidence; evidence, sources
+    /// and quotes only for criteria given a verdict.
+    fn verdicts(&self) -> Result<Vec<serde_json::Value>, OperatorError> {
+        let judged = |what: &str, pairs: &[(String, String)]| match pairs
+            .iter()
+            .find(|(c, _)| !self.verdicts.iter().any(|(v, _)| v == c))
+        {
+            Some((criterion, _)) => Err(OperatorError::Arguments(format!(
+                "--{what} {criterion}=…: give `{criterion}` a --verdict first"
+            ))),
+            None => Ok(()),
+        };
+        judged("evidence", &self.evidence)?;
+        judged("source", &self.sources)?;
+        judged("quote", &self.quotes)?;
+        let mut out = Vec::new();
+        for (i, (criterion, verdict)) in self.verdicts.iter().enumerate() {
+            if self.verdicts[..i].iter().any(|(c, _)| c == criterion) {
+                return Err(OperatorError::Arguments(format!(
+                    "--verdict {criterion}=… is given twice: one verdict per criterion"
+                )));
+            }
+            let mut evidence = self.evidence.iter().filter(|(c, _)| c == criterion);
+            let Some((_, said)) = evidence.next() else {
+                return Err(OperatorError::Arguments(format!(
+                    "--verdict {criterion}={verdict} needs --evidence {criterion}=TEXT"
+                )));
+            };
+            if evidence.next().is_some() {
+                return Err(OperatorError::Arguments(format!(
+                    "--evidence {criterion}=… is given twice"
+                )));
+            }
+            let sources: Vec<&String> = self
+                .sources
+                .iter()
+                .filter(|(c, _)| c == criterion)
+                .map(|(_, s)| s)
+                .collect();
+            let mut quotes = self.quotes.iter().filter(|(c, _)| c == criterion);
+            let quote = quotes.next().map(|(_, q)| q);
+            if quotes.next().is_some() {
+                return Err(OperatorError::Arguments(format!(
+                    "--quote {criterion}=… is given twice"
+                )));
+            }
+            out.push(json!({
+                "criterion": criterion,
+                "verdict": verdict,
+                "evidence": said,
+                "sources": sources,
+                "quote": quote,
+            }));
+        }
+        Ok(out)
+    }
+}
+
+/// `agentroom review record`: the review of the report awaiting review (or the version
+/// named), bound to the revisions the objective has now.
+async fn record_review(
+    target: Target,
+    objective: String,
+    report_version: Option<u32>,
+    said: Said,
+) -> Result<String, OperatorError> {
+    let verdicts = said.verdicts()?;
+    let client = Client::new(&target)?;
+    let path = format!("objectives/{objective}/reviews");
+    let current = client.get(&path, &[]).await?;
+    let reviews: Reviews = typed(&format!("GET {path}"), &current)?;
+    let version = match (report_version, &reviews.awaiting_review) {
+        (Some(version), _) => version,
+        (None, Some(report)) => report.version,
+        (None, None) => {
+            return Err(OperatorError::Arguments(format!(
+                "no report of objective {objective} awaits review; name one with --report-version"
+            )));
+        }
+    };
+    let body = json!({
+        "report_version": version,
+        "observed": {
+            "objective": reviews.observed.objective,
+            "control": reviews.observed.control,
+        },
+        "verdicts": verdicts,
+    });
+    let answer = client.post(&path, &body).await?;
+    let decision: Decision = typed(&format!("POST {path}"), &answer)?;
+    decided_or_refused(&decision)?;
+    if target.json {
+        return Ok(json_text(&answer));
+    }
+    let mut out = format!("recorded a review of report v{version} of objective {objective}\n");
+    out.push_str(&log_lines(&decision));
+    Ok(out)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Arguments
 // ---------------------------------------------------------------------------------------------
+
+/// `NAME=VALUE` with NAME a criterion id (a slug) and VALUE not blank.
+fn parse_pair(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not CRITERION=VALUE"))?;
+    let id = CriterionId::parse(name.trim()).map_err(|e| e.to_string())?;
+    if value.trim().is_empty() {
+        return Err(format!("`{text}`: the value after `=` is blank"));
+    }
+    Ok((id.to_string(), value.to_owned()))
+}
+
+/// A criterion of a correction, `ID=TEXT`.
+fn parse_criterion(text: &str) -> Result<(String, String), String> {
+    parse_pair(text)
+}
+
+/// A verdict, `CRITERION=met|unmet|unknown`.
+fn parse_verdict(text: &str) -> Result<(String, String), String> {
+    let (criterion, verdict) = parse_pair(text)?;
+    let verdict = verdict.trim().to_ascii_lowercase();
+    if !matches!(verdict.as_str(), "met" | "unmet" | "unknown") {
+        return Err(format!(
+            "`{text}`: a verdict is met, unmet or unknown, not `{verdict}`"
+        ));
+    }
+    Ok((criterion, verdict))
+}
 
 /// An id in a path: a UUID (so nothing else reaches the URL).
 fn parse_id(text: &str) -> Result<String, String> {

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use agentroom_api_model::responses::{
-    Budget, Decided, Decision, ObjectiveBrief, ObjectiveDetail, Page, PlanVersionView,
+    Budget, Corrections, Decided, Decision, ObjectiveBrief, ObjectiveDetail, Page, PlanVersionView,
     ReportContent, Reviews,
 };
 use agentroom_domain::ids::RoomId;
@@ -387,6 +387,43 @@ fn report_content(out: &mut String, content: &ReportContent) {
             }
         }
     }
+}
+
+/// `objective corrections`: the objective's criteria now, then each correction.
+pub(super) fn corrections_text(corrections: &Corrections) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "corrections of objective {}",
+        clean(&corrections.objective)
+    );
+    let _ = writeln!(out, "\ncriteria now");
+    out.push_str(&criteria_table(&corrections.criteria));
+    if corrections.items.is_empty() {
+        let _ = writeln!(out, "\nno correction yet");
+    }
+    for c in &corrections.items {
+        let plan = c
+            .plan_version
+            .map_or_else(|| "no plan yet".to_owned(), |v| format!("plan v{v}"));
+        let _ = writeln!(
+            out,
+            "\ncorrection {} by {} ({plan})",
+            clean(&c.event),
+            wire(&c.author)
+        );
+        let _ = writeln!(out, "  {}", clean(&c.text));
+        match &c.criteria {
+            Some(criteria) => {
+                let _ = writeln!(out, "  criteria set to:");
+                out.push_str(&criteria_table(criteria));
+            }
+            None => {
+                let _ = writeln!(out, "  criteria kept");
+            }
+        }
+    }
+    out
 }
 
 pub(super) fn reviews_text(reviews: &Reviews) -> String {
