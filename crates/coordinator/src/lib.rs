@@ -65,7 +65,7 @@ pub use notify::CollectingNotifier;
 pub use queries::{BudgetBreakdown, ResolveOutcome};
 pub use setup::{FirstToken, NewMember};
 pub use shutdown::ShutdownReport;
-pub use signals::{AssignmentSignal, Correction};
+pub use signals::{AssignmentSignal, Correction, CorrectionHistory};
 
 use actor::{Command, Guard};
 use ids::IdSeed;

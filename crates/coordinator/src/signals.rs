@@ -27,6 +27,15 @@ pub struct Correction {
     pub plan_version: Option<u32>,
 }
 
+/// An objective's criteria now and its correction history, read at one revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorrectionHistory {
+    /// The criteria the objective holds now.
+    pub criteria: Vec<Criterion>,
+    /// Its corrections, oldest first.
+    pub corrections: Vec<Correction>,
+}
+
 /// What an assignee says about its assignment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AssignmentSignal {
@@ -44,12 +53,12 @@ pub enum AssignmentSignal {
 
 impl Coordinator {
     /// The correction history of `objective` in `room` (O14), oldest first: each persisted
-    /// correction the Room took, with the plan version it led to.
+    /// correction the Room took, with the plan version it led to, and the criteria now.
     pub async fn corrections(
         &self,
         room: &RoomId,
         objective: ObjectiveId,
-    ) -> Result<Vec<Correction>, CoordinatorError> {
+    ) -> Result<CorrectionHistory, CoordinatorError> {
         let stored = self.room(room).await?;
         let found = stored
             .state
@@ -80,7 +89,10 @@ impl Coordinator {
                 plan_version,
             });
         }
-        Ok(history)
+        Ok(CorrectionHistory {
+            criteria: found.criteria().to_vec(),
+            corrections: history,
+        })
     }
 
     /// Posts, as `principal`, what it says about its assignment `op` in `room` under the

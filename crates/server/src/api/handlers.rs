@@ -482,10 +482,9 @@ pub(crate) async fn corrections(
     caller: Caller,
     KnownObjective(objective): KnownObjective,
 ) -> Result<Json<Corrections>, ApiError> {
-    let items = api
-        .rooms
-        .corrections(&caller.room, objective)
-        .await?
+    let history = api.rooms.corrections(&caller.room, objective).await?;
+    let items = history
+        .corrections
         .into_iter()
         .map(|c| CorrectionView {
             event: c.event.to_string(),
@@ -495,10 +494,9 @@ pub(crate) async fn corrections(
             plan_version: c.plan_version,
         })
         .collect();
-    let criteria = find_objective(&caller, objective)?.criteria().to_vec();
     Ok(Json(Corrections {
         objective: objective.to_string(),
-        criteria,
+        criteria: history.criteria,
         items,
     }))
 }
