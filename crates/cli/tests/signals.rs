@@ -657,3 +657,130 @@ fn o12_o13_a_waiting_task_stalls_nothing_and_a_late_receipt_costs_no_call_sqlite
 fn o12_o13_a_waiting_task_stalls_nothing_and_a_late_receipt_costs_no_call_postgres() {
     o12_o13_a_waiting_task_stalls_nothing_and_a_late_receipt_costs_no_call(&Site::postgres());
 }
+
+/// Bad arguments of `objective correct` and `review record` are refused before anything is
+/// sent (the host here answers nothing): a usage error (2) for what clap reads, an error
+/// (1) naming the fix for verdicts, evidence, sources and quotes that do not fit together.
+#[test]
+fn bad_correction_and_review_arguments_are_refused_before_anything_is_sent() {
+    let id = "00000000-0000-4000-8000-000000000001";
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(args)
+            .args(["--host", "http://127.0.0.1:9", "--room", ROOM])
+            .env("AGENTROOM_TOKEN", "ar_test")
+            .env_remove("AGENTROOM_HOST")
+            .env_remove("AGENTROOM_ROOM")
+            .output()
+            .unwrap()
+    };
+    for (args, code, says) in [
+        (vec!["objective", "correct", id], 2, "--text"),
+        (
+            vec![
+                "objective",
+                "correct",
+                id,
+                "--text",
+                "x",
+                "--criterion",
+                "no-equals",
+            ],
+            2,
+            "is not CRITERION=VALUE",
+        ),
+        (
+            vec![
+                "objective",
+                "correct",
+                id,
+                "--text",
+                "x",
+                "--criterion",
+                "Bad Id=x",
+            ],
+            2,
+            "Bad Id",
+        ),
+        (
+            vec![
+                "objective",
+                "correct",
+                id,
+                "--text",
+                "x",
+                "--criterion",
+                "a= ",
+            ],
+            2,
+            "blank",
+        ),
+        (
+            vec!["objective", "correct", "not-an-id", "--text", "x"],
+            2,
+            "is not an id",
+        ),
+        (vec!["review", "record", id], 2, "--verdict"),
+        (
+            vec!["review", "record", id, "--verdict", "a=maybe"],
+            2,
+            "met, unmet or unknown",
+        ),
+        (
+            vec!["review", "record", id, "--verdict", "a=met"],
+            1,
+            "needs --evidence a=TEXT",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--verdict",
+                "a=met",
+                "--evidence",
+                "b=x",
+            ],
+            1,
+            "give `b` a --verdict first",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--verdict",
+                "a=met",
+                "--verdict",
+                "a=unmet",
+                "--evidence",
+                "a=x",
+            ],
+            1,
+            "given twice",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--verdict",
+                "a=met",
+                "--evidence",
+                "a=x",
+                "--quote",
+                "a=y",
+                "--quote",
+                "a=z",
+            ],
+            1,
+            "given twice",
+        ),
+    ] {
+        let out = run(&args);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {said}");
+        assert!(said.contains(says), "{args:?}: {said}");
+        assert!(!said.contains("cannot reach"), "{args:?} was sent: {said}");
+    }
+}
