@@ -35,8 +35,9 @@ pub enum PostEvent {
         /// The correction: not blank (`EventBody::check`).
         #[schema(pattern = r"\S")]
         text: String,
-        /// The criteria that replace the frozen ones; absent: they stay.
+        /// The criteria that replace the frozen ones (at least one); absent: they stay.
         #[serde(default)]
+        #[schema(min_items = 1)]
         criteria: Option<Vec<CriterionBody>>,
     },
     /// An explicit reference to an objective or one of its tasks (O6).
@@ -58,7 +59,8 @@ pub enum PostEvent {
         /// The task's identity.
         #[schema(value_type = String)]
         task: TaskIdentity,
-        /// What it waits on.
+        /// What it waits on: not blank.
+        #[schema(pattern = r"\S")]
         reason: String,
     },
     /// An assignee of one of the objective's tasks records something internal about it (a
@@ -68,7 +70,8 @@ pub enum PostEvent {
         /// The objective it concerns.
         #[schema(value_type = String, format = "uuid")]
         objective: ObjectiveId,
-        /// What it records.
+        /// What it records: not blank.
+        #[schema(pattern = r"\S")]
         note: String,
     },
 }
@@ -78,9 +81,10 @@ pub enum PostEvent {
 #[serde(deny_unknown_fields)]
 pub struct CriterionBody {
     /// Its id: 1 to 64 of `a-z 0-9 - _`.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, pattern = "^[a-z0-9_-]{1,64}$")]
     pub id: CriterionId,
-    /// What must hold.
+    /// What must hold: not blank.
+    #[schema(pattern = r"\S")]
     pub text: String,
 }
 
@@ -90,6 +94,7 @@ pub struct CriterionBody {
 #[serde(deny_unknown_fields)]
 pub struct WaitBody {
     /// What it waits on; not blank.
+    #[schema(pattern = r"\S")]
     pub reason: String,
 }
 
@@ -99,6 +104,7 @@ pub struct WaitBody {
 #[serde(deny_unknown_fields)]
 pub struct ReceiptBody {
     /// What it records; not blank.
+    #[schema(pattern = r"\S")]
     pub note: String,
 }
 
@@ -206,7 +212,7 @@ pub struct AcknowledgeBody {}
 #[serde(deny_unknown_fields)]
 pub struct AddMemberBody {
     /// The principal: 1 to 64 lower-case letters, digits, `-` or `_`; not a member yet.
-    #[schema(value_type = String)]
+    #[schema(value_type = String, pattern = "^[a-z0-9_-]{1,64}$")]
     pub principal: PrincipalId,
     /// Its roles, at least one.
     #[schema(value_type = Vec<values::Role>, min_items = 1)]

@@ -1062,7 +1062,7 @@ mod tests {
                         return Err(format!("{value} is blank"));
                     }
                 }
-                // And the slug of a criterion id (`CriterionId::parse`).
+                // And the slug of an id (`CriterionId::parse`, `PrincipalId::parse`: the same).
                 "pattern" if rule == "^[a-z0-9_-]{1,64}$" => {
                     if let Some(text) = value.as_str()
                         && agentroom_domain::ids::CriterionId::parse(text).is_err()
