@@ -357,9 +357,9 @@ fn any_status_and_body_is_a_typed_outcome() {
     ];
     let retry_after = prop::option::of(prop_oneof![
         "[0-9]{1,4}",
-        any::<String>().prop_filter("a header value", |s| s
-            .bytes()
-            .all(|b| (0x20..0x7f).contains(&b))),
+        // Any header value (visible ASCII and spaces), drawn directly: a filter over any
+        // string rejected so many that a million cases ran out of proptest's local rejects.
+        "[ -~]{0,40}",
         Just("Wed, 21 Oct 2015 07:28:00 GMT".to_owned()),
     ]);
     let body = prop_oneof![
