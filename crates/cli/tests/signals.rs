@@ -599,12 +599,22 @@ fn o12_o13_a_waiting_task_stalls_nothing_and_a_late_receipt_costs_no_call(site: 
             Err(detail.to_string())
         }
     });
-    // Completed by the review while the licence still waits outside (O12).
-    let waiting = task(&done, "licence");
-    assert_eq!(waiting["state"]["state"], "waiting_outside", "{done}");
-    assert_eq!(waiting["column"], "in_progress", "{done}");
+    // Completed by the review while the licence still waited outside (O12).
+    assert_eq!(done["status"], "completed");
     let reviews = get(&address, &format!("{objective_path}/reviews"), &owner);
     assert_eq!(reviews["reviews"][0]["outcome"], "all_met", "{reviews}");
+    // A completed objective keeps no call open (B3): the waiting call is asked to abort, its
+    // assignment is withdrawn and its reservation comes back.
+    wait_until("the waiting call's reservation to come back", || {
+        let budget = get(&address, "/v1/rooms/lab/budget", &owner);
+        if budget["balances"]["reserved"] == 0 {
+            Ok(())
+        } else {
+            Err(budget.to_string())
+        }
+    });
+    let assignments = get(&address, "/v1/rooms/lab/assignments", &sam);
+    assert_eq!(assignments["items"], json!([]), "{assignments}");
 
     // O13: receipts for the completed objective are consumed without a model call.
     let calls = reservations(&address, &owner);
@@ -617,14 +627,15 @@ fn o12_o13_a_waiting_task_stalls_nothing_and_a_late_receipt_costs_no_call(site: 
     assert_eq!(status, 202, "{receipt}");
     assert_eq!(receipt["accepted"], true, "{receipt}");
     assert_eq!(receipt["log"][0]["rule"], "O13", "{receipt}");
+    // Its assignment is gone: the assignment route has nothing to take it on.
     let (status, receipt) = post(
         &address,
         &format!("/v1/rooms/lab/assignments/{licence_op}/receipt"),
         &sam,
         &json!({"note": "the licence arrived by post"}),
     );
-    assert_eq!(status, 202, "{receipt}");
-    assert_eq!(receipt["log"][0]["rule"], "O13", "{receipt}");
+    assert_eq!(status, 409, "{receipt}");
+    assert_eq!(receipt["error"], "wrong_state", "{receipt}");
     // A reviewer is assigned nothing of it: refused, stored nowhere.
     let rita = site.token("rita");
     let (status, refused) = post(

@@ -378,8 +378,21 @@ impl Coordinator {
             .map_err(agentroom_ports::domain::engine::InputError::from)?;
         // What the Room refuses as it is now (a correction of a completed objective, a wait
         // acknowledged by another than the assignee, …) is refused before it is stored, so
-        // it changes nothing; the engine decides it again when it accepts the event.
-        if event.body.is_checked_against_the_room() {
+        // it changes nothing; the engine decides it again when it accepts the event. An
+        // event stored already (a client's retry under the same Idempotency-Key) is not
+        // checked again: it was taken, and the Room may have moved on since (the correction
+        // completed its objective); `append_event` still refuses other content under its id,
+        // and accepting it answers with its first decision. Should the Room move between
+        // this check and the decision, the engine's own check refuses it in the decision
+        // log: a 202 with `accepted: false`, not a 4xx.
+        if event.body.is_checked_against_the_room()
+            && self
+                .shared
+                .store
+                .event(&event.room, event.id)
+                .await?
+                .is_none()
+        {
             let stored = self.room(&event.room).await?;
             stored
                 .state

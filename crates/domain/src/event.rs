@@ -6,7 +6,7 @@ use crate::ids::{EventId, ObjectiveId, PrincipalId, RoomId, TaskIdentity};
 use crate::objective::{CriteriaError, Criterion, ObjectiveStatus};
 use crate::room::Role;
 use crate::rules::Rule;
-use crate::state::RoomState;
+use crate::state::{OperationState, RoomState};
 
 /// A persisted event. Its author comes from the authenticated session, never from a body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,6 +226,17 @@ pub enum EventRefusal {
         /// The task.
         task: TaskIdentity,
     },
+    /// A wait acknowledgement, or a receipt for a running objective, by an assignee that no
+    /// longer holds the specialist role (T6: demoted or revoked, its calls are fenced and it
+    /// speaks for no work of the Room any more).
+    #[error(
+        "{author} no longer holds the specialist role: a demoted or revoked assignee speaks \
+         for no task"
+    )]
+    NotASpecialist {
+        /// Who posted it.
+        author: PrincipalId,
+    },
     /// An internal receipt by someone assigned no task of the objective (O13, T3).
     #[error(
         "{author} is assigned no task of objective {objective}: only the assignees of its \
@@ -269,6 +280,7 @@ impl EventRefusal {
             | EventRefusal::Criteria(_) => Rule::O14,
             EventRefusal::UnknownTask { .. } | EventRefusal::NotRunning { .. } => Rule::O12,
             EventRefusal::NotAssignee { .. } | EventRefusal::NotAnAssignee { .. } => Rule::T3,
+            EventRefusal::NotASpecialist { .. } => Rule::T6,
         }
     }
 
@@ -280,7 +292,8 @@ impl EventRefusal {
             }
             EventRefusal::NotOwner { .. }
             | EventRefusal::NotAssignee { .. }
-            | EventRefusal::NotAnAssignee { .. } => RefusalKind::NotAllowed,
+            | EventRefusal::NotAnAssignee { .. }
+            | EventRefusal::NotASpecialist { .. } => RefusalKind::NotAllowed,
             EventRefusal::Terminal { .. } | EventRefusal::NotRunning { .. } => {
                 RefusalKind::WrongState
             }
@@ -308,6 +321,9 @@ impl RoomState {
     ///   start. Being an assignee of an earlier version (or of a completed objective) is
     ///   enough: a receipt may arrive after the plan moved on or the objective ended, and for
     ///   a terminal objective it is consumed without a call (O13).
+    /// - Both signals, where they can cost anything, need the author to hold the specialist
+    ///   role still (T6): a wait ack always (and its call must not be aborting or fenced), a
+    ///   receipt for an objective that is not completed or canceled.
     /// - Owner messages and explicit references are decided by the engine alone (O9, O6).
     pub fn admits_event(&self, author: &PrincipalId, body: &EventBody) -> Result<(), EventRefusal> {
         let find = |kind: EventKind, objective: ObjectiveId| {
@@ -358,7 +374,15 @@ impl RoomState {
                         author: author.clone(),
                     });
                 }
-                if t.running_op().is_none() {
+                if !self.members().has(author, Role::Specialist) {
+                    return Err(EventRefusal::NotASpecialist {
+                        author: author.clone(),
+                    });
+                }
+                // A call asked to abort (D3) or fenced (T6) is ending: its task does not wait.
+                let running = t.running_op().and_then(|op| self.operations().get(&op));
+                if running.is_none_or(|op| op.fenced || op.state == OperationState::CancelRequested)
+                {
                     return Err(EventRefusal::NotRunning { task: task.clone() });
                 }
                 Ok(())
@@ -374,6 +398,13 @@ impl RoomState {
                 if !assigned {
                     return Err(EventRefusal::NotAnAssignee {
                         objective,
+                        author: author.clone(),
+                    });
+                }
+                // On a running objective a receipt starts a paid reasoner call: only a current
+                // specialist may start it (T6); for a terminal one it costs nothing (O13).
+                if !o.status().is_terminal() && !self.members().has(author, Role::Specialist) {
+                    return Err(EventRefusal::NotASpecialist {
                         author: author.clone(),
                     });
                 }

@@ -322,3 +322,49 @@ fn d1_operations_written_before_t6_read_as_not_fenced_and_are_written_back_alike
     let read: RoomState = serde_json::from_value(written).unwrap();
     assert_eq!(&read, room.state());
 }
+
+/// T6 with O12 and O13: a specialist demoted while its call runs speaks for no task any
+/// more. Its wait acknowledgement is refused (its call is fenced and aborting), and so is a
+/// receipt for the running objective, which would start a paid reasoner call; nothing moves.
+/// Its receipt for a completed objective would cost nothing (O13) and stays admitted.
+#[test]
+fn t6_a_demoted_specialist_neither_acknowledges_a_wait_nor_starts_a_receipt_call() {
+    use agentroom_domain::event::{EventBody, EventRefusal};
+    let mut room = Room::new();
+    let _call = gathering(&mut room);
+    let objective = room.objective_id();
+    let gather = room
+        .objective()
+        .current_plan()
+        .unwrap()
+        .task_by_key(&key("gather"))
+        .unwrap()
+        .identity()
+        .clone();
+    let wait = EventBody::WaitAck {
+        objective,
+        task: gather.clone(),
+        reason: "awaiting a licence".into(),
+    };
+    let receipt = EventBody::InternalReceipt {
+        objective: Some(objective),
+        note: "delivered".into(),
+    };
+    // While sam is a specialist both are admitted.
+    assert_eq!(room.state().admits_event(&p("sam"), &wait), Ok(()));
+    assert_eq!(room.state().admits_event(&p("sam"), &receipt), Ok(()));
+    room.member("olive", "sam", set(&[Role::Reviewer]));
+    for body in [wait, receipt] {
+        let refused = room.state().admits_event(&p("sam"), &body);
+        assert!(
+            matches!(refused, Err(EventRefusal::NotASpecialist { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(refused.unwrap_err().rule(), Rule::T6);
+        let before = room.objective().clone();
+        let d = room.post("sam", body);
+        assert_rejected(&d, Rule::T6);
+        assert!(calls_of(&d, agentroom_domain::state::CallRole::Reasoner).is_empty());
+        assert_eq!(room.objective(), &before);
+    }
+}

@@ -906,5 +906,11 @@ impl Ctx<'_, '_> {
         {
             self.cancel_call(op);
         }
+        // A completed objective keeps no call open (B2, B3): work still running for it (a
+        // task waiting outside, O12, or production the report did not need) is asked to abort
+        // as under D3; what it returns is charged, its reservation never held for good.
+        if status == ObjectiveStatus::Completed {
+            self.cancel_calls(idx);
+        }
     }
 }

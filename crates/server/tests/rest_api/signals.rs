@@ -577,3 +577,62 @@ async fn o13_assignees_record_receipts_and_a_terminal_objective_consumes_them_wi
     );
     assert_eq!(app.get("olive", &path).await["status"], "canceled");
 }
+
+/// T1 with O14: a correction retried under its Idempotency-Key after the objective ended is
+/// answered as the correction it was (`already_done`), not refused as a correction of a
+/// terminal objective: the client is never told no about what was done (and so never posts
+/// it again under a new key). The Room is not changed by the retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t1_o14_a_retried_correction_is_answered_as_done_after_its_objective_ended() {
+    let (app, _gather) = objective_with_sams_gather().await;
+    let (id, path) = the_objective(&app).await;
+    let auth = format!("Bearer {}", app.token("olive"));
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+        ("idempotency-key", "correction-1"),
+    ];
+    let body =
+        json!({"kind": "owner_correction", "objective": id, "text": "EU vendors only"}).to_string();
+    let first = app.call(Method::POST, EVENTS, &headers, body.clone()).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{first:?}");
+    assert_eq!(first.json()["accepted"], true, "{first:?}");
+    app.post(
+        "olive",
+        &format!("{path}/control"),
+        r#"{"action":"cancel"}"#,
+    )
+    .await;
+    app.settle().await;
+    let before = app.snapshot().await;
+    let retried = app.call(Method::POST, EVENTS, &headers, body).await;
+    assert_eq!(retried.status, StatusCode::ACCEPTED, "{retried:?}");
+    assert_eq!(
+        retried.json()["event"],
+        first.json()["event"],
+        "{retried:?}"
+    );
+    assert_eq!(retried.json()["already_done"], true, "{retried:?}");
+    assert_eq!(app.snapshot().await, before, "the retry changed the room");
+    // A new correction of the canceled objective is refused, saying to post a new message.
+    let refused = app
+        .as_(
+            "olive",
+            Method::POST,
+            EVENTS,
+            &json!({"kind": "owner_correction", "objective": id, "text": "and in 2026"})
+                .to_string(),
+        )
+        .await;
+    let error = refused.assert_error(StatusCode::CONFLICT, "rule_refused");
+    assert_eq!(error["rule"], "O14", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("post a new owner message"),
+        "{error}"
+    );
+    let history = app.get("olive", &format!("{path}/corrections")).await;
+    assert_eq!(history["items"].as_array().unwrap().len(), 1, "{history}");
+}
