@@ -7,10 +7,12 @@
 //! - R6, O14: the owner corrects an objective whose report v2 awaits a human review with a new
 //!   criterion (`agentroom objective correct`): the repair cycle resets (one failed report
 //!   version back to none), the review prepared before it cannot consume the correction (it
-//!   is refused, before and after the next report), the correction history reads back
+//!   is refused, before and after the next report, over REST and from the CLI: `agentroom
+//!   review record` sends the report version and revisions `agentroom review show` printed
+//!   before the correction, never the current ones), the correction history reads back
 //!   (`agentroom objective corrections`), a review that leaves out the new criterion is
-//!   refused, and the review of report v3 that covers both (`agentroom review record`)
-//!   completes the objective.
+//!   refused, and the review of report v3 that covers both, recorded with what a fresh
+//!   `review show` printed, completes the objective.
 //! - O12, O13: sam's agent host acknowledges that one of its two tasks waits outside; the
 //!   other's result, the report and the model review go ahead and complete the objective with
 //!   that task still waiting; then sam's receipts for the completed objective are consumed
@@ -282,6 +284,49 @@ fn evidence(reviews: &Value, version: u64) -> (String, String) {
     (source, quote)
 }
 
+/// `agentroom review show` as `who`, once a report awaits review: the report version and the
+/// revisions it printed for `review record` (`--report-version N --observed OBJ:CTRL`), the
+/// same as its `--json` answer's `awaiting_review.version` and `observed`.
+fn shown(site: &Site, address: &str, who: &str, id: &str) -> (String, String) {
+    let out = site.cli(address, who, &["review", "show", id]);
+    assert!(out.status.success(), "review show: {out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("  record your review of it with: "))
+        .unwrap_or_else(|| panic!("no `record your review` line in\n{text}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |option: &str| {
+        let at = words
+            .iter()
+            .position(|w| *w == option)
+            .unwrap_or_else(|| panic!("no {option} in `{line}`"));
+        words[at + 1].to_owned()
+    };
+    let (version, observed) = (after("--report-version"), after("--observed"));
+    assert_eq!(words[..4], ["agentroom", "review", "record", id], "{line}");
+    assert!(
+        text.lines()
+            .any(|l| l == format!("awaiting review: report v{version} at revisions {observed}")),
+        "{text}"
+    );
+    let json = site.cli_json(address, who, &["review", "show", id]);
+    assert_eq!(
+        json["awaiting_review"]["version"].to_string(),
+        version,
+        "{json}"
+    );
+    assert_eq!(
+        format!(
+            "{}:{}",
+            json["observed"]["objective"], json["observed"]["control"]
+        ),
+        observed,
+        "{json}"
+    );
+    (version, observed)
+}
+
 /// The rule of an error answer.
 fn rule(answer: &Value) -> &str {
     answer["rule"].as_str().unwrap_or_default()
@@ -300,6 +345,8 @@ fn r6_a_correction_resets_the_repair_cycle_and_the_next_review_covers_its_criter
 
     // Report v1: rita finds the criterion unmet from the CLI (R3: corrective planning).
     awaiting(&address, &rita, &id, 1);
+    let (version, observed) = shown(site, &address, "rita", &id);
+    assert_eq!(version, "1");
     let unmet = site.cli_json(
         &address,
         "rita",
@@ -307,6 +354,10 @@ fn r6_a_correction_resets_the_repair_cycle_and_the_next_review_covers_its_criter
             "review",
             "record",
             &id,
+            "--report-version",
+            &version,
+            "--observed",
+            &observed,
             "--verdict",
             "cites-sources=unmet",
             "--evidence",
@@ -318,8 +369,19 @@ fn r6_a_correction_resets_the_repair_cycle_and_the_next_review_covers_its_criter
     let detail = get(&address, &objective_path, &owner);
     assert_eq!(detail["counters"]["failed_report_versions"], 1, "{detail}");
 
-    // The review rita prepares for report v2, before the owner's correction arrives.
+    // The review rita prepares for report v2, before the owner's correction arrives: what
+    // `review show` printed, and the same over REST.
+    let (seen_version, seen) = shown(site, &address, "rita", &id);
+    assert_eq!(seen_version, "2");
+    assert_eq!(
+        seen,
+        format!(
+            "{}:{}",
+            before["observed"]["objective"], before["observed"]["control"]
+        )
+    );
     let (source, quote) = evidence(&before, 2);
+    let (seen_source, seen_quote) = (source.clone(), quote.clone());
     let prepared = json!({
         "report_version": 2,
         "observed": before["observed"],
@@ -374,6 +436,48 @@ fn r6_a_correction_resets_the_repair_cycle_and_the_next_review_covers_its_criter
     let (status, answer) = post(&address, &reviews_path, &rita, &prepared);
     assert_eq!(status, 409, "{answer}");
     assert_eq!(rule(&answer), "R6", "{answer}");
+    // From the CLI too: `review record` with what `review show` printed before the correction
+    // sends exactly that, so even verdicts on every criterion now are fenced (R6), nothing
+    // recorded; it never binds them to the revisions or the report that are current now.
+    let stale = site.cli(
+        &address,
+        "rita",
+        &[
+            "review",
+            "record",
+            &id,
+            "--report-version",
+            &seen_version,
+            "--observed",
+            &seen,
+            "--verdict",
+            "cites-sources=met",
+            "--evidence",
+            "cites-sources=both claims cite a contribution",
+            "--source",
+            &format!("cites-sources={seen_source}"),
+            "--quote",
+            &format!("cites-sources={seen_quote}"),
+            "--verdict",
+            "names-runtimes=met",
+            "--evidence",
+            "names-runtimes=the runtimes are named",
+            "--source",
+            &format!("names-runtimes={seen_source}"),
+            "--quote",
+            &format!("names-runtimes={seen_quote}"),
+        ],
+    );
+    assert_eq!(stale.status.code(), Some(1), "{stale:?}");
+    let said = String::from_utf8_lossy(&stale.stderr);
+    assert!(
+        said.contains("refused by rule R6") && said.contains(&format!("at revisions {seen}")),
+        "{said}"
+    );
+    assert!(said.contains("agentroom review show"), "{said}");
+    let reviews = get(&address, &reviews_path, &rita);
+    assert_eq!(reviews["reviews"].as_array().unwrap().len(), 1, "{reviews}");
+    assert_eq!(reviews["awaiting_review"]["version"], 3, "{reviews}");
 
     // The correction history reads back (O14), in JSON and as text.
     let history = site.cli_json(&address, "olive", &["objective", "corrections", &id]);
@@ -391,6 +495,13 @@ fn r6_a_correction_resets_the_repair_cycle_and_the_next_review_covers_its_criter
         "{text}"
     );
 
+    // A fresh `review show` prints report v3 and the revisions after the correction.
+    let (version, observed) = shown(site, &address, "rita", &id);
+    assert_eq!(version, "3");
+    assert_ne!(
+        observed, seen,
+        "the correction bumped the objective's revision"
+    );
     // A review of v3 that leaves out the new criterion is refused (R2), nothing recorded.
     let (source, quote) = evidence(&third, 3);
     let source_arg = |c: &str| format!("{c}={source}");
@@ -402,6 +513,10 @@ fn r6_a_correction_resets_the_repair_cycle_and_the_next_review_covers_its_criter
             "review",
             "record",
             &id,
+            "--report-version",
+            &version,
+            "--observed",
+            &observed,
             "--verdict",
             "cites-sources=met",
             "--evidence",
@@ -426,6 +541,10 @@ fn r6_a_correction_resets_the_repair_cycle_and_the_next_review_covers_its_criter
             "review",
             "record",
             &id,
+            "--report-version",
+            &version,
+            "--observed",
+            &observed,
             "--verdict",
             "cites-sources=met",
             "--evidence",
@@ -670,8 +789,10 @@ fn o12_o13_a_waiting_task_stalls_nothing_and_a_late_receipt_costs_no_call_postgr
 }
 
 /// Bad arguments of `objective correct` and `review record` are refused before anything is
-/// sent (the host here answers nothing): a usage error (2) for what clap reads, an error
-/// (1) naming the fix for verdicts, evidence, sources and quotes that do not fit together.
+/// sent (the host here answers nothing): a usage error (2) for what clap reads — among them a
+/// review without the report version and revisions its reviewer observed, or with malformed
+/// ones (R6: they are never filled in from the host) — and an error (1) naming the fix for
+/// verdicts, evidence, sources and quotes that do not fit together.
 #[test]
 fn bad_correction_and_review_arguments_are_refused_before_anything_is_sent() {
     let id = "00000000-0000-4000-8000-000000000001";
@@ -737,8 +858,130 @@ fn bad_correction_and_review_arguments_are_refused_before_anything_is_sent() {
             2,
             "met, unmet or unknown",
         ),
+        // R6: what the reviewer observed is required and well formed, never looked up.
         (
-            vec!["review", "record", id, "--verdict", "a=met"],
+            vec![
+                "review",
+                "record",
+                id,
+                "--verdict",
+                "a=met",
+                "--evidence",
+                "a=x",
+            ],
+            2,
+            "--report-version <N>",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--observed",
+                "4:0",
+                "--verdict",
+                "a=met",
+                "--evidence",
+                "a=x",
+            ],
+            2,
+            "--report-version <N>",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--report-version",
+                "2",
+                "--verdict",
+                "a=met",
+                "--evidence",
+                "a=x",
+            ],
+            2,
+            "--observed <OBJECTIVE:CONTROL>",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--report-version",
+                "0",
+                "--observed",
+                "4:0",
+                "--verdict",
+                "a=met",
+                "--evidence",
+                "a=x",
+            ],
+            2,
+            "--report-version",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--report-version",
+                "v2",
+                "--observed",
+                "4:0",
+                "--verdict",
+                "a=met",
+                "--evidence",
+                "a=x",
+            ],
+            2,
+            "--report-version",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--report-version",
+                "2",
+                "--observed",
+                "4",
+                "--verdict",
+                "a=met",
+                "--evidence",
+                "a=x",
+            ],
+            2,
+            "is not OBJECTIVE:CONTROL",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--report-version",
+                "2",
+                "--observed",
+                "4:x",
+                "--verdict",
+                "a=met",
+                "--evidence",
+                "a=x",
+            ],
+            2,
+            "is not a whole number",
+        ),
+        (
+            vec![
+                "review",
+                "record",
+                id,
+                "--report-version",
+                "2",
+                "--observed",
+                "4:0",
+                "--verdict",
+                "a=met",
+            ],
             1,
             "needs --evidence a=TEXT",
         ),
@@ -747,6 +990,10 @@ fn bad_correction_and_review_arguments_are_refused_before_anything_is_sent() {
                 "review",
                 "record",
                 id,
+                "--report-version",
+                "2",
+                "--observed",
+                "4:0",
                 "--verdict",
                 "a=met",
                 "--evidence",
@@ -760,6 +1007,10 @@ fn bad_correction_and_review_arguments_are_refused_before_anything_is_sent() {
                 "review",
                 "record",
                 id,
+                "--report-version",
+                "2",
+                "--observed",
+                "4:0",
                 "--verdict",
                 "a=met",
                 "--verdict",
@@ -775,6 +1026,10 @@ fn bad_correction_and_review_arguments_are_refused_before_anything_is_sent() {
                 "review",
                 "record",
                 id,
+                "--report-version",
+                "2",
+                "--observed",
+                "4:0",
                 "--verdict",
                 "a=met",
                 "--evidence",

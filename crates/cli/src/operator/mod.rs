@@ -287,7 +287,10 @@ pub(crate) async fn message(command: MessageCommand) -> Result<String, OperatorE
 #[derive(Subcommand, Debug)]
 pub(crate) enum ReviewCommand {
     /// An objective's reports and reviews: report version, source set, each criterion's
-    /// verdict and evidence, the reviewer.
+    /// verdict and evidence, the reviewer. For the report awaiting review it prints what
+    /// `review record` needs: `--report-version N --observed OBJECTIVE:CONTROL`, the report
+    /// version and the objective's revisions this answer shows (with --json: the API's
+    /// `awaiting_review.version` and `observed.objective`, `observed.control`).
     #[command(after_help = EXIT_CODES)]
     Show {
         #[command(flatten)]
@@ -299,8 +302,10 @@ pub(crate) enum ReviewCommand {
     /// Record your review of the report awaiting review, as a human reviewer (R1, R2, R7):
     /// one --verdict per criterion, each with its --evidence; a `met` cites --source ids of
     /// the report and a --quote found in it or in a source's excerpt, or it is recorded as
-    /// `unknown`. The objective's current revisions are read first, so a correction that came
-    /// since fences the review (R6).
+    /// `unknown`. Name what you reviewed with the --report-version and --observed that
+    /// `agentroom review show` printed: they are sent as given, never read from the host, so
+    /// a correction or a control change since you looked fences the review (R6: refused;
+    /// show the reviews again and review the report that awaits review now).
     #[command(after_help = EXIT_CODES)]
     Record {
         #[command(flatten)]
@@ -308,9 +313,13 @@ pub(crate) enum ReviewCommand {
         /// The objective's id.
         #[arg(value_parser = parse_id)]
         objective: String,
-        /// The report version reviewed; the one awaiting review when omitted.
-        #[arg(long, value_name = "N")]
-        report_version: Option<u32>,
+        /// The report version you reviewed, as `agentroom review show` printed it.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        report_version: u32,
+        /// The objective's revisions you reviewed against, `OBJECTIVE:CONTROL` (its revision
+        /// and its control revision), as `agentroom review show` printed them.
+        #[arg(long, value_name = "OBJECTIVE:CONTROL", value_parser = parse_observed)]
+        observed: Observed,
         /// A criterion's verdict, `CRITERION=met|unmet|unknown`; one per criterion.
         #[arg(long = "verdict", value_name = "CRITERION=VERDICT", value_parser = parse_verdict, required = true)]
         verdicts: Vec<(String, String)>,
@@ -421,7 +430,7 @@ pub(crate) enum OperatorError {
         message: String,
     },
     /// The arguments do not make a request (a verdict without evidence, evidence for no
-    /// verdict, no report awaiting review); nothing was sent.
+    /// verdict, a verdict given twice); nothing was sent.
     #[error("{0}")]
     Arguments(String),
     /// The answer is not the JSON this command expects.
@@ -599,6 +608,7 @@ pub(crate) async fn review(command: ReviewCommand) -> Result<String, OperatorErr
             target,
             objective,
             report_version,
+            observed,
             verdicts,
             evidence,
             sources,
@@ -610,7 +620,7 @@ pub(crate) async fn review(command: ReviewCommand) -> Result<String, OperatorErr
                 sources,
                 quotes,
             };
-            return record_review(target, objective, report_version, said).await;
+            return record_review(target, objective, report_version, observed, said).await;
         }
     };
     let client = Client::new(&target)?;
@@ -744,43 +754,47 @@ impl Said {
     }
 }
 
-/// `agentroom review record`: the review of the report awaiting review (or the version
-/// named), bound to the revisions the objective has now.
+/// `agentroom review record`: the review of report `version` as the reviewer saw it, bound
+/// to the revisions they observed (R6): nothing of it is read from the host.
 async fn record_review(
     target: Target,
     objective: String,
-    report_version: Option<u32>,
+    version: u32,
+    observed: Observed,
     said: Said,
 ) -> Result<String, OperatorError> {
     let verdicts = said.verdicts()?;
     let client = Client::new(&target)?;
     let path = format!("objectives/{objective}/reviews");
-    let current = client.get(&path, &[]).await?;
-    let reviews: Reviews = typed(&format!("GET {path}"), &current)?;
-    let version = match (report_version, &reviews.awaiting_review) {
-        (Some(version), _) => version,
-        (None, Some(report)) => report.version,
-        (None, None) => {
-            return Err(OperatorError::Arguments(format!(
-                "no report of objective {objective} awaits review; name one with --report-version"
-            )));
-        }
-    };
     let body = json!({
         "report_version": version,
         "observed": {
-            "objective": reviews.observed.objective,
-            "control": reviews.observed.control,
+            "objective": observed.objective,
+            "control": observed.control,
         },
         "verdicts": verdicts,
     });
-    let answer = client.post(&path, &body).await?;
+    // R6 refuses over HTTP (409) or in the decision: either way, say what to do next.
+    let fenced = |error: OperatorError| match error {
+        OperatorError::Refused { rule, message } if rule.as_deref() == Some("R6") => {
+            OperatorError::Refused {
+                rule,
+                message: format!(
+                    "{message} (report v{version} at revisions {observed}; `agentroom review show {objective}` prints what awaits review now)"
+                ),
+            }
+        }
+        other => other,
+    };
+    let answer = client.post(&path, &body).await.map_err(fenced)?;
     let decision: Decision = typed(&format!("POST {path}"), &answer)?;
-    decided_or_refused(&decision)?;
+    decided_or_refused(&decision).map_err(fenced)?;
     if target.json {
         return Ok(json_text(&answer));
     }
-    let mut out = format!("recorded a review of report v{version} of objective {objective}\n");
+    let mut out = format!(
+        "recorded a review of report v{version} of objective {objective} (revisions {observed})\n"
+    );
     out.push_str(&log_lines(&decision));
     Ok(out)
 }
@@ -799,6 +813,43 @@ fn parse_pair(text: &str) -> Result<(String, String), String> {
         return Err(format!("`{text}`: the value after `=` is blank"));
     }
     Ok((id.to_string(), value.to_owned()))
+}
+
+/// The revisions a reviewer observed, as `--observed OBJECTIVE:CONTROL` reads and prints
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Observed {
+    /// The objective's revision.
+    objective: u64,
+    /// Its control revision.
+    control: u64,
+}
+
+impl std::fmt::Display for Observed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.objective, self.control)
+    }
+}
+
+/// `OBJECTIVE:CONTROL`, two whole numbers: the revisions `agentroom review show` printed.
+fn parse_observed(text: &str) -> Result<Observed, String> {
+    let (objective, control) = text.split_once(':').ok_or_else(|| {
+        format!("`{text}` is not OBJECTIVE:CONTROL (the revisions `agentroom review show` printed, such as 4:0)")
+    })?;
+    let whole = |part: &str, what: &str| {
+        let part = part.trim();
+        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!(
+                "`{text}`: the {what} revision `{part}` is not a whole number"
+            ));
+        }
+        part.parse::<u64>()
+            .map_err(|_| format!("`{text}`: the {what} revision `{part}` is too large"))
+    };
+    Ok(Observed {
+        objective: whole(objective, "objective")?,
+        control: whole(control, "control")?,
+    })
 }
 
 /// A criterion of a correction, `ID=TEXT`.
@@ -909,6 +960,36 @@ mod tests {
         assert!(positive_micros("0").is_err());
         assert!(positive_micros("-5").is_err());
         assert_eq!(positive_micros("5"), Ok(5));
+    }
+
+    #[test]
+    fn r6_observed_revisions_parse_as_objective_colon_control_and_print_back() {
+        let observed = parse_observed("4:0").unwrap();
+        assert_eq!(
+            observed,
+            Observed {
+                objective: 4,
+                control: 0
+            }
+        );
+        assert_eq!(observed.to_string(), "4:0");
+        assert_eq!(parse_observed(" 12 : 3 ").unwrap().to_string(), "12:3");
+        for bad in [
+            "",
+            "4",
+            "4:",
+            ":0",
+            "4:0:1",
+            "a:0",
+            "4:-1",
+            "-4:0",
+            "4.0:0",
+            "+4:0",
+            "4;0",
+            "99999999999999999999:0",
+        ] {
+            assert!(parse_observed(bad).is_err(), "{bad} was accepted");
+        }
     }
 
     #[test]

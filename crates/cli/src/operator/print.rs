@@ -428,11 +428,31 @@ pub(super) fn corrections_text(corrections: &Corrections) -> String {
 
 pub(super) fn reviews_text(reviews: &Reviews) -> String {
     let mut out = String::new();
+    let observed = format!(
+        "{}:{}",
+        reviews.observed.objective, reviews.observed.control
+    );
     let _ = writeln!(out, "reviews of objective {}", clean(&reviews.objective));
+    let _ = writeln!(
+        out,
+        "revisions: objective {}, control {} (--observed {observed})",
+        reviews.observed.objective, reviews.observed.control
+    );
     let _ = writeln!(out, "\ncriteria");
     out.push_str(&criteria_table(&reviews.criteria));
     if let Some(report) = &reviews.awaiting_review {
-        let _ = writeln!(out, "\nawaiting review: report v{}", report.version);
+        // What the reviewer passes on to `review record` (R6: the revisions seen here).
+        let _ = writeln!(
+            out,
+            "\nawaiting review: report v{} at revisions {observed}",
+            report.version
+        );
+        let _ = writeln!(
+            out,
+            "  record your review of it with: agentroom review record {} --report-version {} --observed {observed} --verdict CRITERION=met|unmet|unknown --evidence CRITERION=TEXT …",
+            clean(&reviews.objective),
+            report.version
+        );
     }
     for report in &reviews.reports {
         let _ = writeln!(out, "\nreport v{}", report.version);
