@@ -9,8 +9,8 @@
 //!   once); sam's research call runs (its reply would take 30 s,
 //!   `scenarios/revoke-mid-call.toml`); the owner revokes sam: the call aborts at its next
 //!   heartbeat, is charged what the journal recorded and held for a decision (D4), never
-//!   applied; its readmission is refused while sam is no specialist (T3); sam's next request
-//!   is a 403.
+//!   applied; its readmission is refused while sam is no specialist (T3); sam's token was
+//!   revoked with it: its next request is a 401.
 #![allow(
     unreachable_pub,
     clippy::unwrap_used,
@@ -361,11 +361,11 @@ fn revoking_a_specialist_mid_call_aborts_it_charged_and_held_and_refuses_its_nex
             .any(|l| l.contains("accepted T6") && l.contains(&op) && l.contains("fenced")),
         "the running call was not fenced: {revoked}"
     );
-    // sam's next request is refused at once.
+    // sam's next request is refused at once: its token was revoked with it (401).
     let refused = host.run("sam", &["objective", "list"]);
     assert_eq!(refused.code, 1, "{}", refused.stdout);
     assert!(
-        refused.stderr.contains("forbidden (403)"),
+        refused.stderr.contains("401 unauthorized"),
         "{}",
         refused.stderr
     );
@@ -419,12 +419,14 @@ fn revoking_a_specialist_mid_call_aborts_it_charged_and_held_and_refuses_its_nex
 }
 
 #[test]
-fn t6_revoking_a_specialist_mid_call_aborts_it_charged_and_held_and_refuses_it_403_on_sqlite() {
+fn t6_revoking_a_specialist_mid_call_aborts_it_charged_and_held_and_refuses_its_token_401_on_sqlite()
+ {
     revoking_a_specialist_mid_call_aborts_it_charged_and_held_and_refuses_its_next_request(false);
 }
 
 #[test]
-fn t6_revoking_a_specialist_mid_call_aborts_it_charged_and_held_and_refuses_it_403_on_postgres() {
+fn t6_revoking_a_specialist_mid_call_aborts_it_charged_and_held_and_refuses_its_token_401_on_postgres()
+ {
     revoking_a_specialist_mid_call_aborts_it_charged_and_held_and_refuses_its_next_request(true);
 }
 

@@ -3,7 +3,7 @@
 use agentroom_ports::domain::engine::InputError;
 use agentroom_ports::domain::ids::{EventId, OperationId, PrincipalId, RoomId};
 use agentroom_ports::domain::room::Role;
-use agentroom_ports::{CommitError, NoRandomness, StoreError, SubmitError, TokenError};
+use agentroom_ports::{CommitError, NoRandomness, Revision, StoreError, SubmitError, TokenError};
 use agentroom_workflows::WorkflowError;
 
 /// Why an input was not decided and committed. Nothing was written unless said otherwise.
@@ -79,6 +79,26 @@ pub enum CoordinatorError {
     /// The token store failed.
     #[error("tokens: {0}")]
     Tokens(#[from] TokenError),
+    /// T6: the revocation of `principal` was decided and committed at `revision` (its access
+    /// is refused already, by membership), but revoking its tokens failed. Retrying the same
+    /// input (the same Idempotency-Key) revokes them; so does `agentroom token revoke`.
+    #[error(
+        "{principal} was revoked from room {room} at revision {}, but revoking its tokens failed \
+         ({source}); its access is refused already; retry with the same Idempotency-Key to \
+         revoke its tokens",
+        revision.0
+    )]
+    TokensNotRevoked {
+        /// The Room.
+        room: RoomId,
+        /// The revoked principal.
+        principal: PrincipalId,
+        /// The revision that committed the revocation.
+        revision: Revision,
+        /// Why revoking its tokens failed.
+        #[source]
+        source: TokenError,
+    },
     /// No hosted specialist call of this Room waits here under that operation.
     #[error("no assignment of operation {0}")]
     NoAssignment(OperationId),

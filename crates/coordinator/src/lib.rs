@@ -476,6 +476,16 @@ impl Coordinator {
         }
     }
 
+    /// Whether input `id` was decided in `room` already (a retry of it is answered with
+    /// that decision).
+    pub async fn input_decided(
+        &self,
+        room: &RoomId,
+        id: InputId,
+    ) -> Result<bool, CoordinatorError> {
+        Ok(self.shared.store.input_decided(room, id).await?.is_some())
+    }
+
     /// The decision that committed input `id` in `room`, if one did.
     async fn decided_before(
         &self,

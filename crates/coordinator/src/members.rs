@@ -2,7 +2,8 @@
 //! its text shown once), change a member's roles, revoke a member; each one decided input with
 //! its own revision. The domain decides who may, keeps the Room an owner, and fences the open
 //! calls of a principal that loses the role they run in; authentication reads the membership
-//! as stored at every request, so a revoked principal's next request is refused at once.
+//! as stored at every request, so a revoked principal's next request is refused at once, and
+//! revoking a member also revokes its tokens in the Room, so they never work again.
 
 use agentroom_ports::domain::engine::{MemberChange, Verdict};
 use agentroom_ports::domain::ids::{PrincipalId, RoomId, Timestamp};
@@ -97,8 +98,16 @@ impl Coordinator {
         .await
     }
 
-    /// Revokes `principal` from `room` (T6): every role at once, its open calls fenced, its
-    /// tokens refused in the Room from its next request on.
+    /// Revokes `principal` from `room` (T6): every role at once, its open calls fenced, and
+    /// once the revocation is accepted, every token of `principal` in `room` issued until the
+    /// decision is revoked in the token store, so its next request is a 401 and adding the
+    /// principal again later never revives an old (possibly leaked) token.
+    ///
+    /// The decision commits first, then the tokens are revoked. If revoking them fails, the
+    /// member stays revoked (authentication refuses it by membership anyway) and the answer
+    /// is [`CoordinatorError::TokensNotRevoked`]: a retry of the same `id` finds the decision
+    /// ([`Outcome::AlreadyDecided`]) and revokes the tokens issued until it again (revoking
+    /// is idempotent; a token issued to the principal added again later is left alone).
     pub async fn revoke_member(
         &self,
         room: &RoomId,
@@ -106,15 +115,40 @@ impl Coordinator {
         by: PrincipalId,
         principal: PrincipalId,
     ) -> Result<Outcome, CoordinatorError> {
-        self.submit(
-            room,
-            id,
-            OperatorInput::ChangeMember {
-                by,
+        let outcome = self
+            .submit(
+                room,
+                id,
+                OperatorInput::ChangeMember {
+                    by,
+                    principal: principal.clone(),
+                    change: MemberChange::Revoke,
+                },
+            )
+            .await?;
+        let revision = match &outcome {
+            Outcome::Decided { revision, .. } | Outcome::AlreadyDecided { revision, .. } => {
+                *revision
+            }
+            Outcome::AlreadyDone => return Ok(outcome),
+        };
+        let Some(decided) = outcome
+            .log()
+            .first()
+            .filter(|entry| entry.verdict == Verdict::Accepted)
+        else {
+            return Ok(outcome);
+        };
+        self.shared
+            .store
+            .revoke_principal_tokens(room, &principal, decided.at, self.shared.clock.now())
+            .await
+            .map_err(|source| CoordinatorError::TokensNotRevoked {
+                room: room.clone(),
                 principal,
-                change: MemberChange::Revoke,
-            },
-        )
-        .await
+                revision,
+                source,
+            })?;
+        Ok(outcome)
     }
 }

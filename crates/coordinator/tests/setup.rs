@@ -170,3 +170,117 @@ fn stored_now() -> agentroom_ports::domain::ids::Timestamp {
     use agentroom_ports::Clock;
     agentroom_ports::SystemClock.now()
 }
+
+/// T6: revoking a member revokes its tokens in the Room. When that fails after the decision
+/// committed, the answer says so (the member is revoked, its tokens not); a retry of the same
+/// input revokes them; and adding the principal again never revives an old token, while its
+/// new one works (a retry of the old revocation leaves the new token alone).
+#[tokio::test]
+async fn t6_revoking_a_member_revokes_its_tokens_and_a_retry_finishes_a_failed_revocation() {
+    use agentroom_coordinator::{InputId, Outcome, TokenTerms};
+    use agentroom_ports::AuthError;
+    use support::calls::Interposed;
+
+    let store = Interposed::new();
+    let (state, _) = room_of(&scenario("demo.toml"));
+    let room = state.room().clone();
+    let owner = principal("olive");
+    let oscar = principal("oscar");
+    let service =
+        Coordinator::builder(store.clone(), CoordinatorConfig::for_command("setup")).build();
+    let tokens = service
+        .open_room(
+            &state,
+            &owner,
+            &[NewMember {
+                principal: oscar.clone(),
+                roles: vec![Role::Operator],
+            }],
+        )
+        .await
+        .unwrap();
+    let old = tokens[1].issued.text().to_owned();
+    store.authenticate(&old, stored_now()).await.unwrap();
+
+    // The decision commits; revoking the tokens fails: the error names both.
+    store.fail_token_revocations(1);
+    let revoke = InputId::named("revoke oscar");
+    let failed = service
+        .revoke_member(&room, revoke, owner.clone(), oscar.clone())
+        .await
+        .unwrap_err();
+    let CoordinatorError::TokensNotRevoked {
+        principal: named,
+        revision,
+        ..
+    } = &failed
+    else {
+        panic!("{failed}");
+    };
+    assert_eq!(named, &oscar);
+    assert!(
+        failed
+            .to_string()
+            .contains("retry with the same Idempotency-Key"),
+        "{failed}"
+    );
+    let stored = store.load(&room).await.unwrap().unwrap();
+    assert!(!stored.state.members().is_member(&oscar));
+    store.authenticate(&old, stored_now()).await.unwrap();
+
+    // The retry finds the decision and revokes the tokens.
+    let retried = service
+        .revoke_member(&room, revoke, owner.clone(), oscar.clone())
+        .await
+        .unwrap();
+    assert!(
+        matches!(&retried, Outcome::AlreadyDecided { revision: r, .. } if r == revision),
+        "{retried:?}"
+    );
+    assert!(matches!(
+        store.authenticate(&old, stored_now()).await,
+        Err(AuthError::Revoked(_))
+    ));
+
+    // Added again (a moment later): the old token stays revoked, the new one works, and a
+    // retry of the old revocation leaves the new one alone.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let added = service
+        .add_member(
+            &room,
+            InputId::named("add oscar again"),
+            owner.clone(),
+            oscar.clone(),
+            vec![Role::Operator],
+            Some(TokenTerms::default()),
+        )
+        .await
+        .unwrap();
+    let new = added.token.expect("a new token").text().to_owned();
+    service
+        .revoke_member(&room, revoke, owner.clone(), oscar.clone())
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.authenticate(&old, stored_now()).await,
+        Err(AuthError::Revoked(_))
+    ));
+    assert_eq!(
+        store
+            .authenticate(&new, stored_now())
+            .await
+            .unwrap()
+            .principal,
+        oscar
+    );
+
+    // Revoked again under a new input: the new token ends too.
+    service
+        .revoke_member(&room, InputId::named("revoke oscar again"), owner, oscar)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.authenticate(&new, stored_now()).await,
+        Err(AuthError::Revoked(_))
+    ));
+}

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use agentroom_domain::ids::{RoomId, Timestamp};
+use agentroom_domain::ids::{PrincipalId, RoomId, Timestamp};
 use async_trait::async_trait;
 
 use crate::tokens::{SecretHash, TokenError, TokenId, TokenRecord, TokenStore};
@@ -71,6 +71,27 @@ impl TokenStore for MemoryTokens {
         found.sort_by_key(|(created, order, _)| (*created, *order));
         Ok(found.into_iter().map(|(_, _, record)| record).collect())
     }
+
+    async fn revoke_principal_tokens(
+        &self,
+        room: &RoomId,
+        principal: &PrincipalId,
+        issued_until: Timestamp,
+        at: Timestamp,
+    ) -> Result<u64, TokenError> {
+        let mut revoked = 0u64;
+        for (record, _, _) in self.rows().values_mut() {
+            if &record.room == room
+                && &record.principal == principal
+                && record.created_at <= issued_until
+                && record.revoked_at.is_none()
+            {
+                record.revoked_at = Some(at);
+                revoked += 1;
+            }
+        }
+        Ok(revoked)
+    }
 }
 
 /// The whole in-memory store keeps its tokens in a [`MemoryTokens`].
@@ -97,5 +118,17 @@ impl TokenStore for crate::memory::MemoryStore {
 
     async fn list_tokens(&self, room: &RoomId) -> Result<Vec<TokenRecord>, TokenError> {
         self.tokens.list_tokens(room).await
+    }
+
+    async fn revoke_principal_tokens(
+        &self,
+        room: &RoomId,
+        principal: &PrincipalId,
+        issued_until: Timestamp,
+        at: Timestamp,
+    ) -> Result<u64, TokenError> {
+        self.tokens
+            .revoke_principal_tokens(room, principal, issued_until, at)
+            .await
     }
 }

@@ -26,6 +26,7 @@ macro_rules! token_conformance {
             tokens_are_listed_per_room_without_secrets,
             tokens_revoking_an_unknown_id_is_an_error,
             tokens_ids_are_unique,
+            t6_revoking_a_principal_revokes_its_tokens_in_that_room_issued_until_then,
         );
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
@@ -230,6 +231,95 @@ pub async fn tokens_ids_are_unique<S: TokenStore>(store: Arc<S>) {
             .unwrap()
             .principal,
         principal("olive")
+    );
+}
+
+/// T6: revoking a principal's tokens in a Room revokes each of its tokens there issued until
+/// the given time and not revoked yet, says how many, keeps an earlier revocation's time, and
+/// leaves alone other principals, other Rooms and tokens issued later; doing it again revokes
+/// none, and a principal without tokens is not an error.
+pub async fn t6_revoking_a_principal_revokes_its_tokens_in_that_room_issued_until_then<
+    S: TokenStore,
+>(
+    store: Arc<S>,
+) {
+    let first = issue(&*store, 1, "alpha", "sam", None).await;
+    let second = issue(&*store, 2, "alpha", "sam", Some(at(48))).await;
+    let earlier = issue(&*store, 3, "alpha", "sam", None).await;
+    store.revoke_token(&earlier.record.id, at(1)).await.unwrap();
+    let other_principal = issue(&*store, 4, "alpha", "olive", None).await;
+    let other_room = issue(&*store, 5, "beta", "sam", None).await;
+    let later = store
+        .issue_token(
+            NewToken {
+                room: room("alpha"),
+                principal: principal("sam"),
+                created_at: at(3),
+                expires_at: None,
+                label: None,
+            },
+            material(6),
+        )
+        .await
+        .unwrap();
+
+    let revoked = store
+        .revoke_principal_tokens(&room("alpha"), &principal("sam"), at(2), at(4))
+        .await
+        .unwrap();
+    assert_eq!(revoked, 2);
+    for token in [&first, &second] {
+        assert!(matches!(
+            store.authenticate(token.text(), at(5)).await,
+            Err(AuthError::Revoked(id)) if id == token.record.id
+        ));
+    }
+    let listed = store.list_tokens(&room("alpha")).await.unwrap();
+    let revoked_at = |id: &TokenId| listed.iter().find(|r| &r.id == id).unwrap().revoked_at;
+    assert_eq!(revoked_at(&first.record.id), Some(at(4)));
+    assert_eq!(revoked_at(&second.record.id), Some(at(4)));
+    assert_eq!(revoked_at(&earlier.record.id), Some(at(1)));
+    for untouched in [&other_principal, &other_room, &later] {
+        store.authenticate(untouched.text(), at(5)).await.unwrap();
+    }
+
+    // Again: nothing left to revoke; a principal without tokens neither.
+    assert_eq!(
+        store
+            .revoke_principal_tokens(&room("alpha"), &principal("sam"), at(2), at(6))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .revoke_principal_tokens(&room("alpha"), &principal("nobody"), at(9), at(9))
+            .await
+            .unwrap(),
+        0
+    );
+    // Issued exactly at the bound: revoked.
+    assert_eq!(
+        store
+            .revoke_principal_tokens(&room("alpha"), &principal("sam"), at(3), at(7))
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(matches!(
+        store.authenticate(later.text(), at(8)).await,
+        Err(AuthError::Revoked(_))
+    ));
+    assert_eq!(
+        store
+            .list_tokens(&room("alpha"))
+            .await
+            .unwrap()
+            .iter()
+            .find(|r| r.id == first.record.id)
+            .unwrap()
+            .revoked_at,
+        Some(at(4))
     );
 }
 

@@ -350,6 +350,20 @@ pub trait TokenStore: Send + Sync {
     /// The tokens of a Room, oldest first, without secrets.
     async fn list_tokens(&self, room: &RoomId) -> Result<Vec<TokenRecord>, TokenError>;
 
+    /// Marks revoked at `at` every token of `principal` in `room` created at or before
+    /// `issued_until` and not revoked yet (one already revoked keeps its first time; tokens of
+    /// other principals, other Rooms, or created later are untouched), in one statement;
+    /// returns how many it revoked now. T6: a revoked member's tokens end with its membership,
+    /// so adding the principal again later never revives them, while a token issued after
+    /// `issued_until` (to the member added again) stays valid. Revoking none is not an error.
+    async fn revoke_principal_tokens(
+        &self,
+        room: &RoomId,
+        principal: &PrincipalId,
+        issued_until: Timestamp,
+        at: Timestamp,
+    ) -> Result<u64, TokenError>;
+
     /// Issues a token from `material`: stores its record and the hash of its secret, and
     /// returns the text, which exists nowhere else.
     async fn issue_token(

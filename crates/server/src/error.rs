@@ -157,6 +157,24 @@ pub(crate) enum ApiError {
     #[error("the server cannot take this request now; try again")]
     Unavailable(#[source] Cause),
 
+    /// T6: the member was revoked (committed at `revision`: its access is refused already),
+    /// but revoking its tokens failed; the same request with the same Idempotency-Key revokes
+    /// them. Its cause is logged, not told.
+    #[error(
+        "{principal} was revoked at revision {revision} (its access is refused already), but \
+         revoking its tokens failed; send this request again with the same Idempotency-Key to \
+         revoke them"
+    )]
+    TokensNotRevoked {
+        /// The revoked member.
+        principal: String,
+        /// The revision that committed the revocation.
+        revision: i64,
+        /// Why revoking its tokens failed.
+        #[source]
+        cause: Cause,
+    },
+
     // --- Both -------------------------------------------------------------------------------
     /// A bug or a failing store; its cause is logged, not told.
     #[error("the server failed to answer; the request may or may not have been applied")]
@@ -208,9 +226,9 @@ impl ApiError {
             | ApiError::TooManyStreams { .. }
             | ApiError::TooManySessionsForPrincipal { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::TooManySessions { .. } | ApiError::Unavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::TooManySessions { .. }
+            | ApiError::Unavailable(_)
+            | ApiError::TokensNotRevoked { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -247,6 +265,7 @@ impl ApiError {
                 RefusalKind::Invalid => "invalid_body",
             },
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::TokensNotRevoked { .. } => "tokens_not_revoked",
             ApiError::Internal(_) => "internal_error",
         }
     }
@@ -295,6 +314,7 @@ impl IntoResponse for ApiError {
                 body.revision = Some(*revision);
             }
             ApiError::EventRefused(refusal) => body.rule = Some(refusal.rule()),
+            ApiError::TokensNotRevoked { revision, .. } => body.revision = Some(*revision),
             _ => {}
         }
         let mut response = (status, Json(body)).into_response();
@@ -366,6 +386,16 @@ impl From<CoordinatorError> for ApiError {
             CoordinatorError::Submit(
                 error @ (SubmitError::AlreadySubmitted { .. } | SubmitError::NotWaiting { .. }),
             ) => ApiError::WrongState(error.to_string()),
+            CoordinatorError::TokensNotRevoked {
+                principal,
+                revision,
+                source,
+                ..
+            } => ApiError::TokensNotRevoked {
+                principal: principal.to_string(),
+                revision: revision.0,
+                cause: source.into(),
+            },
             other => ApiError::internal(other),
         }
     }

@@ -29,6 +29,12 @@ UPDATE access_tokens SET revoked_at_ms = coalesce(revoked_at_ms, $2) WHERE token
 RETURNING token_id, room_id, principal_id, secret_sha256, created_at_ms, expires_at_ms, \
 revoked_at_ms, label";
 
+    /// Revokes at `$4` every token of principal `$2` in Room `$1` created at or before `$3`
+    /// and not revoked yet.
+    pub(super) const TOKEN_REVOKE_PRINCIPAL: &str = "\
+UPDATE access_tokens SET revoked_at_ms = $4 WHERE room_id = $1 AND principal_id = $2 \
+AND created_at_ms <= $3 AND revoked_at_ms IS NULL";
+
     /// A Room's tokens, oldest first.
     pub(super) const TOKEN_LIST: &str = "\
 SELECT token_id, room_id, principal_id, secret_sha256, created_at_ms, expires_at_ms, \
@@ -137,5 +143,24 @@ impl TokenStore for PgRooms {
             .iter()
             .map(|row| from_row(row).map(|(record, _)| record))
             .collect()
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn revoke_principal_tokens(
+        &self,
+        room: &RoomId,
+        principal: &PrincipalId,
+        issued_until: Timestamp,
+        at: Timestamp,
+    ) -> Result<u64, TokenError> {
+        let revoked = sqlx::query(sql::TOKEN_REVOKE_PRINCIPAL)
+            .bind(room.as_str())
+            .bind(principal.as_str())
+            .bind(issued_until.as_millis())
+            .bind(at.as_millis())
+            .execute(&self.pool)
+            .await
+            .map_err(db("revoking a principal's tokens"))?;
+        Ok(revoked.rows_affected())
     }
 }

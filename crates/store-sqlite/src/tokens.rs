@@ -143,4 +143,30 @@ impl TokenStore for SqliteRooms {
             .map(|row| row.map(|(record, _)| record))
             .collect()
     }
+
+    #[tracing::instrument(skip(self))]
+    async fn revoke_principal_tokens(
+        &self,
+        room: &RoomId,
+        principal: &PrincipalId,
+        issued_until: Timestamp,
+        at: Timestamp,
+    ) -> Result<u64, TokenError> {
+        let connection = self.connections.writer();
+        let revoked = connection
+            .prepare_cached(
+                "UPDATE access_tokens SET revoked_at_ms = ?4 WHERE room_id = ?1 \
+                 AND principal_id = ?2 AND created_at_ms <= ?3 AND revoked_at_ms IS NULL",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    room.as_str(),
+                    principal.as_str(),
+                    issued_until.as_millis(),
+                    at.as_millis(),
+                ])
+            })
+            .map_err(db("revoking a principal's tokens"))?;
+        Ok(u64::try_from(revoked).unwrap_or(u64::MAX))
+    }
 }

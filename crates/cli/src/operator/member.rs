@@ -53,9 +53,10 @@ pub(crate) enum MemberCommand {
         #[arg(long = "role", value_name = "ROLE", required = true, value_delimiter = ',', value_parser = parse_role)]
         roles: Vec<Role>,
     },
-    /// Revoke a member: every role at once. Its next request is refused (403), its running
-    /// calls abort (what they return is charged and held, never applied), its assignments are
-    /// withdrawn. The Room keeps an owner.
+    /// Revoke a member: every role at once, and its tokens in the Room (its next request is
+    /// refused, 401; they stay revoked if it is added again). Its running calls abort (what
+    /// they return is charged and held, never applied), its assignments are withdrawn. The
+    /// Room keeps an owner.
     #[command(after_help = EXIT_CODES)]
     Revoke {
         #[command(flatten)]

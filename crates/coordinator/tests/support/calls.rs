@@ -114,6 +114,8 @@ pub struct Interposed {
     alone: Mutex<Vec<(OperationId, i64, ReceiptWrite)>>,
     hook: Mutex<Option<(CallRole, Hook)>>,
     hooked: Mutex<Option<CallRequest>>,
+    /// How many of the next principal token revocations fail.
+    failing_token_revocations: AtomicU32,
 }
 
 impl Interposed {
@@ -142,6 +144,11 @@ impl Interposed {
     /// The call whose reserving commit ran the hook.
     pub fn hooked(&self) -> Option<CallRequest> {
         self.hooked.lock().unwrap().clone()
+    }
+
+    /// The next `n` revocations of a principal's tokens fail, revoking nothing.
+    pub fn fail_token_revocations(&self, n: u32) {
+        self.failing_token_revocations.store(n, Ordering::SeqCst);
     }
 }
 
@@ -376,6 +383,27 @@ impl TokenStore for Interposed {
 
     async fn list_tokens(&self, room: &RoomId) -> Result<Vec<TokenRecord>, TokenError> {
         self.inner.list_tokens(room).await
+    }
+
+    async fn revoke_principal_tokens(
+        &self,
+        room: &RoomId,
+        principal: &PrincipalId,
+        issued_until: Timestamp,
+        at: Timestamp,
+    ) -> Result<u64, TokenError> {
+        let failing =
+            self.failing_token_revocations
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(TokenError::database(
+                "revoking a principal's tokens",
+                "the token store is down (test)",
+            ));
+        }
+        self.inner
+            .revoke_principal_tokens(room, principal, issued_until, at)
+            .await
     }
 }
 

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::auth::Caller;
+use super::handlers::{keyed_input_id, revoke_input};
 use super::{MAX_BODY_BYTES, State as ApiState};
 use crate::body::{ReadError, declared_above, read_limited};
 use crate::error::ApiError;
@@ -318,6 +319,37 @@ impl<S: Send + Sync> FromRequestParts<S> for HeldOperation {
             )));
         }
         Ok(HeldOperation(op))
+    }
+}
+
+/// `{principal}` in a member's revoke path: a current member of the caller's Room, or (T6)
+/// one whose revocation under this request's `Idempotency-Key` was decided already, so a
+/// retry reaches the service and finishes revoking its tokens if that failed; 404 otherwise,
+/// before any body is read.
+#[derive(Debug, Clone)]
+pub(crate) struct RevokedMember(pub(crate) PrincipalId);
+
+impl FromRequestParts<ApiState> for RevokedMember {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, api: &ApiState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, api).await?;
+        let text = second_segment(parts, api).await?;
+        let unknown = || ApiError::NotFound(format!("no member {text} in this room"));
+        let principal = PrincipalId::parse(&text).map_err(|_| unknown())?;
+        if caller.stored.state.members().is_member(&principal) {
+            return Ok(RevokedMember(principal));
+        }
+        let IdempotencyKey(Some(key)) = IdempotencyKey::from_request_parts(parts, api).await?
+        else {
+            return Err(unknown());
+        };
+        let id = keyed_input_id(&caller, &key, &revoke_input(&principal));
+        if api.rooms.input_decided(&caller.room, id).await? {
+            Ok(RevokedMember(principal))
+        } else {
+            Err(unknown())
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
 use agentroom_domain::artifact::ContentDigest;
 use agentroom_domain::engine::{self, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{EventId, ObjectiveId, OperationId, TaskKey};
+use agentroom_domain::ids::{EventId, ObjectiveId, OperationId, PrincipalId, TaskKey};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Criterion, Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
@@ -150,13 +150,23 @@ pub(super) fn input_id(
     what: &str,
 ) -> Result<InputId, ApiError> {
     match &key.0 {
-        Some(key) => Ok(InputId::named(&format!(
-            "rest/{}/{}/{what}/{key}",
-            caller.room, caller.principal
-        ))),
+        Some(key) => Ok(keyed_input_id(caller, key, what)),
         // The service's one randomness source: none is a 503, never a guessable id.
         None => Ok(api.rooms.fresh_input_id()?),
     }
+}
+
+/// The input id of `what` sent by `caller` under Idempotency-Key `key`.
+pub(super) fn keyed_input_id(caller: &Caller, key: &str, what: &str) -> InputId {
+    InputId::named(&format!(
+        "rest/{}/{}/{what}/{key}",
+        caller.room, caller.principal
+    ))
+}
+
+/// What revoking `principal` is named in its input id.
+pub(super) fn revoke_input(principal: &PrincipalId) -> String {
+    format!("member/revoke/{principal}")
 }
 
 /// What a decided input answers: the revision and the decision log (rejections by a rule are

@@ -13,8 +13,8 @@ use axum::extract::State;
 
 use super::State as ApiState;
 use super::auth::Caller;
-use super::extract::{IdempotencyKey, KnownMember, StrictJson, StrictJsonOrEmpty};
-use super::handlers::{decided, input_id};
+use super::extract::{IdempotencyKey, KnownMember, RevokedMember, StrictJson, StrictJsonOrEmpty};
+use super::handlers::{decided, input_id, revoke_input};
 use crate::error::ApiError;
 
 /// Roles as the input names them: at least one, each once, in a fixed order (so a retry
@@ -90,15 +90,18 @@ pub(crate) async fn change_roles(
     decided(&outcome)
 }
 
-/// `POST /v1/rooms/{room}/members/{principal}/revoke`.
+/// `POST /v1/rooms/{room}/members/{principal}/revoke`: the member's tokens in the Room are
+/// revoked with it (T6). When revoking them fails after the revocation committed, a 503
+/// `tokens_not_revoked` says so; the same request with the same Idempotency-Key (accepted
+/// although the principal is no longer a member) revokes them.
 pub(crate) async fn revoke(
     State(api): State<ApiState>,
     caller: Caller,
-    KnownMember(principal): KnownMember,
+    RevokedMember(principal): RevokedMember,
     key: IdempotencyKey,
     StrictJsonOrEmpty(EmptyBody {}): StrictJsonOrEmpty<EmptyBody>,
 ) -> Result<Json<Decision>, ApiError> {
-    let id = input_id(&api, &caller, &key, &format!("member/revoke/{principal}"))?;
+    let id = input_id(&api, &caller, &key, &revoke_input(&principal))?;
     let outcome = api
         .rooms
         .revoke_member(&caller.room, id, caller.principal.clone(), principal)

@@ -157,7 +157,10 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
             "/v1/rooms/{room}/members/{principal}/revoke",
             Needs(P::MembershipManage),
             "Revoke a member (T6): every role at once; its open calls abort (charged and held, \
-             never applied), its assignments are withdrawn, and its next request is refused.",
+             never applied), its assignments are withdrawn, and its tokens in the Room are \
+             revoked (its next request is a 401, also after it is added again). Should revoking \
+             the tokens fail after the revocation committed, a 503 `tokens_not_revoked` says so \
+             and the same request with the same Idempotency-Key finishes it.",
             on(MethodFilter::POST, members::revoke),
         ),
         row(

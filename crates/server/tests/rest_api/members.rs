@@ -1,8 +1,8 @@
 //! Memberships over REST while the Room runs (issue 18, T6): the owner adds a member (with its
 //! first token, shown once), changes a member's roles, revokes a member; every bad request is
 //! a clear 4xx that changes nothing; a revoked or demoted principal's next request is refused
-//! at once, its notification stream ends within a second, and its hosted assignment is
-//! withdrawn.
+//! at once (a revoked one's tokens are revoked with it: 401, also after it is added again),
+//! its notification stream ends within a second, and its hosted assignment is withdrawn.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +10,8 @@ use axum::http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tokio::time::timeout;
+
+use agentroom_ports::TokenStore;
 
 use crate::support::{App, spawn_app};
 
@@ -162,7 +164,7 @@ async fn t6_an_owner_changes_a_members_roles_in_one_decision_and_it_takes_effect
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn t6_a_revoked_member_is_refused_403_on_its_next_request_and_its_stream_ends_within_a_second()
+async fn t6_a_revoked_member_is_refused_401_on_its_next_request_and_its_stream_ends_within_a_second()
  {
     let app = spawn_app().await;
     app.get("sue", "/v1/rooms/local/objectives").await;
@@ -182,13 +184,10 @@ async fn t6_a_revoked_member_is_refused_403_on_its_next_request_and_its_stream_e
     assert_eq!(revoked["log"][0]["rule"], "T6", "{revoked}");
     assert_eq!(roles_of(&members(&app).await, "sue"), None);
     let started = Instant::now();
-    let answer = app
-        .as_("sue", Method::GET, "/v1/rooms/local/objectives", "")
-        .await;
-    assert_eq!(
-        answer.assert_error(StatusCode::FORBIDDEN, "forbidden")["permission"],
-        "objective.read"
-    );
+    // Its token was revoked with it: 401, not merely 403.
+    app.as_("sue", Method::GET, "/v1/rooms/local/objectives", "")
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
     let mut body = stream.into_body();
     let ended = timeout(Duration::from_secs(5), async {
         loop {
@@ -352,7 +351,7 @@ async fn t6_every_bad_membership_request_is_a_clear_4xx_and_changes_nothing() {
 
 /// T6 on a hosted specialist: demoted to agent host (it may still fetch assignments), its
 /// waiting call is aborted and its assignment withdrawn at once; its result is refused; and
-/// once revoked, its next request is a 403.
+/// once revoked, its next request is a 401 (its token was revoked with it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t6_a_demoted_hosted_specialist_loses_its_assignment_at_once_and_a_revoked_one_is_refused()
 {
@@ -389,7 +388,7 @@ async fn t6_a_demoted_hosted_specialist_loses_its_assignment_at_once_and_a_revok
     let answer = app
         .as_("sam", Method::GET, "/v1/rooms/local/assignments", "")
         .await;
-    answer.assert_error(StatusCode::FORBIDDEN, "forbidden");
+    answer.assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
     // Nothing of the aborted call was applied: the task is not done.
     app.settle().await;
     let objective = gather["objective"].as_str().unwrap();
@@ -398,4 +397,78 @@ async fn t6_a_demoted_hosted_specialist_loses_its_assignment_at_once_and_a_revok
         .await;
     let done = &detail["board"]["columns"][3]["tasks"];
     assert_eq!(done, &json!([]), "{detail}");
+}
+
+/// T6: revoking a member revokes its tokens in the Room: its token is a 401 (revoked), not
+/// merely a 403; a retry of the revocation with the same Idempotency-Key answers the original
+/// decision (not a 404, though it is no longer a member); and once the principal is added
+/// again, its old token is still a 401 while the newly issued one works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t6_a_revoked_members_old_token_stays_revoked_after_it_is_added_again() {
+    let app = spawn_app().await;
+    let old = app.token("sue").to_owned();
+    let as_sue = |token: String| {
+        let app = &app;
+        async move {
+            let auth = format!("Bearer {token}");
+            app.call(
+                Method::GET,
+                "/v1/rooms/local/objectives",
+                &[("authorization", &auth)],
+                String::new(),
+            )
+            .await
+        }
+    };
+    assert_eq!(as_sue(old.clone()).await.status, StatusCode::OK);
+
+    let path = format!("{MEMBERS}/sue/revoke");
+    let revoked = keyed(&app, &path, "", "revoke-sue").await;
+    assert_eq!(revoked.status, StatusCode::OK, "{revoked:?}");
+    let revoked = revoked.json();
+    assert_eq!(revoked["decided"], true, "{revoked}");
+    as_sue(old.clone())
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    let tokens = app
+        .store
+        .list_tokens(&crate::support::local())
+        .await
+        .unwrap();
+    let sues: Vec<_> = tokens
+        .iter()
+        .filter(|t| t.principal.as_str() == "sue")
+        .collect();
+    assert!(!sues.is_empty());
+    assert!(sues.iter().all(|t| t.revoked_at.is_some()), "{sues:?}");
+
+    // The same request again: the original decision, not a 404.
+    let again = keyed(&app, &path, "", "revoke-sue").await;
+    assert_eq!(again.status, StatusCode::OK, "{again:?}");
+    let again = again.json();
+    assert_eq!(again["already_done"], true, "{again}");
+    assert_eq!(again["revision"], revoked["revision"], "{again}");
+    // Under another key it is no member to revoke.
+    keyed(&app, &path, "", "revoke-sue-2")
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "not_found");
+
+    // Added again with a new token: the old one stays revoked, the new one works.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let body =
+        json!({"principal": "sue", "roles": ["specialist"], "issue_token": true}).to_string();
+    let added = keyed(&app, MEMBERS, &body, "add-sue-again").await;
+    assert_eq!(added.status, StatusCode::OK, "{added:?}");
+    let new = added.json()["token"]["token"].as_str().unwrap().to_owned();
+    as_sue(old.clone())
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    assert_eq!(as_sue(new.clone()).await.status, StatusCode::OK);
+    // A retry of the old revocation leaves the new token alone.
+    let retried = keyed(&app, &path, "", "revoke-sue").await;
+    assert_eq!(retried.status, StatusCode::OK, "{retried:?}");
+    assert_eq!(as_sue(new).await.status, StatusCode::OK);
+    as_sue(old)
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "unauthenticated");
 }
