@@ -876,6 +876,7 @@ fn errors_name_the_host_the_token_the_permission_or_what_was_not_found_with_docu
         &["budget"][..],
         &["budget", "show"],
         &["budget", "raise"],
+        &["budget", "acknowledge"],
         &["objective"],
         &["objective", "list"],
         &["objective", "show"],
@@ -900,4 +901,51 @@ fn errors_name_the_host_the_token_the_permission_or_what_was_not_found_with_docu
     let budget = host.json("operator", &["budget", "show"]);
     assert_eq!(micros(&budget["balances"]["limit"]), 1_000_000);
     assert_eq!(micros(&budget["balances"]["spent"]), 0);
+}
+
+/// B5: a call whose usage is above its reservation is charged as reported and stops new
+/// admissions in the Room; an owner may not acknowledge it (403 naming the permission), an
+/// operator does (`budget acknowledge`), and the work goes on without a raise of the limit. A
+/// second acknowledgement finds no overrun and is refused by its rule.
+#[test]
+fn b5_an_overrun_stops_admissions_until_an_operator_acknowledges_it() {
+    let host = Host::start_with(1_000_000, "scenarios/overrun.toml", &[]);
+    host.post("Summarize how durable agent runtimes recover from crashes, with sources.");
+    let deadline = Instant::now() + PATIENCE;
+    let budget = loop {
+        let budget = host.json("operator", &["budget", "show"]);
+        if !budget["overrun"].is_null() {
+            break budget;
+        }
+        assert!(Instant::now() < deadline, "no overrun: {budget}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        micros(&budget["spent_micros_by_principal"]["sam"]),
+        500_000,
+        "{budget}"
+    );
+    let id = host.wait_for("running");
+    let shown = host.ok("operator", &["objective", "show", &id]);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains(" rejected ") && l.contains(" B5 ")),
+        "no B5 rejection in\n{shown}"
+    );
+
+    host.run("owner", &["budget", "acknowledge"])
+        .failed_saying(&["403", "budget.acknowledge"]);
+    let acknowledged = host.ok("operator", &["budget", "acknowledge"]);
+    assert!(
+        acknowledged.starts_with("acknowledged the overrun of lab\n"),
+        "{acknowledged}"
+    );
+    assert!(acknowledged.contains("accepted B5"), "{acknowledged}");
+    host.wait_for("completed");
+    let budget = host.json("operator", &["budget", "show"]);
+    assert!(budget["overrun"].is_null(), "{budget}");
+    assert_eq!(micros(&budget["balances"]["limit"]), 1_000_000, "{budget}");
+    host.run("operator", &["budget", "acknowledge"])
+        .failed_saying(&["refused by rule B5"]);
 }

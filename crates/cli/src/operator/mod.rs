@@ -1,4 +1,4 @@
-//! The operator commands against a running host (issue 7): `agentroom budget show|raise`,
+//! The operator commands against a running host (issue 7): `agentroom budget show|raise|acknowledge|quotes`,
 //! `agentroom objective list|show|pause|resume|cancel|correct|corrections`, `agentroom review
 //! show|record`, `agentroom late-result list|readmit|discard` and `agentroom member
 //! list|add|role|revoke`, each an HTTP client of the REST API that `agentroom serve` hosts
@@ -105,6 +105,14 @@ pub(crate) enum BudgetCommand {
         /// By how much, in dollars (e.g. `2.50`, at most six decimals).
         #[arg(long, value_name = "DOLLARS", value_parser = parse_usd)]
         usd: Option<i64>,
+    },
+    /// Acknowledge the Room's overrun (B5; needs `budget.acknowledge`, held by operators): new
+    /// admissions resume without raising the limit; spent stays as charged. Refused (exit 1)
+    /// when there is no overrun to acknowledge.
+    #[command(after_help = EXIT_CODES)]
+    Acknowledge {
+        #[command(flatten)]
+        target: Target,
     },
     /// Bring the Room's per-role quotes up to the models the host serves (B6; needs
     /// `budget.raise`): a Room whose quote is below its model's admits no call of that role
@@ -484,6 +492,18 @@ pub(crate) async fn budget(command: BudgetCommand) -> Result<String, OperatorErr
                 target.room,
                 dollars(amount)
             );
+            out.push_str(&log_lines(&decision));
+            Ok(out)
+        }
+        BudgetCommand::Acknowledge { target } => {
+            let client = Client::new(&target)?;
+            let answer = client.post("budget/acknowledge", &json!({})).await?;
+            let decision: Decision = typed("POST budget/acknowledge", &answer)?;
+            decided_or_refused(&decision)?;
+            if target.json {
+                return Ok(json_text(&answer));
+            }
+            let mut out = format!("acknowledged the overrun of {}\n", target.room);
             out.push_str(&log_lines(&decision));
             Ok(out)
         }
