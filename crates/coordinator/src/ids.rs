@@ -4,7 +4,7 @@
 //! control and operator inputs — so deciding the same input again (after a conflict or a
 //! crash) yields the same ids, and the store's idempotent inserts absorb the retry.
 
-use agentroom_ports::domain::engine::{Input, MemberChange};
+use agentroom_ports::domain::engine::{Input, MemberChange, MemoryChange};
 use agentroom_ports::domain::ids::{EventId, OperationId};
 use uuid::Uuid;
 
@@ -67,6 +67,11 @@ pub(crate) fn kind_of(input: &Input) -> &'static str {
         Input::RecordReview { .. } => "record_review",
         Input::UpdateTask { .. } => "update_task",
         Input::ChangeMembership { .. } => "change_membership",
+        Input::Memory { change, .. } => match change {
+            MemoryChange::Add { .. } => "add_memory",
+            MemoryChange::Correct { .. } => "correct_memory",
+            MemoryChange::Retract { .. } => "retract_memory",
+        },
         Input::ChangeMember { change, .. } => match change {
             MemberChange::Add { .. } => "add_member",
             MemberChange::SetRoles { .. } => "change_member_roles",

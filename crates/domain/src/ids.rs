@@ -91,6 +91,11 @@ uuid_id!(
     "contribution id"
 );
 uuid_id!(
+    /// An entry of the Room's memory (M1), derived from the input that added it.
+    MemoryEntryId,
+    "memory entry id"
+);
+uuid_id!(
     /// A recorded review.
     ReviewId,
     "review id"

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod event;
 pub mod ids;
 pub mod ledger;
+pub mod memory;
 pub mod money;
 pub mod objective;
 pub mod plan;

@@ -839,6 +839,7 @@ impl Default for AccessPolicy {
                     P::ReportRead,
                     P::PlanningUse,
                     P::MembershipManage,
+                    P::MemoryManage,
                 ],
             ),
             (
@@ -854,6 +855,7 @@ impl Default for AccessPolicy {
                     P::OperationResolve,
                     P::ReportRead,
                     P::PlanningUse,
+                    P::MemoryManage,
                 ],
             ),
             (
@@ -996,6 +998,7 @@ mod tests {
                     P::ReportRead,
                     P::PlanningUse,
                     P::MembershipManage,
+                    P::MemoryManage,
                 ],
             ),
             (
@@ -1011,6 +1014,7 @@ mod tests {
                     P::OperationResolve,
                     P::ReportRead,
                     P::PlanningUse,
+                    P::MemoryManage,
                 ],
             ),
             (

@@ -97,11 +97,13 @@ pub enum Permission {
     PlanningUse,
     /// Grant and revoke memberships.
     MembershipManage,
+    /// Add, correct and retract the Room's memory entries (M1).
+    MemoryManage,
 }
 
 impl Permission {
     /// Every permission, in a fixed order.
-    pub const ALL: [Permission; 13] = [
+    pub const ALL: [Permission; 14] = [
         Permission::EventPost,
         Permission::ObjectiveRead,
         Permission::ObjectiveControl,
@@ -115,6 +117,7 @@ impl Permission {
         Permission::TaskUpdateOwn,
         Permission::PlanningUse,
         Permission::MembershipManage,
+        Permission::MemoryManage,
     ];
 
     /// The permission's name as written in `policies/access.toml`.
@@ -133,6 +136,7 @@ impl Permission {
             Permission::TaskUpdateOwn => "task.update_own",
             Permission::PlanningUse => "planning.use",
             Permission::MembershipManage => "membership.manage",
+            Permission::MemoryManage => "memory.manage",
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::ids::{
     ContributionId, EventId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity, Timestamp,
 };
 use crate::ledger::{BudgetLedger, LedgerError};
+use crate::memory::Memory;
 use crate::money::UsdMicros;
 use crate::objective::{Interpretation, Objective, ObservedRevisions};
 use crate::policy::{AccessPolicy, RoomPolicy};
@@ -328,11 +329,14 @@ pub struct RoomState {
     pub(crate) operations: BTreeMap<OperationId, Operation>,
     pub(crate) contributions: BTreeMap<ContributionId, Contribution>,
     pub(crate) held: BTreeMap<OperationId, HeldResult>,
+    /// The Room's memory (M1). Absent in states written before the Room kept one: empty.
+    #[serde(default)]
+    pub(crate) memory: Memory,
 }
 
 /// The names of a [`RoomState`]'s top-level sections: the members of its JSON document, in
 /// the order it serializes them.
-pub const STATE_SECTIONS: [&str; 11] = [
+pub const STATE_SECTIONS: [&str; 12] = [
     "room",
     "policy",
     "access",
@@ -344,6 +348,7 @@ pub const STATE_SECTIONS: [&str; 11] = [
     "operations",
     "contributions",
     "held",
+    "memory",
 ];
 
 impl RoomState {
@@ -368,6 +373,7 @@ impl RoomState {
             operations,
             contributions,
             held,
+            memory,
         } = self;
         let mut changed = Vec::new();
         macro_rules! section {
@@ -388,6 +394,7 @@ impl RoomState {
         section!(operations);
         section!(contributions);
         section!(held);
+        section!(memory);
         Ok(changed)
     }
 
@@ -416,6 +423,7 @@ impl RoomState {
             operations: BTreeMap::new(),
             contributions: BTreeMap::new(),
             held: BTreeMap::new(),
+            memory: Memory::default(),
         })
     }
 
@@ -466,6 +474,10 @@ impl RoomState {
     /// Every contribution, superseded ones included.
     pub fn contributions(&self) -> &BTreeMap<ContributionId, Contribution> {
         &self.contributions
+    }
+    /// The Room's memory, retracted entries included (M1).
+    pub fn memory(&self) -> &Memory {
+        &self.memory
     }
     /// Results held for readmission (D4).
     pub fn held_results(&self) -> &BTreeMap<OperationId, HeldResult> {

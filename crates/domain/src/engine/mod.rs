@@ -8,7 +8,8 @@
 //!   reservation before every call, B3, D2; T3 at the dispatch sink);
 //! - `results`: specialist outcomes and late results (T2, D4, O5);
 //! - `reviews`: reports and reviews (R1, R2, R3, R4, R5, R6);
-//! - `control`: pause, resume, cancel, limit raises and memberships (D3, B4, T6).
+//! - `control`: pause, resume, cancel, limit raises and memberships (D3, B4, T6);
+//! - `memory`: the Room's memory entries, added, corrected and retracted (M1).
 //!
 //! The arithmetic of B2, B4 and B5 (available balance, no renewal, raises, overrun stops) is
 //! the ledger's ([`crate::ledger`]); permissions (T3) are checked by one function,
@@ -18,6 +19,7 @@ mod admission;
 mod calls;
 mod control;
 mod events;
+mod memory;
 mod outcome;
 mod results;
 mod reviews;
@@ -31,10 +33,11 @@ use crate::artifact::ContentDigest;
 use crate::catalog::CapabilityCatalog;
 use crate::event::Event;
 use crate::ids::{
-    ContributionId, CriterionId, EventId, IdSource, NotificationId, ObjectiveId, OperationId,
-    PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
+    ContributionId, CriterionId, EventId, IdSource, MemoryEntryId, NotificationId, ObjectiveId,
+    OperationId, PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
 };
 use crate::ledger::LedgerEntry;
+use crate::memory::Provenance;
 use crate::money::UsdMicros;
 use crate::objective::{Criterion, Objective, ObjectiveStatus, ObservedRevisions};
 use crate::plan::{Column, TaskKind};
@@ -326,6 +329,35 @@ pub enum MemberChange {
     Revoke,
 }
 
+/// A change to the Room's memory (M1), by an explicit act of the owner or an operator
+/// (`memory.manage`), decided as one input with its own revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "change")]
+pub enum MemoryChange {
+    /// Keep a new entry, with what it came from.
+    Add {
+        /// What it says.
+        text: String,
+        /// What it came from: an owner message or a contribution the Room has, or an
+        /// external source.
+        provenance: Provenance,
+    },
+    /// A new version of an entry's text; the earlier ones stay in its history.
+    Correct {
+        /// The entry.
+        entry: MemoryEntryId,
+        /// Its text from now on.
+        text: String,
+    },
+    /// The entry no longer reaches any model; it stays, with who retracted it, when and why.
+    Retract {
+        /// The entry.
+        entry: MemoryEntryId,
+        /// Why.
+        why: String,
+    },
+}
+
 /// Everything the engine decides on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "input")]
@@ -467,6 +499,13 @@ pub enum Input {
         principal: PrincipalId,
         /// What changes.
         change: MemberChange,
+    },
+    /// Add, correct or retract a memory entry (M1).
+    Memory {
+        /// Who changes it.
+        by: PrincipalId,
+        /// What changes.
+        change: MemoryChange,
     },
 }
 
@@ -783,6 +822,7 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
             principal,
             change,
         } => ctx.change_member(&by, principal, change),
+        Input::Memory { by, change } => ctx.change_memory(&by, change),
     }
     let ledger = ctx.state.ledger.take_journal();
     Ok(Decision {

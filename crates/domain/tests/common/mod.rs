@@ -125,11 +125,21 @@ impl Room {
     }
 
     pub fn with_catalog(policy: RoomPolicy, limit: i64, catalog: MemoryCatalog) -> Self {
+        Self::build(policy, limit, catalog, AccessPolicy::default())
+    }
+
+    /// A Room whose roles hold what `access` grants (e.g. a policy written before a
+    /// permission existed).
+    pub fn with_access(access: AccessPolicy) -> Self {
+        Self::build(RoomPolicy::default(), 1_000_000, catalog(), access)
+    }
+
+    fn build(policy: RoomPolicy, limit: i64, catalog: MemoryCatalog, access: AccessPolicy) -> Self {
         let state = RoomState::new(RoomSetup {
             room: RoomId::parse("local").unwrap(),
             owner: p("olive"),
             policy,
-            access: AccessPolicy::default(),
+            access,
             quotes: Quotes {
                 reasoner: micros(REASONER),
                 specialist: micros(SPECIALIST),

@@ -1,0 +1,142 @@
+//! The Room's memory (M1): short entries kept with their provenance (the owner message,
+//! contribution or external source each came from, who added it, when), the history of their
+//! corrections and their retraction. Nothing is deleted: a retracted entry stays, with who
+//! retracted it, when and why, and never reaches a model (C1).
+
+use serde::{Deserialize, Serialize};
+
+use crate::artifact::ContentDigest;
+use crate::ids::{ContributionId, EventId, MemoryEntryId, PrincipalId, Timestamp};
+
+/// The longest text an entry keeps, in characters: memory holds short statements, and every
+/// current one is sent with each reasoner call.
+pub const MEMORY_TEXT_MAX_CHARS: usize = 1000;
+
+/// What a memory entry came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "from")]
+pub enum Provenance {
+    /// An owner message (or correction) the Room accepted.
+    OwnerMessage {
+        /// The persisted event.
+        event: EventId,
+    },
+    /// A contribution the Room keeps.
+    Contribution {
+        /// The contribution.
+        id: ContributionId,
+    },
+    /// An external document, named by its address and the digest of its content as read.
+    External {
+        /// Where it is.
+        url: String,
+        /// The digest of its content as read.
+        digest: ContentDigest,
+    },
+}
+
+impl std::fmt::Display for Provenance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Provenance::OwnerMessage { event } => write!(f, "owner message {event}"),
+            Provenance::Contribution { id } => write!(f, "contribution {id}"),
+            Provenance::External { url, digest } => write!(f, "external source {url} ({digest})"),
+        }
+    }
+}
+
+/// One version of an entry's text: the first as added, each later one a correction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryText {
+    /// The text.
+    pub text: String,
+    /// Who wrote this version.
+    pub by: PrincipalId,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// Who retracted an entry, when and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retraction {
+    /// Who retracted it.
+    pub by: PrincipalId,
+    /// When.
+    pub at: Timestamp,
+    /// Why.
+    pub why: String,
+}
+
+/// A memory entry: its provenance, its text versions (never empty) and its retraction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryEntry {
+    pub(crate) id: MemoryEntryId,
+    pub(crate) provenance: Provenance,
+    /// The first is the text as added; corrections follow in order.
+    pub(crate) versions: Vec<MemoryText>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) retraction: Option<Retraction>,
+}
+
+impl MemoryEntry {
+    /// Its id.
+    pub fn id(&self) -> MemoryEntryId {
+        self.id
+    }
+    /// What it came from.
+    pub fn provenance(&self) -> &Provenance {
+        &self.provenance
+    }
+    /// Every version of its text, the first as added.
+    pub fn versions(&self) -> &[MemoryText] {
+        &self.versions
+    }
+    /// Its text as added (by whom, when).
+    pub fn added(&self) -> Option<&MemoryText> {
+        self.versions.first()
+    }
+    /// Its current text (the latest correction, else the text as added).
+    pub fn current(&self) -> Option<&MemoryText> {
+        self.versions.last()
+    }
+    /// Its retraction, when retracted.
+    pub fn retraction(&self) -> Option<&Retraction> {
+        self.retraction.as_ref()
+    }
+    /// Whether it is current: not retracted, so it may reach a model (C1).
+    pub fn is_current(&self) -> bool {
+        self.retraction.is_none()
+    }
+}
+
+/// The Room's memory, in the order entries were added.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Memory {
+    entries: Vec<MemoryEntry>,
+}
+
+impl Memory {
+    /// Every entry, retracted ones included, in the order they were added.
+    pub fn entries(&self) -> &[MemoryEntry] {
+        &self.entries
+    }
+    /// The entries that may reach a model: those not retracted (M1, C1).
+    pub fn current(&self) -> impl Iterator<Item = &MemoryEntry> + '_ {
+        self.entries.iter().filter(|e| e.is_current())
+    }
+    /// The entry of this id.
+    pub fn get(&self, id: MemoryEntryId) -> Option<&MemoryEntry> {
+        self.entries.iter().find(|e| e.id == id)
+    }
+    /// Whether it holds no entry at all.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub(crate) fn push(&mut self, entry: MemoryEntry) {
+        self.entries.push(entry);
+    }
+    pub(crate) fn get_mut(&mut self, id: MemoryEntryId) -> Option<&mut MemoryEntry> {
+        self.entries.iter_mut().find(|e| e.id == id)
+    }
+}
