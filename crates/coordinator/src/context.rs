@@ -4,7 +4,9 @@
 //! criteria, the task or the report).
 //!
 //! - reasoner: the objective, the owner's message that made it and the owner's corrections,
-//!   the Room's capabilities as the catalog resolves them, the members by role (no secrets);
+//!   the Room's current memory entries each with its provenance (a retracted entry never,
+//!   M1), the Room's capabilities as the catalog resolves them, the members by role (no
+//!   secrets);
 //!   progress, unmet evidence and feedback travel in the brief;
 //! - specialist: the objective and the owner's request, the criteria, the capability's
 //!   declared outputs, the content of its dependencies' contributions and their sources;
@@ -20,6 +22,7 @@ use agentroom_ports::domain::artifact::ContentDigest;
 use agentroom_ports::domain::engine::{CallBrief, CallRequest};
 use agentroom_ports::domain::event::EventBody;
 use agentroom_ports::domain::ids::{ContributionId, RoomId};
+use agentroom_ports::domain::memory::{MemoryEntry, Provenance};
 use agentroom_ports::domain::objective::{Criterion, Objective};
 use agentroom_ports::domain::review::{Contribution, Source};
 use agentroom_ports::domain::state::RoomState;
@@ -70,6 +73,7 @@ impl Reader<'_> {
             items.push(objective_item(objective));
             items.extend(self.owner_words(objective).await?);
         }
+        items.extend(self.state.memory().current().filter_map(memory_item));
         items.extend(self.capabilities(None));
         items.push(self.members());
         Ok(items)
@@ -233,6 +237,35 @@ impl Reader<'_> {
             None => format!("(content {digest} is not in this room's store)"),
         })
     }
+}
+
+/// A current memory entry (M1) with its provenance: what it came from, who added it and
+/// when, and its latest correction when it has one. `None` for a retracted entry, which
+/// never reaches a model.
+fn memory_item(entry: &MemoryEntry) -> Option<ContextItem> {
+    if !entry.is_current() {
+        return None;
+    }
+    let added = entry.added()?;
+    let current = entry.current()?;
+    let provenance = entry.provenance();
+    let mut item = ContextItem::new("memory", entry.id().to_string(), current.text.clone())
+        .attr("from", provenance.kind())
+        .attr("source", provenance.reference());
+    if let Provenance::External { digest, .. } = provenance {
+        item = item.attr("content_digest", digest.to_string());
+    }
+    item = item
+        .attr("added_by", added.by.to_string())
+        .attr("added_at", added.at.as_millis().to_string());
+    let versions = entry.versions().len();
+    if versions > 1 {
+        item = item
+            .attr("version", versions.to_string())
+            .attr("corrected_by", current.by.to_string())
+            .attr("corrected_at", current.at.as_millis().to_string());
+    }
+    Some(item)
 }
 
 fn objective_item(objective: &Objective) -> ContextItem {

@@ -24,6 +24,7 @@ mod desk;
 mod error;
 mod ids;
 mod members;
+mod memory;
 mod notify;
 mod plans;
 mod queries;
@@ -38,6 +39,7 @@ use std::time::Duration;
 use agentroom_ports::domain::catalog::{CapabilityCatalog, MemoryCatalog};
 use agentroom_ports::domain::engine::{
     ControlAction, Effect, Input, LateDecision, LogEntry, MemberChange, MembershipChange,
+    MemoryChange,
 };
 use agentroom_ports::domain::event::Event;
 use agentroom_ports::domain::ids::{
@@ -746,6 +748,13 @@ pub enum OperatorInput {
         /// What changes.
         change: MemberChange,
     },
+    /// Add, correct or retract a memory entry (M1).
+    Memory {
+        /// Who changes it.
+        by: PrincipalId,
+        /// What changes.
+        change: MemoryChange,
+    },
 }
 
 impl OperatorInput {
@@ -809,6 +818,7 @@ impl OperatorInput {
                 principal,
                 change,
             },
+            OperatorInput::Memory { by, change } => Input::Memory { by, change },
         }
     }
 }

@@ -35,6 +35,26 @@ pub enum Provenance {
     },
 }
 
+impl Provenance {
+    /// What kind of thing it names: `owner_message`, `contribution` or `external`.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Provenance::OwnerMessage { .. } => "owner_message",
+            Provenance::Contribution { .. } => "contribution",
+            Provenance::External { .. } => "external",
+        }
+    }
+
+    /// The id or address it names: the event id, the contribution id or the url.
+    pub fn reference(&self) -> String {
+        match self {
+            Provenance::OwnerMessage { event } => event.to_string(),
+            Provenance::Contribution { id } => id.to_string(),
+            Provenance::External { url, .. } => url.clone(),
+        }
+    }
+}
+
 impl std::fmt::Display for Provenance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

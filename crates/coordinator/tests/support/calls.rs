@@ -481,6 +481,8 @@ pub struct TestProvider {
     pub behaviour: Behaviour,
     /// Every call that reached it, in order.
     pub requests: Mutex<Vec<CallRequest>>,
+    /// The context each call was sent with (C1), in the same order.
+    pub contexts: Mutex<Vec<agentroom_ports::CallContext>>,
     pub aborts: Mutex<Vec<AbortReason>>,
     /// A call started (one permit per call).
     pub started: Notify,
@@ -496,6 +498,7 @@ impl TestProvider {
         Arc::new(TestProvider {
             behaviour,
             requests: Mutex::new(Vec::new()),
+            contexts: Mutex::new(Vec::new()),
             aborts: Mutex::new(Vec::new()),
             started: Notify::new(),
             gate: Notify::new(),
@@ -527,10 +530,11 @@ impl Provider for TestProvider {
     async fn call(
         &self,
         request: &CallRequest,
-        _context: &agentroom_ports::CallContext,
+        context: &agentroom_ports::CallContext,
         abort: Abort,
     ) -> CallOutcome {
         self.requests.lock().unwrap().push(request.clone());
+        self.contexts.lock().unwrap().push(context.clone());
         let store = self.observe.lock().unwrap().clone();
         if let Some(store) = store {
             let record = store.operation(request.op).await.unwrap().unwrap();
