@@ -3,8 +3,12 @@
 //! accepts: required fields, closed objects ([`schemas`]), the allowed values of domain enums
 //! (the mirrors in [`crate::values`]), and the bounds the handlers check.
 
+use agentroom_domain::artifact::ContentDigest;
 use agentroom_domain::engine::{ControlAction, LateDecision};
-use agentroom_domain::ids::{ContributionId, CriterionId, ObjectiveId, PrincipalId, TaskIdentity};
+use agentroom_domain::ids::{
+    ContributionId, CriterionId, EventId, ObjectiveId, PrincipalId, TaskIdentity,
+};
+use agentroom_domain::memory::Provenance;
 use agentroom_domain::plan::Column;
 use agentroom_domain::review::Verdict;
 use agentroom_domain::room::Role;
@@ -231,6 +235,85 @@ pub struct RolesBody {
     /// Its roles from now on, at least one (to remove a member, revoke it).
     #[schema(value_type = Vec<values::Role>, min_items = 1)]
     pub roles: Vec<Role>,
+}
+
+/// What a memory entry came from (M1): an owner message or a contribution of the Room, or
+/// an external source named by its address and the digest of its content as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "from", rename_all = "snake_case", deny_unknown_fields)]
+pub enum MemoryProvenance {
+    /// An owner message (or correction) the Room accepted.
+    OwnerMessage {
+        /// The event's id.
+        #[schema(value_type = String, format = "uuid")]
+        event: EventId,
+    },
+    /// A contribution of the Room.
+    Contribution {
+        /// The contribution's id.
+        #[schema(value_type = String, format = "uuid")]
+        id: ContributionId,
+    },
+    /// An external document.
+    External {
+        /// Where it is: not blank.
+        #[schema(pattern = r"\S")]
+        url: String,
+        /// `sha256:` and the 64 lowercase hex digits of its content as read.
+        #[schema(value_type = String, pattern = "^sha256:[0-9a-f]{64}$")]
+        digest: ContentDigest,
+    },
+}
+
+impl From<MemoryProvenance> for Provenance {
+    fn from(provenance: MemoryProvenance) -> Self {
+        match provenance {
+            MemoryProvenance::OwnerMessage { event } => Provenance::OwnerMessage { event },
+            MemoryProvenance::Contribution { id } => Provenance::Contribution { id },
+            MemoryProvenance::External { url, digest } => Provenance::External { url, digest },
+        }
+    }
+}
+
+impl From<Provenance> for MemoryProvenance {
+    fn from(provenance: Provenance) -> Self {
+        match provenance {
+            Provenance::OwnerMessage { event } => MemoryProvenance::OwnerMessage { event },
+            Provenance::Contribution { id } => MemoryProvenance::Contribution { id },
+            Provenance::External { url, digest } => MemoryProvenance::External { url, digest },
+        }
+    }
+}
+
+/// `POST …/memory`: keep a short entry with what it came from (M1; `memory.manage`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMemoryBody {
+    /// What the Room should remember: not blank, at most 1,000 characters.
+    #[schema(pattern = r"\S", max_length = 1000)]
+    pub text: String,
+    /// What it came from.
+    pub provenance: MemoryProvenance,
+}
+
+/// `POST …/memory/{entry}/correct`: the entry's text from now on; the earlier texts stay in
+/// its history (M1).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CorrectMemoryBody {
+    /// The new text: not blank, at most 1,000 characters.
+    #[schema(pattern = r"\S", max_length = 1000)]
+    pub text: String,
+}
+
+/// `POST …/memory/{entry}/retract`: the entry never reaches a model again; it stays, with
+/// who retracted it, when and why (M1).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetractMemoryBody {
+    /// Why: not blank.
+    #[schema(pattern = r"\S")]
+    pub why: String,
 }
 
 /// A request that carries nothing but its path (and the caller): `{}` or no body.

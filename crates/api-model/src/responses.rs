@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use agentroom_domain::engine::{LogEntry, TaskBrief};
 use agentroom_domain::ids::{
-    ContributionId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
+    ContributionId, MemoryEntryId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity,
+    TaskKey, Timestamp,
 };
 use agentroom_domain::ledger::{Balances, LedgerEntry, Overrun};
 use agentroom_domain::objective::{Counters, Criterion, ObjectiveStatus, ObservedRevisions};
@@ -18,7 +19,7 @@ use agentroom_domain::room::Role;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::requests::ResolvedAs;
+use crate::requests::{MemoryProvenance, ResolvedAs};
 
 /// A page of a list: `{"items": [...], "next_cursor": "..." | null}`; pass `next_cursor` as
 /// `?cursor=` for the next page.
@@ -104,6 +105,54 @@ pub struct QuotesView {
     /// Each role whose quote does not cover its model, and the fix; empty when every call
     /// may be admitted.
     pub short: Vec<String>,
+}
+
+/// One version of a memory entry's text: the first as added, each later one a correction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MemoryVersionView {
+    /// The text.
+    pub text: String,
+    /// Who wrote it.
+    #[schema(value_type = String)]
+    pub by: PrincipalId,
+    /// When, in milliseconds since the Unix epoch.
+    pub at: i64,
+}
+
+/// Who retracted a memory entry, when and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RetractionView {
+    /// Who retracted it.
+    #[schema(value_type = String)]
+    pub by: PrincipalId,
+    /// When, in milliseconds since the Unix epoch.
+    pub at: i64,
+    /// Why.
+    pub why: String,
+}
+
+/// A memory entry (M1): its current text, what it came from, who added it and when, every
+/// version of its text, and its retraction when retracted (a retracted entry never reaches
+/// a model, and stays listed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MemoryEntryView {
+    /// Its id.
+    #[schema(value_type = String, format = "uuid")]
+    pub id: MemoryEntryId,
+    /// Its current text.
+    pub text: String,
+    /// What it came from.
+    pub provenance: MemoryProvenance,
+    /// Who added it.
+    #[schema(value_type = String)]
+    pub added_by: PrincipalId,
+    /// When, in milliseconds since the Unix epoch.
+    pub added_at: i64,
+    /// Every version of its text, the first as added.
+    pub versions: Vec<MemoryVersionView>,
+    /// Who retracted it, when and why; absent while it is current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retracted: Option<RetractionView>,
 }
 
 /// One member: a principal and its roles.

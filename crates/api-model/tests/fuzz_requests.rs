@@ -9,9 +9,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use agentroom_api_model::requests::{
-    AcknowledgeBody, AddMemberBody, ArtifactBody, ControlBody, CriterionBody, EmptyBody, LateBody,
-    ObservedBody, PostEvent, RaiseBody, ReceiptBody, ResolveBody, ReviewBody, RolesBody,
-    SourceBody, SubmissionBody, TaskUpdateBody, VerdictBody, WaitBody,
+    AcknowledgeBody, AddMemberBody, AddMemoryBody, ArtifactBody, ControlBody, CorrectMemoryBody,
+    CriterionBody, EmptyBody, LateBody, MemoryProvenance, ObservedBody, PostEvent, RaiseBody,
+    ReceiptBody, ResolveBody, RetractMemoryBody, ReviewBody, RolesBody, SourceBody,
+    SubmissionBody, TaskUpdateBody, VerdictBody, WaitBody,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -35,7 +36,7 @@ fn runner() -> TestRunner {
 }
 
 /// Every name a request body uses, as a field or a tag value.
-const NAMES: [&str; 61] = [
+const NAMES: [&str; 65] = [
     "action",
     "amount_micros",
     "artifacts",
@@ -97,6 +98,10 @@ const NAMES: [&str; 61] = [
     "specialist",
     "agent_host",
     "sam",
+    "provenance",
+    "from",
+    "event",
+    "why",
 ];
 
 fn text() -> impl Strategy<Value = String> {
@@ -164,6 +169,10 @@ fn check_all(bytes: &[u8]) -> Result<(), TestCaseError> {
     check::<CriterionBody>(bytes)?;
     check::<WaitBody>(bytes)?;
     check::<ReceiptBody>(bytes)?;
+    check::<AddMemoryBody>(bytes)?;
+    check::<MemoryProvenance>(bytes)?;
+    check::<CorrectMemoryBody>(bytes)?;
+    check::<RetractMemoryBody>(bytes)?;
     check::<SubmissionBody>(bytes)
 }
 

@@ -12,6 +12,21 @@ use crate::ids::{ContributionId, EventId, MemoryEntryId, PrincipalId, Timestamp}
 /// current one is sent with each reasoner call.
 pub const MEMORY_TEXT_MAX_CHARS: usize = 1000;
 
+/// Why `text` cannot be an entry's text, if it cannot: blank, or longer than
+/// [`MEMORY_TEXT_MAX_CHARS`]. The engine refuses such a change by M1; an edge may refuse it
+/// before anything is decided.
+pub fn text_problem(text: &str) -> Option<String> {
+    if text.trim().is_empty() {
+        return Some("the text is blank: say what the Room should remember".to_owned());
+    }
+    let chars = text.chars().count();
+    (chars > MEMORY_TEXT_MAX_CHARS).then(|| {
+        format!(
+            "the text has {chars} characters; a memory entry keeps at most {MEMORY_TEXT_MAX_CHARS}"
+        )
+    })
+}
+
 /// What a memory entry came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "from")]

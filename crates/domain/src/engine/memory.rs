@@ -6,7 +6,7 @@
 
 use super::{Ctx, MemoryChange};
 use crate::ids::{MemoryEntryId, PrincipalId};
-use crate::memory::{MEMORY_TEXT_MAX_CHARS, MemoryEntry, MemoryText, Provenance, Retraction};
+use crate::memory::{MemoryEntry, MemoryText, Provenance, Retraction, text_problem};
 use crate::room::Permission;
 use crate::rules::Rule;
 
@@ -157,17 +157,4 @@ impl Ctx<'_, '_> {
                 .then(|| "an external source needs its address".to_owned()),
         }
     }
-}
-
-/// Why `text` cannot be an entry's text, if it cannot.
-fn text_problem(text: &str) -> Option<String> {
-    if text.trim().is_empty() {
-        return Some("the text is blank: say what the Room should remember".to_owned());
-    }
-    let chars = text.chars().count();
-    (chars > MEMORY_TEXT_MAX_CHARS).then(|| {
-        format!(
-            "the text has {chars} characters; a memory entry keeps at most {MEMORY_TEXT_MAX_CHARS}"
-        )
-    })
 }

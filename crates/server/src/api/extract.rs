@@ -7,7 +7,9 @@
 //! argument order, and the body extractor last), so an unknown id is a 404 before a body of
 //! the wrong shape is a 422 or one above the limit a 413.
 
-use agentroom_domain::ids::{ContributionId, EventId, ObjectiveId, OperationId, PrincipalId};
+use agentroom_domain::ids::{
+    ContributionId, EventId, MemoryEntryId, ObjectiveId, OperationId, PrincipalId,
+};
 use agentroom_ports::OperationRecord;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
@@ -252,6 +254,25 @@ impl<S: Send + Sync> FromRequestParts<S> for KnownMember {
             return Err(unknown());
         }
         Ok(KnownMember(principal))
+    }
+}
+
+/// `{entry}` in a memory path: an entry of the caller's Room's memory, retracted or not
+/// (404 otherwise, before any body is read; the domain refuses what a retracted one may not
+/// do, M1).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KnownMemoryEntry(pub(crate) MemoryEntryId);
+
+impl<S: Send + Sync> FromRequestParts<S> for KnownMemoryEntry {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let text = second_segment(parts, state).await?;
+        let unknown = || ApiError::NotFound(format!("no memory entry {text} in this room"));
+        let id: MemoryEntryId = text.parse().map_err(|_| unknown())?;
+        caller.stored.state.memory().get(id).ok_or_else(unknown)?;
+        Ok(KnownMemoryEntry(id))
     }
 }
 

@@ -23,6 +23,7 @@ mod extract;
 mod feed;
 mod handlers;
 mod members;
+mod memory;
 mod metrics;
 mod openapi;
 
@@ -162,6 +163,39 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
              the tokens fail after the revocation committed, a 503 `tokens_not_revoked` says so \
              and the same request with the same Idempotency-Key finishes it.",
             on(MethodFilter::POST, members::revoke),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/memory",
+            Needs(P::ObjectiveRead),
+            "The Room's memory (M1), in the order added (paginated): each entry's current text, \
+             what it came from, who added it and when, every version of its text, and its \
+             retraction (a retracted entry stays listed and never reaches a model).",
+            on(MethodFilter::GET, memory::list),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/memory",
+            Needs(P::MemoryManage),
+            "Add a memory entry with its provenance (M1): an owner message or contribution of \
+             the Room, or an external source's url and content digest. Current entries reach \
+             the reasoner with their provenance (C1).",
+            on(MethodFilter::POST, memory::add),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/memory/{entry}/correct",
+            Needs(P::MemoryManage),
+            "Correct a memory entry's text (M1): the earlier texts stay in its history.",
+            on(MethodFilter::POST, memory::correct),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/memory/{entry}/retract",
+            Needs(P::MemoryManage),
+            "Retract a memory entry (M1): it stays, with who retracted it, when and why, and \
+             never reaches a model again.",
+            on(MethodFilter::POST, memory::retract),
         ),
         row(
             Method::POST,

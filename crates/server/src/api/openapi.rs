@@ -9,13 +9,14 @@
 
 use agentroom_api_model::ErrorBody;
 use agentroom_api_model::requests::{
-    self, AcknowledgeBody, AddMemberBody, ControlBody, EmptyBody, LateBody, PostEvent, RaiseBody,
-    ReceiptBody, ResolveBody, ReviewBody, RolesBody, SubmissionBody, TaskUpdateBody, WaitBody,
+    self, AcknowledgeBody, AddMemberBody, AddMemoryBody, ControlBody, CorrectMemoryBody, EmptyBody,
+    LateBody, PostEvent, RaiseBody, ReceiptBody, ResolveBody, RetractMemoryBody, ReviewBody,
+    RolesBody, SubmissionBody, TaskUpdateBody, WaitBody,
 };
 use agentroom_api_model::responses::{
     AssignmentView, Budget, ContributionView, Corrections, Decided, Decision, LateResult, Member,
-    MemberAdded, ObjectiveBrief, ObjectiveDetail, OperationView, PlanVersionView, Recorded,
-    Resolved, Reviews, RoomView,
+    MemberAdded, MemoryEntryView, ObjectiveBrief, ObjectiveDetail, OperationView, PlanVersionView,
+    Recorded, Resolved, Reviews, RoomView,
 };
 use axum::Json;
 use axum::http::Method;
@@ -100,6 +101,9 @@ fn request_body(route: &RouteSpec) -> Option<RequestBody> {
     }
     Some(match route.path {
         "/v1/rooms/{room}/events" => typed::<PostEvent>(),
+        "/v1/rooms/{room}/memory" => typed::<AddMemoryBody>(),
+        "/v1/rooms/{room}/memory/{entry}/correct" => typed::<CorrectMemoryBody>(),
+        "/v1/rooms/{room}/memory/{entry}/retract" => typed::<RetractMemoryBody>(),
         "/v1/rooms/{room}/members" => typed::<AddMemberBody>(),
         "/v1/rooms/{room}/members/{principal}/roles" => typed::<RolesBody>(),
         "/v1/rooms/{room}/members/{principal}/revoke" => typed_or_empty::<EmptyBody>(),
@@ -138,6 +142,7 @@ fn components() -> Map<String, Value> {
     add::<RoomView>(&mut schemas);
     add::<Member>(&mut schemas);
     add::<MemberAdded>(&mut schemas);
+    add::<MemoryEntryView>(&mut schemas);
     add::<ObjectiveBrief>(&mut schemas);
     add::<ObjectiveDetail>(&mut schemas);
     add::<PlanVersionView>(&mut schemas);
@@ -190,6 +195,7 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
         ),
         (Method::GET, "/v1/rooms/{room}") => (200, Success::Json(schema_ref::<RoomView>()), vec![]),
         (Method::GET, "/v1/rooms/{room}/members") => list(schema_ref::<Member>()),
+        (Method::GET, "/v1/rooms/{room}/memory") => list(schema_ref::<MemoryEntryView>()),
         (Method::POST, "/v1/rooms/{room}/events") => body(202, schema_ref::<Decision>(), &[409]),
         (Method::POST, "/v1/rooms/{room}/members") => {
             body(200, schema_ref::<MemberAdded>(), &[409])
@@ -420,6 +426,9 @@ fn operator_input(path: &str) -> bool {
             | "/v1/rooms/{room}/members"
             | "/v1/rooms/{room}/members/{principal}/roles"
             | "/v1/rooms/{room}/members/{principal}/revoke"
+            | "/v1/rooms/{room}/memory"
+            | "/v1/rooms/{room}/memory/{entry}/correct"
+            | "/v1/rooms/{room}/memory/{entry}/retract"
             | "/v1/rooms/{room}/messages/{event}/retry"
             | "/v1/rooms/{room}/quotes"
             | "/v1/rooms/{room}/objectives/{objective}/tasks"
@@ -459,6 +468,22 @@ mod tests {
         (
             "POST",
             "/v1/rooms/{room}/members/{principal}/revoke",
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
+        ),
+        ("GET", "/v1/rooms/{room}/memory", &[200, 400, 401, 403, 404]),
+        (
+            "POST",
+            "/v1/rooms/{room}/memory",
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/memory/{entry}/correct",
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/memory/{entry}/retract",
             &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
         ),
         (
@@ -730,6 +755,25 @@ mod tests {
                 vec![json!({})],
             ),
             (
+                "/v1/rooms/{room}/memory",
+                vec![
+                    json!({"text": "the corpus ends in 2026", "provenance": {"from": "owner_message", "event": OBJECTIVE}}),
+                    json!({"text": "4,000 calls in 1.2 s", "provenance": {"from": "contribution", "id": CONTRIBUTION}}),
+                    json!({"text": "leases carry a generation", "provenance": {
+                        "from": "external", "url": "https://example.org/leases",
+                        "digest": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+                    }}),
+                ],
+            ),
+            (
+                "/v1/rooms/{room}/memory/{entry}/correct",
+                vec![json!({"text": "4,000 calls in 1.1 s"})],
+            ),
+            (
+                "/v1/rooms/{room}/memory/{entry}/retract",
+                vec![json!({"why": "personal data"})],
+            ),
+            (
                 "/v1/rooms/{room}/events",
                 vec![
                     json!({"kind": "owner_message", "text": "compare the three vendors"}),
@@ -883,6 +927,22 @@ mod tests {
                 json!({"roles": "reviewer"}),
                 false,
             ),
+            (
+                "/v1/rooms/{room}/memory",
+                json!({"text": "no provenance"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/memory",
+                json!({"text": "x", "provenance": {"from": "external", "url": "u", "digest": "md5:1"}}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/memory",
+                json!({"text": " ", "provenance": {"from": "contribution", "id": CONTRIBUTION}}),
+                true,
+            ),
+            ("/v1/rooms/{room}/memory/{entry}/retract", json!({}), false),
             (
                 "/v1/rooms/{room}/objectives/{objective}/control",
                 json!({"action": "stop"}),
@@ -1060,6 +1120,22 @@ mod tests {
                 "pattern" if rule == r"\S" => {
                     if value.as_str().is_some_and(|text| text.trim().is_empty()) {
                         return Err(format!("{value} is blank"));
+                    }
+                }
+                // A content digest (`ContentDigest`'s form).
+                "pattern" if rule == "^sha256:[0-9a-f]{64}$" => {
+                    if let Some(text) = value.as_str()
+                        && text.parse::<agentroom_domain::artifact::ContentDigest>().is_err()
+                    {
+                        return Err(format!("{value} is not a content digest"));
+                    }
+                }
+                // JSON Schema counts characters (code points), as `MEMORY_TEXT_MAX_CHARS` does.
+                "maxLength" => {
+                    if let (Some(text), Some(max)) = (value.as_str(), rule.as_u64())
+                        && text.chars().count() as u64 > max
+                    {
+                        return Err(format!("{value} is longer than {max} characters"));
                     }
                 }
                 // And the slug of an id (`CriterionId::parse`, `PrincipalId::parse`: the same).

@@ -15,6 +15,7 @@ mod hosted;
 mod hygiene;
 mod inputs;
 mod members;
+mod memory;
 mod signals;
 mod support;
 
@@ -53,6 +54,10 @@ const MATRIX: &[(&str, &str, &str, &str)] = &[
     ("POST", "/v1/rooms/{room}/members",                          "membership.manage",  "owner"),
     ("POST", "/v1/rooms/{room}/members/{principal}/roles",        "membership.manage",  "owner"),
     ("POST", "/v1/rooms/{room}/members/{principal}/revoke",       "membership.manage",  "owner"),
+    ("GET",  "/v1/rooms/{room}/memory",                           "objective.read",     "owner operator reviewer specialist agent_host"),
+    ("POST", "/v1/rooms/{room}/memory",                           "memory.manage",      "owner operator"),
+    ("POST", "/v1/rooms/{room}/memory/{entry}/correct",           "memory.manage",      "owner operator"),
+    ("POST", "/v1/rooms/{room}/memory/{entry}/retract",           "memory.manage",      "owner operator"),
     ("POST", "/v1/rooms/{room}/events",                           "event.post",         "owner operator reviewer specialist agent_host"),
     ("POST", "/v1/rooms/{room}/quotes",                           "budget.raise",       "operator"),
     ("POST", "/v1/rooms/{room}/messages/{event}/retry",           "objective.control",  "owner operator"),
@@ -97,6 +102,7 @@ fn concrete(path: &str) -> String {
         .replace("{operation}", UNKNOWN)
         .replace("{contribution}", UNKNOWN)
         .replace("{event}", UNKNOWN)
+        .replace("{entry}", UNKNOWN)
         .replace("{principal}", "nobody-here")
 }
 
