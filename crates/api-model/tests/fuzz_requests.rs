@@ -11,8 +11,8 @@
 use agentroom_api_model::requests::{
     AcknowledgeBody, AddMemberBody, AddMemoryBody, ArtifactBody, ControlBody, CorrectMemoryBody,
     CriterionBody, EmptyBody, LateBody, MemoryProvenance, ObservedBody, PostEvent, RaiseBody,
-    ReceiptBody, ResolveBody, RetractMemoryBody, ReviewBody, RolesBody, SourceBody,
-    SubmissionBody, TaskUpdateBody, VerdictBody, WaitBody,
+    ReceiptBody, ResolveBody, RetractMemoryBody, ReviewBody, RolesBody, SourceBody, SubmissionBody,
+    TaskUpdateBody, VerdictBody, WaitBody,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};

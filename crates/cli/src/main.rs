@@ -215,6 +215,14 @@ enum Command {
         #[command(subcommand)]
         command: operator::MemberCommand,
     },
+    /// The Room's memory on a running host: list, add an entry with its provenance, correct
+    /// one (its history kept), retract one (kept, never sent to a model again); owners and
+    /// operators (M1).
+    #[command(after_help = operator::EXIT_CODES)]
+    Memory {
+        #[command(subcommand)]
+        command: operator::MemoryCommand,
+    },
     /// Issue, revoke and list the bearer tokens of the REST API.
     Token {
         #[command(subcommand)]
@@ -376,6 +384,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Member { command } => {
             output::print(&current_thread()?.block_on(operator::member(command))?)?;
+        }
+        Command::Memory { command } => {
+            output::print(&current_thread()?.block_on(operator::memory(command))?)?;
         }
         Command::Token { command } => {
             let text = current_thread()?.block_on(token::run(command))?;

@@ -25,6 +25,7 @@
 
 mod client;
 mod member;
+mod memory;
 mod print;
 
 use std::path::PathBuf;
@@ -41,6 +42,7 @@ use agentroom_api_model::responses::{
 };
 use client::{Client, decided_or_refused, typed};
 pub(crate) use member::{MemberCommand, member};
+pub(crate) use memory::{MemoryCommand, memory};
 use print::{
     budget_table, corrections_text, dollars, json_text, log_lines, objective_text,
     objectives_table, reviews_text, table, wire,

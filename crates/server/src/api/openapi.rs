@@ -1125,7 +1125,9 @@ mod tests {
                 // A content digest (`ContentDigest`'s form).
                 "pattern" if rule == "^sha256:[0-9a-f]{64}$" => {
                     if let Some(text) = value.as_str()
-                        && text.parse::<agentroom_domain::artifact::ContentDigest>().is_err()
+                        && text
+                            .parse::<agentroom_domain::artifact::ContentDigest>()
+                            .is_err()
                     {
                         return Err(format!("{value} is not a content digest"));
                     }

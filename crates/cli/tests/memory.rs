@@ -1,0 +1,175 @@
+//! The Room's memory end to end (issue 18 part 3, M1 and C1): the real `agentroom serve
+//! --openai` against `agentroom-testmodel` (a deterministic OpenAI-compatible server that
+//! records every request), and the real `agentroom memory` commands talking HTTP to it.
+//!
+//! After an objective completes, the owner keeps a memory entry taken from its report
+//! (`memory add --from-contribution`); the reasoner prompt of the next owner message holds
+//! it with its provenance (the contribution, who added it). The owner retracts it (`memory
+//! retract --why`); the reasoner prompt of the message after that does not hold it, and
+//! `memory list` still shows it, retracted, with why. A reviewer's `memory add` is refused
+//! (403, `memory.manage`). The test asserts on what the model was sent, not on its answers;
+//! on SQLite and on PostgreSQL.
+#![allow(
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests: a failed unwrap is a failed test"
+)]
+
+mod support;
+
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use support::model::{ModelSite, get, post, prompts, wait_for, wait_until};
+
+/// README's owner message: what to do, the criteria and the corpus its specialist uses.
+const MESSAGE: &str = "Summarize how the Hamlin runtime recovers after a crash
+Criteria:
+- recovery-figure: states the 2026 recovery figure \"recovered 4,000 in-flight calls in 1.2 s\"
+- cites-sources: every claim cites a source
+Corpus:
+[s1] https://example.org/hamlin-2026 | Hamlin 2026 benchmark | In 2026 the Hamlin runtime recovered 4,000 in-flight calls in 1.2 s after a SIGKILL.
+[s2] https://example.org/leases | Leases in practice | Hamlin fences stale writers with leases that carry a generation.";
+
+const REMEMBERED: &str = "Hamlin's recovery figure is 4,000 in-flight calls in 1.2 s";
+
+/// `agentroom memory ARGS` against the host at `address`, as the bearer of `token`.
+fn memory(address: &str, token: &str, args: &[&str]) -> Output {
+    let url = format!("http://{address}");
+    Command::new(env!("CARGO_BIN_EXE_agentroom"))
+        .arg("memory")
+        .args(args)
+        .args(["--host", &url, "--room", "lab"])
+        .env("AGENTROOM_TOKEN", token)
+        .env_remove("AGENTROOM_HOST")
+        .env_remove("AGENTROOM_ROOM")
+        .env_remove("AGENTROOM_LOG")
+        .output()
+        .unwrap()
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// The reasoner prompt that carries `text` (the owner message posted to ask for it).
+fn reasoner_prompt_with(site: &ModelSite, text: &str) -> String {
+    wait_until(&format!("a reasoner prompt with {text:?}"), || {
+        prompts(&site.requests(), "You are the reasoner")
+            .into_iter()
+            .find(|p| p.contains(text))
+            .ok_or_else(|| "none yet".to_owned())
+    })
+}
+
+fn ask(address: &str, owner: &str, text: &str) {
+    let (status, answer) = support::model::request(
+        address,
+        "POST",
+        "/v1/rooms/lab/events",
+        owner,
+        Some(&json!({"kind": "owner_message", "text": text})),
+    );
+    assert_eq!(status, 202, "{answer}");
+}
+
+fn an_entry_reaches_the_next_reasoner_prompt_until_retracted(site: &ModelSite) {
+    let started = site.start_with(MESSAGE, &[]);
+    let (address, owner) = (started.address.clone(), started.owner.clone());
+    let objective = wait_for(&address, &owner, |o| {
+        ["completed", "waiting_for_owner", "stopped_for_attention"]
+            .contains(&o["status"].as_str().unwrap_or_default())
+    });
+    let id = objective["id"].as_str().unwrap();
+    let reviews = get(
+        &address,
+        &format!("/v1/rooms/lab/objectives/{id}/reviews"),
+        &owner,
+    );
+    let contribution = reviews["reports"][0]["contribution"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no report: {reviews}"))
+        .to_owned();
+
+    // A reviewer holds no `memory.manage`.
+    let rita = post(
+        &address,
+        "/v1/rooms/lab/members",
+        &owner,
+        &json!({"principal": "rina", "roles": ["reviewer"], "issue_token": true}),
+    );
+    let rina = rita["token"]["token"].as_str().unwrap();
+    let refused = memory(
+        &address,
+        rina,
+        &["add", REMEMBERED, "--from-contribution", &contribution],
+    );
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("403") && stderr.contains("memory.manage"),
+        "{stderr}"
+    );
+
+    let added = ok(&memory(
+        &address,
+        &owner,
+        &["add", REMEMBERED, "--from-contribution", &contribution],
+    ));
+    assert!(added.contains(&contribution), "{added}");
+    let listed: Value =
+        serde_json::from_str(&ok(&memory(&address, &owner, &["list", "--json"]))).unwrap();
+    let entry = listed["items"][0]["id"].as_str().unwrap().to_owned();
+
+    // C1: the next reasoner prompt holds the entry with its provenance.
+    ask(&address, &owner, "What should the next study compare?");
+    let prompt = reasoner_prompt_with(site, "What should the next study compare?");
+    let block = prompt
+        .split("<data kind=\"memory\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no memory in the reasoner prompt: {prompt}"));
+    let block = block.split("</data>").next().unwrap();
+    assert!(block.contains(&format!("id=\"{entry}\"")), "{block}");
+    assert!(block.contains("from=\"contribution\""), "{block}");
+    assert!(
+        block.contains(&format!("source=\"{contribution}\"")),
+        "{block}"
+    );
+    assert!(block.contains("added_by=\"olive\""), "{block}");
+    assert!(block.contains(REMEMBERED), "{block}");
+
+    // M1: once retracted, it never reaches a model; it stays listed with why.
+    let retracted = ok(&memory(
+        &address,
+        &owner,
+        &["retract", &entry, "--why", "superseded by the 2027 run"],
+    ));
+    assert!(retracted.contains(&entry), "{retracted}");
+    ask(&address, &owner, "And what about leases?");
+    let prompt = reasoner_prompt_with(site, "And what about leases?");
+    assert!(!prompt.contains("<data kind=\"memory\""), "{prompt}");
+    assert!(!prompt.contains(REMEMBERED), "{prompt}");
+    let table = ok(&memory(&address, &owner, &["list"]));
+    assert!(
+        table.contains("retracted by olive: superseded by the 2027 run"),
+        "{table}"
+    );
+}
+
+#[test]
+fn m1_c1_a_memory_entry_from_a_contribution_reaches_the_next_reasoner_prompt_until_retracted() {
+    an_entry_reaches_the_next_reasoner_prompt_until_retracted(&ModelSite::sqlite());
+}
+
+#[test]
+fn m1_c1_the_same_on_postgres() {
+    an_entry_reaches_the_next_reasoner_prompt_until_retracted(&ModelSite::postgres());
+}
