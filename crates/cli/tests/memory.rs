@@ -173,3 +173,86 @@ fn m1_c1_a_memory_entry_from_a_contribution_reaches_the_next_reasoner_prompt_unt
 fn m1_c1_the_same_on_postgres() {
     an_entry_reaches_the_next_reasoner_prompt_until_retracted(&ModelSite::postgres());
 }
+
+#[test]
+fn memory_commands_document_their_exit_codes_and_refuse_bad_arguments_before_any_request() {
+    let bare = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(args)
+            .env_remove("AGENTROOM_HOST")
+            .env_remove("AGENTROOM_ROOM")
+            .env_remove("AGENTROOM_TOKEN")
+            .output()
+            .unwrap()
+    };
+    for sub in [
+        &["memory"][..],
+        &["memory", "list"],
+        &["memory", "add"],
+        &["memory", "correct"],
+        &["memory", "retract"],
+    ] {
+        let help = bare(&[sub, &["--help"]].concat());
+        let stdout = String::from_utf8_lossy(&help.stdout);
+        assert_eq!(help.status.code(), Some(0));
+        assert!(
+            stdout.contains("Exit codes: 0 done; 1 error"),
+            "{sub:?}: {stdout}"
+        );
+    }
+    // Usage errors exit 2 and send nothing (nothing listens on port 9).
+    let entry = "00000000-0000-4000-8000-000000000001";
+    let digest = "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
+    for usage in [
+        vec!["memory", "add", "no provenance"],
+        vec![
+            "memory",
+            "add",
+            "two",
+            "--from-contribution",
+            entry,
+            "--from-message",
+            entry,
+        ],
+        vec![
+            "memory",
+            "add",
+            "url alone",
+            "--from-url",
+            "https://example.org",
+        ],
+        vec!["memory", "add", "digest alone", "--digest", digest],
+        vec![
+            "memory",
+            "add",
+            "bad digest",
+            "--from-url",
+            "https://example.org",
+            "--digest",
+            "md5:1",
+        ],
+        vec![
+            "memory",
+            "add",
+            "bad id",
+            "--from-contribution",
+            "not-an-id",
+        ],
+        vec!["memory", "correct", "not-an-id", "text"],
+        vec!["memory", "retract", entry],
+    ] {
+        let out = bare(
+            &[
+                &usage[..],
+                &["--host", "http://127.0.0.1:9", "--room", "lab"],
+            ]
+            .concat(),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{usage:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
