@@ -22,6 +22,9 @@
 //!   recovery never redelivers a receipt twice and no history grows without a new input.
 //! - [11] visibility (issue 17): every amount the decision log names is in an entry of a
 //!   budget rule, so hiding those entries from roles without `budget.read` hides all money.
+//! - [12] M1 (issue 18): the memory only grows: no entry is removed, an entry's text versions
+//!   are append-only, a retraction is never undone; only an accepted `Input::Memory` changes
+//!   it (nothing is learned automatically), and it calls nothing.
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -32,12 +35,13 @@ use std::collections::BTreeMap;
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::{
     CallBrief, CallRequest, CallResult, Charge, ControlAction, Decision, Input, InputError,
-    LateDecision, MembershipChange, PlanProposal, Proposal, ProposalKind, ProposedTask,
-    ReasonerResult, Reconciliation, ReviewerResult, SpecialistResult,
+    LateDecision, MembershipChange, MemoryChange, PlanProposal, Proposal, ProposalKind,
+    ProposedTask, ReasonerResult, Reconciliation, ReviewerResult, SpecialistResult,
 };
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{CriterionId, ObjectiveId, OperationId, RoomId};
+use agentroom_domain::ids::{CriterionId, MemoryEntryId, ObjectiveId, OperationId, RoomId};
 use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
+use agentroom_domain::memory::Provenance;
 use agentroom_domain::objective::{Criterion, ObjectiveStatus, ObservedRevisions};
 use agentroom_domain::policy::RoomPolicy;
 use agentroom_domain::review::{
@@ -201,6 +205,9 @@ enum Move {
         who: Member,
         verdicts: ReviewerMove,
     },
+    /// Someone adds (from the last objective's owner message), corrects or retracts a memory
+    /// entry (M1; refused for sam).
+    Memory { who: Who, pick: usize, kind: u8 },
 }
 
 fn charge_move() -> impl Strategy<Value = ChargeMove> {
@@ -304,6 +311,7 @@ fn a_move() -> impl Strategy<Value = Move> {
         1 => Just(Move::Receipt),
         2 => (any::<usize>(), member(), reviewer_move())
             .prop_map(|(pick, who, verdicts)| Move::HumanReview { pick, who, verdicts }),
+        1 => (who(), any::<usize>(), 0u8..3).prop_map(|(who, pick, kind)| Move::Memory { who, pick, kind }),
     ]
 }
 
@@ -574,6 +582,41 @@ impl Driver {
                         report,
                         observed,
                     },
+                }
+            }
+            Move::Memory { who, pick, kind } => {
+                let entries: Vec<MemoryEntryId> = self
+                    .room
+                    .state()
+                    .memory()
+                    .entries()
+                    .iter()
+                    .map(|e| e.id())
+                    .collect();
+                let change = match (kind, pick_from(&entries, pick).copied()) {
+                    (1, Some(entry)) => MemoryChange::Correct {
+                        entry,
+                        text: format!("corrected {}", self.next()),
+                    },
+                    (2, Some(entry)) => MemoryChange::Retract {
+                        entry,
+                        why: "superseded".into(),
+                    },
+                    _ => {
+                        let Some(objective) = self.room.state().objectives().last() else {
+                            return;
+                        };
+                        MemoryChange::Add {
+                            text: "remember this".into(),
+                            provenance: Provenance::OwnerMessage {
+                                event: objective.origin(),
+                            },
+                        }
+                    }
+                };
+                Input::Memory {
+                    by: p(who.name()),
+                    change,
                 }
             }
             Move::Stale { pick, kind } => {
@@ -877,6 +920,41 @@ fn check_decision(before: &RoomState, decision: &Decision) {
         "[1 ledger] the decision took its journal"
     );
     let appended = &decision.ledger[..];
+
+    // [12] M1: the memory only grows, and only by an accepted memory input, which calls
+    // nothing.
+    let (was, is) = (before.memory().entries(), after.memory().entries());
+    assert!(is.len() >= was.len(), "[12] a memory entry was removed");
+    for (old, new) in was.iter().zip(is) {
+        assert_eq!(old.id(), new.id(), "[12] memory entries reordered");
+        assert_eq!(
+            old.provenance(),
+            new.provenance(),
+            "[12] provenance changed"
+        );
+        assert!(
+            new.versions().starts_with(old.versions()),
+            "[12] a text version was rewritten"
+        );
+        assert!(
+            old.retraction().is_none() || old.retraction() == new.retraction(),
+            "[12] a retraction was undone or rewritten"
+        );
+    }
+    if before.memory() != after.memory() {
+        assert!(
+            decision
+                .log
+                .iter()
+                .all(|l| l.rule == Some(agentroom_domain::rules::Rule::M1)),
+            "[12] the memory changed outside a memory decision: {:#?}",
+            decision.log
+        );
+        assert!(
+            decision.effects.is_empty(),
+            "[12] a memory change called something"
+        );
+    }
 
     // [11] Money only in entries of a budget rule.
     for entry in &decision.log {
