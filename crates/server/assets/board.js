@@ -179,6 +179,29 @@
     );
   }
 
+  /** The Room's memory (M1), read only: each entry's text, provenance, author, corrections and
+   * retraction. */
+  function renderMemory(page) {
+    const section = $("memory");
+    const items = (page && page.items) || [];
+    section.hidden = !items.length;
+    $("memory-list").replaceChildren(
+      ...items.map((m) => {
+        const from = m.provenance || {};
+        const source = from.event || from.id || from.url || "";
+        const versions = (m.versions || []).length;
+        return el(
+          "li",
+          { "data-entry": m.id, "data-state": m.retracted ? "retracted" : "current" },
+          el("span", { class: "text" }, m.text),
+          ` · from ${from.from || "?"} ${source} · added by ${m.added_by}`,
+          versions > 1 ? ` · version ${versions}` : null,
+          m.retracted ? el("span", { class: "retracted" }, ` · retracted by ${m.retracted.by}: ${m.retracted.why}`) : null,
+        );
+      }),
+    );
+  }
+
   function renderTimeline(decisions) {
     const list = el("ol", { class: "timeline" });
     for (const entry of (decisions && decisions.items) || []) {
@@ -337,6 +360,7 @@
       $("room-title").textContent = `Room ${room.room}`;
       renderBudget(room.budget);
       renderMembers(await maybe("/members?limit=200"));
+      renderMemory(await maybe("/memory?limit=200"));
       const short = (room.quotes && room.quotes.short) || [];
       const quotes = $("quotes");
       if (quotes) {

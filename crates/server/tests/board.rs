@@ -431,6 +431,24 @@ async fn board_shows_the_room_in_chromium_with_every_user_string_as_text() {
     )
     .await;
     app.settle().await;
+    // The Room's memory (M1): an entry whose text is markup, and a retracted one.
+    let digest = "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
+    for text in ["<img src=x onerror=alert(1)> remember", "forget me"] {
+        app.post(
+            "olive",
+            "/v1/rooms/local/memory",
+            &json!({"text": text, "provenance": {"from": "external", "url": "https://example.org/m", "digest": digest}}),
+        )
+        .await;
+    }
+    let memory = app.get("olive", "/v1/rooms/local/memory").await;
+    let forgotten = memory["items"][1]["id"].as_str().unwrap().to_owned();
+    app.post(
+        "oscar",
+        &format!("/v1/rooms/local/memory/{forgotten}/retract"),
+        &json!({"why": "wrong room"}),
+    )
+    .await;
     let room = app.get("olive", "/v1/rooms/local").await;
     let held = room["pending_messages"][0]["held"]
         .as_str()
@@ -486,6 +504,22 @@ async fn board_shows_the_room_in_chromium_with_every_user_string_as_text() {
     assert!(
         !members.contains("<form") && !members.contains("<button"),
         "{members}"
+    );
+    // The memory, read only, its text as text; the retracted entry says who and why.
+    let memory = between(&dom, r#"<section id="memory">"#, "</section>");
+    assert!(
+        memory.contains("&lt;img src=x onerror=alert(1)&gt; remember") && !memory.contains("<img"),
+        "{memory}"
+    );
+    assert!(memory.contains("added by olive"), "{memory}");
+    assert!(
+        memory.contains(r#"data-state="retracted""#)
+            && memory.contains("retracted by oscar: wrong room"),
+        "{memory}"
+    );
+    assert!(
+        !memory.contains("<form") && !memory.contains("<button"),
+        "{memory}"
     );
     // The failed call's cause, on the board: the pending message waits, and says why.
     let pending = between(&dom, r#"<section class="pending-messages">"#, "</section>");
