@@ -87,7 +87,9 @@ pub(crate) async fn add(
             "provenance.url: an external source needs its address".to_owned(),
         ));
     }
-    let id = input_id(&api, &caller, &key, "memory/add")?;
+    // The same key with another body is another request (as for events).
+    let what = format!("memory/add/{:?}/{:?}", body.text, body.provenance);
+    let id = input_id(&api, &caller, &key, &what)?;
     let outcome = api
         .rooms
         .add_memory(
@@ -110,7 +112,8 @@ pub(crate) async fn correct(
     StrictJson(body): StrictJson<CorrectMemoryBody>,
 ) -> Result<Json<Decision>, ApiError> {
     check_text("text", &body.text)?;
-    let id = input_id(&api, &caller, &key, &format!("memory/correct/{entry}"))?;
+    let what = format!("memory/correct/{entry}/{:?}", body.text);
+    let id = input_id(&api, &caller, &key, &what)?;
     let outcome = api
         .rooms
         .correct_memory(&caller.room, id, caller.principal.clone(), entry, body.text)
