@@ -13,12 +13,7 @@ use crate::rules::Rule;
 impl Ctx<'_, '_> {
     /// M1: adds, corrects or retracts a memory entry, one decision each.
     pub(super) fn change_memory(&mut self, by: &PrincipalId, change: MemoryChange) {
-        let allowed = self
-            .state
-            .members
-            .roles_of(by)
-            .any(|role| self.state.access.allows(role, Permission::MemoryManage));
-        if !allowed {
+        if !self.state.may(by, Permission::MemoryManage) {
             self.reject(
                 None,
                 Rule::M1,

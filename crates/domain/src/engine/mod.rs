@@ -913,11 +913,7 @@ impl Ctx<'_, '_> {
         permission: Permission,
         objective: Option<ObjectiveId>,
     ) -> bool {
-        let state = &self.state;
-        let allowed = state
-            .members
-            .roles_of(principal)
-            .any(|role| state.access.allows(role, permission));
+        let allowed = self.state.may(principal, permission);
         if !allowed {
             self.reject(
                 objective,
