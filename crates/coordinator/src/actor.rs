@@ -152,6 +152,12 @@ async fn decide_and_commit(
             keep_content(shared, room, &current.state, &input, now).await?;
         }
         let contents = read_contents(shared, room, &input.content_needed(&current.state)).await?;
+        // B8: the pool the Room draws on, as it is now (the store checks it again when it
+        // commits); a pool that cannot be found admits nothing.
+        let pool = match current.state.pool() {
+            Some(id) => shared.store.pool(id).await?.map(|pool| pool.ledger),
+            None => None,
+        };
         let decide_now = || -> Result<Decision, CoordinatorError> {
             let mut ids = DerivedIds::new(seed.namespace());
             let mut env = Env {
@@ -160,6 +166,7 @@ async fn decide_and_commit(
                 catalog: &*shared.catalog,
                 contents: &contents,
                 served: shared.served.as_ref(),
+                pool: pool.as_ref(),
             };
             Ok(decide(&current.state, input.clone(), &mut env)?)
         };
@@ -255,6 +262,14 @@ async fn decide_and_commit(
             }
             Err(CommitError::Conflict { actual, .. }) => {
                 tracing::info!(attempt, %actual, "the room moved: reloading and deciding again");
+                let salt = u128::from(now.as_millis().unsigned_abs()) ^ seed.namespace().as_u128();
+                tokio::time::sleep(backoff(shared.config.backoff, attempt, salt)).await;
+            }
+            Err(CommitError::PoolRefused { pool, reason, .. }) => {
+                // Another Room drawing on the pool committed since this decision read it:
+                // decide again from the pool as it is now (the Room did not move).
+                tracing::info!(attempt, %pool, %reason, "the pool moved: deciding again");
+                *cached = Some(current);
                 let salt = u128::from(now.as_millis().unsigned_abs()) ^ seed.namespace().as_u128();
                 tokio::time::sleep(backoff(shared.config.backoff, attempt, salt)).await;
             }

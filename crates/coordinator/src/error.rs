@@ -1,7 +1,8 @@
 //! The coordinator's typed errors.
 
 use agentroom_ports::domain::engine::InputError;
-use agentroom_ports::domain::ids::{EventId, OperationId, PrincipalId, RoomId};
+use agentroom_ports::domain::ids::{EventId, OperationId, PoolId, PrincipalId, RoomId};
+use agentroom_ports::domain::ledger::LedgerError;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::{CommitError, NoRandomness, Revision, StoreError, SubmitError, TokenError};
 use agentroom_workflows::WorkflowError;
@@ -113,6 +114,27 @@ pub enum CoordinatorError {
     /// nothing was stored or decided.
     #[error("event refused: {0}")]
     EventRefused(agentroom_ports::domain::event::EventRefusal),
+    /// No such budget pool.
+    #[error("no pool {0}; nothing changed")]
+    UnknownPool(PoolId),
+    /// The pool's ledger refused the change (B4, B5: a raise that is not positive, an
+    /// acknowledgement without overrun); nothing changed.
+    #[error("pool {pool}: {refusal}; nothing changed")]
+    PoolRefused {
+        /// The pool.
+        pool: PoolId,
+        /// Why.
+        refusal: LedgerError,
+    },
+    /// The pool kept moving (Rooms drawing on it commit): the change was tried again this
+    /// many times; nothing changed.
+    #[error("pool {pool} still moving after {attempts} attempts; nothing changed, try again")]
+    PoolConflicted {
+        /// The pool.
+        pool: PoolId,
+        /// How many times it was tried.
+        attempts: u32,
+    },
     /// A workflow step (recovery) failed.
     #[error("workflow: {0}")]
     Workflow(#[from] WorkflowError),

@@ -72,6 +72,8 @@ pub(crate) fn kind_of(input: &Input) -> &'static str {
             MemoryChange::Correct { .. } => "correct_memory",
             MemoryChange::Retract { .. } => "retract_memory",
         },
+        Input::AttachPool { .. } => "attach_pool",
+        Input::PoolChanged => "pool_changed",
         Input::ChangeMember { change, .. } => match change {
             MemberChange::Add { .. } => "add_member",
             MemberChange::SetRoles { .. } => "change_member_roles",

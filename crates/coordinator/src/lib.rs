@@ -27,6 +27,7 @@ mod members;
 mod memory;
 mod notify;
 mod plans;
+mod pools;
 mod queries;
 mod setup;
 mod shutdown;
@@ -43,7 +44,7 @@ use agentroom_ports::domain::engine::{
 };
 use agentroom_ports::domain::event::Event;
 use agentroom_ports::domain::ids::{
-    ContributionId, EventId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity,
+    ContributionId, EventId, ObjectiveId, OperationId, PoolId, PrincipalId, RoomId, TaskIdentity,
 };
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::plan::Column;
@@ -51,8 +52,9 @@ use agentroom_ports::domain::review::ReviewSubmission;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::domain::state::{RoomState, Served};
 use agentroom_ports::{
-    ArtifactStore, Clock, CommitError, HostedDesk, Notifier, Outbox, Random, Reconciler, Revision,
-    RoomStore, StoreError, StoredRoom, SystemClock, SystemRandom, TokenStore, WorkflowStore,
+    ArtifactStore, Clock, CommitError, HostedDesk, Notifier, Outbox, PoolStore, Random, Reconciler,
+    Revision, RoomStore, StoreError, StoredRoom, SystemClock, SystemRandom, TokenStore,
+    WorkflowStore,
 };
 use agentroom_workflows::{Provider, RecoveryReport, Runner};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -64,6 +66,7 @@ pub use error::CoordinatorError;
 pub use ids::InputId;
 pub use members::{MemberAdded, TokenTerms};
 pub use notify::CollectingNotifier;
+pub use pools::{PoolAudit, PoolChanged};
 pub use queries::{BudgetBreakdown, ResolveOutcome};
 pub use setup::{FirstToken, NewMember};
 pub use shutdown::ShutdownReport;
@@ -295,8 +298,14 @@ impl Clone for Coordinator {
 
 /// Everything the coordinator stores: Rooms and their history, operations, the outbox and
 /// bearer tokens. Both store crates implement it whole.
-pub trait Store: RoomStore + WorkflowStore + Outbox + TokenStore + ArtifactStore + 'static {}
-impl<T: RoomStore + WorkflowStore + Outbox + TokenStore + ArtifactStore + 'static> Store for T {}
+pub trait Store:
+    RoomStore + WorkflowStore + Outbox + TokenStore + ArtifactStore + PoolStore + 'static
+{
+}
+impl<T: RoomStore + WorkflowStore + Outbox + TokenStore + ArtifactStore + PoolStore + 'static> Store
+    for T
+{
+}
 
 impl Coordinator {
     /// A builder over `store`, run by `config`; the other ports have defaults
@@ -755,6 +764,13 @@ pub enum OperatorInput {
         /// What changes.
         change: MemoryChange,
     },
+    /// The host's administrator makes the Room draw on a pool, or on none (B8).
+    AttachPool {
+        /// The pool, or `None`.
+        pool: Option<PoolId>,
+    },
+    /// The pool the Room draws on was raised or acknowledged: waiting work may go ahead.
+    PoolChanged,
 }
 
 impl OperatorInput {
@@ -819,6 +835,8 @@ impl OperatorInput {
                 change,
             },
             OperatorInput::Memory { by, change } => Input::Memory { by, change },
+            OperatorInput::AttachPool { pool } => Input::AttachPool { pool },
+            OperatorInput::PoolChanged => Input::PoolChanged,
         }
     }
 }

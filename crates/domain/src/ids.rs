@@ -191,6 +191,12 @@ slug_id!(
     "room id"
 );
 slug_id!(
+    /// A budget pool: an owner- or campaign-wide limit that Rooms draw on (B8). It belongs to
+    /// the host, not to a Room.
+    PoolId,
+    "pool id"
+);
+slug_id!(
     /// A principal: a person or an agent with a stable id.
     PrincipalId,
     "principal id"

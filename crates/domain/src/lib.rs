@@ -18,6 +18,7 @@ pub mod money;
 pub mod objective;
 pub mod plan;
 pub mod policy;
+pub mod pool;
 pub mod price;
 pub mod review;
 pub mod room;

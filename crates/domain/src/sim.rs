@@ -10,7 +10,7 @@ use crate::artifact::ContentDigest;
 use crate::catalog::CapabilityCatalog;
 use crate::engine::{Decision, Env, Input, InputError, LogEntry};
 use crate::ids::{DerivedIds, EventId, OperationId, Timestamp};
-use crate::ledger::LedgerEntry;
+use crate::ledger::{BudgetLedger, LedgerEntry, LedgerError};
 use crate::state::{Operation, RoomState, Served};
 
 /// Why the simulation refused an input; nothing changed.
@@ -23,6 +23,10 @@ pub enum SimError {
     /// acceptance once (T1).
     #[error("event {0} was already accepted in this room")]
     AlreadyAccepted(EventId),
+    /// Like a store, the simulation moves the pool the Room draws on with each decision
+    /// (B8); the pool refused the decision's ledger entries, and nothing was kept.
+    #[error("the pool refused the decision: {0}")]
+    PoolRefused(LedgerError),
 }
 
 /// The namespace the simulation derives each input's ids from.
@@ -40,9 +44,21 @@ pub struct Simulation<C> {
     accepted: BTreeSet<EventId>,
     contents: BTreeMap<ContentDigest, String>,
     served: Option<Served>,
+    pool: Option<BudgetLedger>,
 }
 
 impl<C: CapabilityCatalog> Simulation<C> {
+    /// From now on, `pool` is the ledger of the pool the Room draws on (B8), held here as a
+    /// store would hold it: each decision is checked against it and moves it.
+    pub fn pool_ledger(&mut self, pool: BudgetLedger) {
+        self.pool = Some(pool);
+    }
+
+    /// The pool's ledger as the decisions so far moved it; its journal is the pool's log.
+    pub fn pool(&self) -> Option<&BudgetLedger> {
+        self.pool.as_ref()
+    }
+
     /// From now on, the host serves each role with `served` (B6: a Room quote below its
     /// model's admits no call).
     pub fn serve(&mut self, served: Served) {
@@ -63,6 +79,7 @@ impl<C: CapabilityCatalog> Simulation<C> {
             accepted: BTreeSet::new(),
             contents: BTreeMap::new(),
             served: None,
+            pool: None,
         }
     }
 
@@ -98,8 +115,14 @@ impl<C: CapabilityCatalog> Simulation<C> {
             catalog: &self.catalog,
             contents: &self.contents,
             served: self.served.as_ref(),
+            pool: self.pool.as_ref(),
         };
         let decision = crate::engine::decide(&self.state, input, &mut env)?;
+        if decision.state.pool().is_some()
+            && let Some(pool) = &mut self.pool
+        {
+            crate::pool::follow(pool, &decision.ledger).map_err(SimError::PoolRefused)?;
+        }
         self.state = decision.state.clone();
         self.log.extend(decision.log.iter().cloned());
         self.ledger.extend(decision.ledger.iter().cloned());

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{
-    ContributionId, EventId, ObjectiveId, OperationId, PrincipalId, RoomId, TaskIdentity, Timestamp,
+    ContributionId, EventId, ObjectiveId, OperationId, PoolId, PrincipalId, RoomId, TaskIdentity,
+    Timestamp,
 };
 use crate::ledger::{BudgetLedger, LedgerError};
 use crate::memory::Memory;
@@ -332,11 +333,15 @@ pub struct RoomState {
     /// The Room's memory (M1). Absent in states written before the Room kept one: empty.
     #[serde(default)]
     pub(crate) memory: Memory,
+    /// The budget pool the Room draws on (B8), if any; set by the host's administrator.
+    /// Absent in states written before pools: none.
+    #[serde(default)]
+    pub(crate) pool: Option<PoolId>,
 }
 
 /// The names of a [`RoomState`]'s top-level sections: the members of its JSON document, in
 /// the order it serializes them.
-pub const STATE_SECTIONS: [&str; 12] = [
+pub const STATE_SECTIONS: [&str; 13] = [
     "room",
     "policy",
     "access",
@@ -349,6 +354,7 @@ pub const STATE_SECTIONS: [&str; 12] = [
     "contributions",
     "held",
     "memory",
+    "pool",
 ];
 
 impl RoomState {
@@ -374,6 +380,7 @@ impl RoomState {
             contributions,
             held,
             memory,
+            pool,
         } = self;
         let mut changed = Vec::new();
         macro_rules! section {
@@ -395,6 +402,7 @@ impl RoomState {
         section!(contributions);
         section!(held);
         section!(memory);
+        section!(pool);
         Ok(changed)
     }
 
@@ -424,6 +432,7 @@ impl RoomState {
             contributions: BTreeMap::new(),
             held: BTreeMap::new(),
             memory: Memory::default(),
+            pool: None,
         })
     }
 
@@ -478,6 +487,10 @@ impl RoomState {
     /// The Room's memory, retracted entries included (M1).
     pub fn memory(&self) -> &Memory {
         &self.memory
+    }
+    /// The budget pool the Room draws on (B8), if any.
+    pub fn pool(&self) -> Option<&PoolId> {
+        self.pool.as_ref()
     }
     /// Results held for readmission (D4).
     pub fn held_results(&self) -> &BTreeMap<OperationId, HeldResult> {

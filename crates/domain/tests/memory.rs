@@ -137,6 +137,7 @@ fn env<'a>(ids: &'a mut DerivedIds, catalog: &'a dyn CapabilityCatalog) -> Env<'
         catalog,
         contents: &NoContents,
         served: None,
+        pool: None,
     }
 }
 

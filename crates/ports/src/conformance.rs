@@ -145,6 +145,16 @@ impl Driver {
 
     /// Decides `input` against the driver's state (without committing).
     pub fn decide(&mut self, input: Input) -> Decision {
+        self.decide_drawing(input, None)
+    }
+
+    /// Decides `input` with `pool` as the ledger of the pool the Room draws on, as the host
+    /// read it (B8).
+    pub fn decide_drawing(
+        &mut self,
+        input: Input,
+        pool: Option<&agentroom_domain::ledger::BudgetLedger>,
+    ) -> Decision {
         self.inputs += 1;
         let mut ids = DerivedIds::new(Uuid::from_u128(self.namespace ^ (self.inputs << 64)));
         let mut env = Env {
@@ -155,6 +165,7 @@ impl Driver {
             catalog: &self.catalog,
             contents: &agentroom_domain::review::NoContents,
             served: None,
+            pool,
         };
         decide(&self.state, input, &mut env).unwrap()
     }
@@ -176,17 +187,29 @@ impl Driver {
 
     /// The owner posts a message: one reasoner call is reserved. Returns the decision.
     pub fn owner_message(&mut self, text: &str) -> Decision {
+        self.owner_message_drawing(text, None)
+    }
+
+    /// The owner posts a message, decided with `pool` as the Room's pool (B8).
+    pub fn owner_message_drawing(
+        &mut self,
+        text: &str,
+        pool: Option<&agentroom_domain::ledger::BudgetLedger>,
+    ) -> Decision {
         self.inputs += 1;
         let id = EventId::from_uuid(Uuid::from_u128(self.namespace.wrapping_add(self.inputs)));
         self.inputs -= 1;
-        self.decide(Input::EventAccepted(Event {
-            id,
-            room: self.room(),
-            author: p("olive"),
-            body: EventBody::OwnerMessage {
-                text: text.to_owned(),
-            },
-        }))
+        self.decide_drawing(
+            Input::EventAccepted(Event {
+                id,
+                room: self.room(),
+                author: p("olive"),
+                body: EventBody::OwnerMessage {
+                    text: text.to_owned(),
+                },
+            }),
+            pool,
+        )
     }
 
     /// The operator raises the limit.

@@ -24,6 +24,7 @@ pub mod error;
 pub mod history;
 pub mod migrations;
 pub mod notify;
+pub mod pools;
 pub mod random;
 pub mod reconcile;
 pub mod rooms;
@@ -40,6 +41,8 @@ pub mod artifact_conformance;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 #[cfg(feature = "conformance")]
+pub mod pool_conformance;
+#[cfg(feature = "conformance")]
 pub mod token_conformance;
 
 pub use agents::{
@@ -53,6 +56,7 @@ pub use delta::{Delta, DeltaError, Sections};
 pub use desk::{HostedDesk, Submission, SubmitError};
 pub use error::BoxError;
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
+pub use pools::{PoolChangeError, PoolLogEntry, PoolStore, StoredPool};
 pub use random::{NoRandomness, Random, SystemRandom};
 pub use reconcile::{ReconcileError, Reconciler};
 pub use rooms::{

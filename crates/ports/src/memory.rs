@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 use agentroom_domain::artifact::ContentDigest;
 use agentroom_domain::engine::Notification;
 use agentroom_domain::event::Event;
-use agentroom_domain::ids::{EventId, InputId, NotificationId, OperationId, RoomId, Timestamp};
-use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::ids::{
+    EventId, InputId, NotificationId, OperationId, PoolId, RoomId, Timestamp,
+};
+use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
 use agentroom_domain::state::RoomState;
 use async_trait::async_trait;
 use serde_json::Value;
@@ -18,6 +20,7 @@ use serde_json::Value;
 use crate::artifacts::{ArtifactStore, Put, StoredContent, verified};
 use crate::delta::Delta;
 use crate::notify::{Outbox, OutboxItem};
+use crate::pools::{PoolChangeError, PoolLogEntry, PoolStore, StoredPool};
 use crate::rooms::{
     Commit, CommitError, Delivered, EventAppend, HistoryEntry, OutboxPosition, Revision, RoomStore,
     StoreError, StoredRoom,
@@ -49,6 +52,15 @@ struct Inner {
     deliveries: Vec<(RoomId, Notification)>,
     /// Content by Room and address.
     contents: BTreeMap<(RoomId, ContentDigest), StoredContent>,
+    /// Budget pools (B8).
+    pools: BTreeMap<PoolId, PoolRow>,
+}
+
+#[derive(Debug)]
+struct PoolRow {
+    revision: i64,
+    ledger: BudgetLedger,
+    log: Vec<PoolLogEntry>,
 }
 
 #[derive(Debug)]
@@ -194,6 +206,38 @@ impl RoomStore for MemoryStore {
                     op: *op,
                     generation: *generation,
                 });
+            }
+        }
+        // B8: the pool the Room draws on follows its ledger entries, or nothing is written.
+        let pooled = commit
+            .state
+            .pool()
+            .filter(|_| agentroom_domain::pool::moves_pool(&commit.ledger));
+        if let Some(pool) = pooled {
+            let refused = |reason: String| CommitError::PoolRefused {
+                room: room.clone(),
+                pool: pool.clone(),
+                reason,
+            };
+            let Some(row) = inner.pools.get_mut(pool) else {
+                return Err(refused(format!("there is no pool {pool}")));
+            };
+            let mut ledger = row.ledger.clone();
+            agentroom_domain::pool::follow(&mut ledger, &commit.ledger)
+                .map_err(|e| refused(e.to_string()))?;
+            let appended = ledger.take_journal();
+            if !appended.is_empty() {
+                row.revision += 1;
+                row.ledger = ledger;
+                for entry in appended {
+                    let seq = i64::try_from(row.log.len()).unwrap_or(i64::MAX) + 1;
+                    row.log.push(PoolLogEntry {
+                        seq,
+                        room: Some(room.clone()),
+                        entry,
+                        at: commit.at,
+                    });
+                }
             }
         }
         let delta = Delta::between(&to_json(commit.previous)?, &to_json(commit.state)?);
@@ -702,5 +746,99 @@ impl Outbox for MemoryStore {
             }
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl PoolStore for MemoryStore {
+    async fn create_pool(
+        &self,
+        id: &PoolId,
+        ledger: &BudgetLedger,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        if inner.pools.contains_key(id) {
+            return Err(StoreError::PoolExists(id.clone()));
+        }
+        let log = ledger
+            .journal()
+            .iter()
+            .zip(1..)
+            .map(|(entry, seq)| PoolLogEntry {
+                seq,
+                room: None,
+                entry: entry.clone(),
+                at,
+            })
+            .collect();
+        let mut ledger = ledger.clone();
+        ledger.take_journal();
+        inner.pools.insert(
+            id.clone(),
+            PoolRow {
+                revision: 1,
+                ledger,
+                log,
+            },
+        );
+        Ok(())
+    }
+
+    async fn pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError> {
+        Ok(self.lock().pools.get(id).map(|row| StoredPool {
+            id: id.clone(),
+            ledger: row.ledger.clone(),
+            revision: row.revision,
+        }))
+    }
+
+    async fn change_pool(
+        &self,
+        id: &PoolId,
+        expected: i64,
+        ledger: &BudgetLedger,
+        entries: &[LedgerEntry],
+        at: Timestamp,
+    ) -> Result<i64, PoolChangeError> {
+        let mut inner = self.lock();
+        let row = inner
+            .pools
+            .get_mut(id)
+            .ok_or_else(|| PoolChangeError::UnknownPool(id.clone()))?;
+        if row.revision != expected {
+            return Err(PoolChangeError::Conflict {
+                pool: id.clone(),
+                expected,
+                actual: row.revision,
+            });
+        }
+        row.revision += 1;
+        let mut ledger = ledger.clone();
+        ledger.take_journal();
+        row.ledger = ledger;
+        for entry in entries {
+            let seq = i64::try_from(row.log.len()).unwrap_or(i64::MAX) + 1;
+            row.log.push(PoolLogEntry {
+                seq,
+                room: None,
+                entry: entry.clone(),
+                at,
+            });
+        }
+        Ok(row.revision)
+    }
+
+    async fn pool_log(&self, id: &PoolId) -> Result<Vec<PoolLogEntry>, StoreError> {
+        Ok(self
+            .lock()
+            .pools
+            .get(id)
+            .map(|row| row.log.clone())
+            .unwrap_or_default())
+    }
+
+    async fn pools(&self) -> Result<Vec<PoolId>, StoreError> {
+        Ok(self.lock().pools.keys().cloned().collect())
     }
 }

@@ -4,7 +4,9 @@ use std::fmt;
 
 use agentroom_domain::engine::{Decision, Effect, LogEntry, Notification};
 use agentroom_domain::event::Event;
-use agentroom_domain::ids::{EventId, InputId, NotificationId, OperationId, RoomId, Timestamp};
+use agentroom_domain::ids::{
+    EventId, InputId, NotificationId, OperationId, PoolId, RoomId, Timestamp,
+};
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
 use async_trait::async_trait;
@@ -84,6 +86,9 @@ pub enum StoreError {
     /// An event with that id was stored with other content.
     #[error("event {0} was stored with other content")]
     EventMismatch(EventId),
+    /// A pool with that id exists already.
+    #[error("pool {0} exists already")]
+    PoolExists(PoolId),
 }
 
 impl StoreError {
@@ -157,6 +162,18 @@ pub enum CommitError {
     /// The store failed; nothing or everything was written — reload to learn which.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// B8: the pool the Room draws on cannot hold what the decision reserves (or there is
+    /// no such pool): nothing was written. The pool moved since the decision read it:
+    /// reload it, decide again.
+    #[error("pool {pool} refused the commit of room {room}: {reason}")]
+    PoolRefused {
+        /// The Room.
+        room: RoomId,
+        /// The pool.
+        pool: PoolId,
+        /// Why.
+        reason: String,
+    },
     /// A decision of this operator input was committed before (each input id is decided
     /// once per Room); nothing was written. [`RoomStore::input_decided`] finds its revision.
     #[error("input {input} was already decided in room {room}")]

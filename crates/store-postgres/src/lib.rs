@@ -15,6 +15,7 @@ mod contents;
 mod feed;
 mod held;
 pub mod migrate;
+mod pools;
 mod rooms;
 pub mod sql;
 mod store;

@@ -23,6 +23,7 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 
 use crate::held::Held;
 use crate::migrate::check_migrated;
+use crate::pools::{Followed, follow_in};
 use crate::sql;
 
 /// Room state, history, events, operations and the outbox on PostgreSQL: implements
@@ -303,65 +304,103 @@ impl RoomStore for PgRooms {
             .lend()
             .await
             .map_err(|e| CommitError::Store(failed("committing a Room")(e)))?;
-        let row: Result<Option<(i64, i64, i64, Option<i64>)>, sqlx::Error> =
-            // The text is one of the fixed ones `commit_room` assembles from constants.
-            sqlx::query_as(sqlx::AssertSqlSafe(sql::commit_room(parts)))
-                .bind(room.as_str())
-                .bind(expected.0)
-                .bind(staged.delta())
-                .bind(staged.delta_bytes())
-                .bind(commit.input)
-                .bind(commit.event.map(|e| e.to_string()))
-                .bind(json_text("a decision log", commit.log)?)
-                .bind(commit.at.as_millis())
-                .bind(staged.snapshot())
-                .bind(staged.snapshot_bytes())
-                .bind(ids(operations.iter().map(|o| o.request.op)))
-                .bind(json_texts(
-                    "an operation request",
-                    operations.iter().map(|o| &o.request),
-                )?)
-                .bind(
-                    operations
-                        .iter()
-                        .map(|o| o.lease.as_ref().map(|l| l.owner.as_str()))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    operations
-                        .iter()
-                        .map(|o| {
-                            o.lease
-                                .as_ref()
-                                .map(|l| agentroom_ports::lease_millis(l.duration))
-                        })
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    operations
-                        .iter()
-                        .map(|o| commit.cancellations.contains(&o.request.op))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(ids(touched.ops.iter().copied()))
-                .bind(touched.generations)
-                .bind(touched.receipts)
-                .bind(touched.applied)
-                .bind(touched.cancel)
-                .bind(json_texts("a ledger entry", &commit.ledger)?)
-                .bind(
-                    commit
-                        .notifications
-                        .iter()
-                        .map(|n| n.id.to_string())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(json_texts("a notification", &commit.notifications)?)
-                .bind(commit.input_id.map(|i| i.to_string()))
-                .fetch_optional(lent.conn())
-                .await;
+        // The text is one of the fixed ones `commit_room` assembles from constants.
+        let query = sqlx::query_as::<_, (i64, i64, i64, Option<i64>)>(sqlx::AssertSqlSafe(
+            sql::commit_room(parts),
+        ))
+        .bind(room.as_str())
+        .bind(expected.0)
+        .bind(staged.delta())
+        .bind(staged.delta_bytes())
+        .bind(commit.input)
+        .bind(commit.event.map(|e| e.to_string()))
+        .bind(json_text("a decision log", commit.log)?)
+        .bind(commit.at.as_millis())
+        .bind(staged.snapshot())
+        .bind(staged.snapshot_bytes())
+        .bind(ids(operations.iter().map(|o| o.request.op)))
+        .bind(json_texts(
+            "an operation request",
+            operations.iter().map(|o| &o.request),
+        )?)
+        .bind(
+            operations
+                .iter()
+                .map(|o| o.lease.as_ref().map(|l| l.owner.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            operations
+                .iter()
+                .map(|o| {
+                    o.lease
+                        .as_ref()
+                        .map(|l| agentroom_ports::lease_millis(l.duration))
+                })
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            operations
+                .iter()
+                .map(|o| commit.cancellations.contains(&o.request.op))
+                .collect::<Vec<_>>(),
+        )
+        .bind(ids(touched.ops.iter().copied()))
+        .bind(touched.generations)
+        .bind(touched.receipts)
+        .bind(touched.applied)
+        .bind(touched.cancel)
+        .bind(json_texts("a ledger entry", &commit.ledger)?)
+        .bind(
+            commit
+                .notifications
+                .iter()
+                .map(|n| n.id.to_string())
+                .collect::<Vec<_>>(),
+        )
+        .bind(json_texts("a notification", &commit.notifications)?)
+        .bind(commit.input_id.map(|i| i.to_string()));
+        // B8: a decision that moves the pool the Room draws on commits with the pool's row,
+        // in one transaction (the Room's row first); every other commit is the one statement.
+        let pooled = commit
+            .state
+            .pool()
+            .filter(|_| agentroom_domain::pool::moves_pool(&commit.ledger));
+        let row: Result<Result<_, CommitError>, sqlx::Error> = match pooled {
+            None => query.fetch_optional(lent.conn()).await.map(Ok),
+            Some(pool) => {
+                async {
+                    let mut tx = sqlx::Connection::begin(lent.conn()).await?;
+                    let Some(row) = query.fetch_optional(&mut *tx).await? else {
+                        tx.rollback().await?;
+                        return Ok(Ok(None));
+                    };
+                    let moved = follow_in(&mut tx, room, pool, &commit.ledger, commit.at).await?;
+                    match moved {
+                        Ok(Followed::Moved) => {
+                            tx.commit().await?;
+                            Ok(Ok(Some(row)))
+                        }
+                        Ok(Followed::Refused(reason)) => {
+                            tx.rollback().await?;
+                            Ok(Err(CommitError::PoolRefused {
+                                room: room.clone(),
+                                pool: pool.clone(),
+                                reason,
+                            }))
+                        }
+                        Err(err) => {
+                            tx.rollback().await?;
+                            Ok(Err(CommitError::Store(err)))
+                        }
+                    }
+                }
+                .await
+            }
+        };
         let row = match lent.finish(row) {
-            Ok(row) => row,
+            Ok(Ok(row)) => row,
+            Ok(Err(refused)) => return Err(refused),
             Err(error) => return Err(self.refusal(room, &commit, error)),
         };
         if let Some((revision, since, snapshot_bytes, _)) = row {

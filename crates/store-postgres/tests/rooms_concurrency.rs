@@ -85,6 +85,7 @@ impl Writer {
             catalog: &self.catalog,
             contents: &agentroom_domain::review::NoContents,
             served: None,
+            pool: None,
         };
         decide(&self.state, input, &mut env).unwrap()
     }

@@ -11,6 +11,7 @@ mod connections;
 mod contents;
 pub mod migrate;
 pub mod planning;
+mod pools;
 pub mod rooms;
 mod tokens;
 

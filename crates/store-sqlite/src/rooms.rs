@@ -239,7 +239,7 @@ fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn immediate(connection: &mut Connection) -> Result<Transaction<'_>, StoreError> {
+pub(crate) fn immediate(connection: &mut Connection) -> Result<Transaction<'_>, StoreError> {
     connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db("starting a write"))
@@ -760,6 +760,21 @@ impl RoomStore for SqliteRooms {
                     .execute(params![id, room.as_str(), body])
                     .map_err(&err)?;
             }
+        }
+        // B8: a decision that moves the pool the Room draws on moves it in this transaction;
+        // a pool that refuses drops it, and nothing is written.
+        if let Some(pool) = commit
+            .state
+            .pool()
+            .filter(|_| agentroom_domain::pool::moves_pool(&commit.ledger))
+            && let Err(reason) =
+                crate::pools::follow_in(&tx, room, pool, &commit.ledger, commit.at)?
+        {
+            return Err(CommitError::PoolRefused {
+                room: room.clone(),
+                pool: pool.clone(),
+                reason,
+            });
         }
         tx.commit().map_err(db("committing"))?;
         drop(connection);

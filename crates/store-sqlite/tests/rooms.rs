@@ -496,8 +496,8 @@ async fn d1_a_database_of_the_previous_release_upgrades_and_replays_its_history(
     );
     assert_eq!(
         migrate::up(&path).unwrap(),
-        vec![7],
-        "only this release's migration"
+        vec![7, 8],
+        "only this release's migrations"
     );
     let store = open(&path);
     let room = RoomId::parse("local").unwrap();
@@ -518,6 +518,8 @@ async fn d1_a_database_of_the_previous_release_upgrades_and_replays_its_history(
     assert_eq!(history.len(), 14);
     assert!(history.iter().any(|entry| entry.input == "call_returned"));
     assert_eq!(loaded.state.objectives().len(), 1, "the objective is there");
+    // B8 across the state-format change: a Room written before pools draws on none.
+    assert_eq!(loaded.state.pool(), None);
 }
 
 /// D1 across a state-format change (issue 16 added optional fields to operations, pending
@@ -535,8 +537,8 @@ async fn d1_a_room_written_before_the_provider_fields_loads_and_replays_its_hist
     .unwrap();
     assert_eq!(
         migrate::up(&path).unwrap(),
-        Vec::<i64>::new(),
-        "no migration"
+        vec![8],
+        "only the budget pools' migration (0008)"
     );
     let store = open(&path);
     let room = RoomId::parse("local").unwrap();

@@ -408,6 +408,49 @@ impl TokenStore for Interposed {
 }
 
 #[async_trait]
+impl agentroom_ports::PoolStore for Interposed {
+    async fn create_pool(
+        &self,
+        id: &agentroom_ports::domain::ids::PoolId,
+        ledger: &agentroom_ports::domain::ledger::BudgetLedger,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.inner.create_pool(id, ledger, at).await
+    }
+
+    async fn pool(
+        &self,
+        id: &agentroom_ports::domain::ids::PoolId,
+    ) -> Result<Option<agentroom_ports::StoredPool>, StoreError> {
+        self.inner.pool(id).await
+    }
+
+    async fn change_pool(
+        &self,
+        id: &agentroom_ports::domain::ids::PoolId,
+        expected: i64,
+        ledger: &agentroom_ports::domain::ledger::BudgetLedger,
+        entries: &[agentroom_ports::domain::ledger::LedgerEntry],
+        at: Timestamp,
+    ) -> Result<i64, agentroom_ports::PoolChangeError> {
+        self.inner
+            .change_pool(id, expected, ledger, entries, at)
+            .await
+    }
+
+    async fn pool_log(
+        &self,
+        id: &agentroom_ports::domain::ids::PoolId,
+    ) -> Result<Vec<agentroom_ports::PoolLogEntry>, StoreError> {
+        self.inner.pool_log(id).await
+    }
+
+    async fn pools(&self) -> Result<Vec<agentroom_ports::domain::ids::PoolId>, StoreError> {
+        self.inner.pools().await
+    }
+}
+
+#[async_trait]
 impl agentroom_ports::ArtifactStore for Interposed {
     async fn put_content(
         &self,

@@ -6,8 +6,8 @@ use super::{
     Audience, CallBrief, CallFailure, CallRequest, CallResult, Charge, Ctx, Effect, FailureKind,
     InputError, Reconciliation, SpecialistResult, TaskBrief, TaskProgress,
 };
-use crate::ids::{EventId, ObjectiveId, OperationId, PrincipalId};
-use crate::ledger::LedgerError;
+use crate::ids::{EventId, ObjectiveId, OperationId, PoolId, PrincipalId};
+use crate::ledger::{BudgetLedger, LedgerError};
 use crate::money::UsdMicros;
 use crate::objective::{ObjectiveStatus, ObservedRevisions};
 use crate::plan::{Task, TaskState};
@@ -55,6 +55,17 @@ impl Ctx<'_, '_> {
             return None;
         }
         let op = OperationId::from_uuid(self.env.ids.next_uuid());
+        // B8: a Room that draws on a pool admits a reservation only when the pool can hold
+        // it too; tried on a copy, kept only when the Room's ledger admits it as well.
+        let pool = match self.pool_trial(op, amount) {
+            Ok(pool) => pool,
+            Err(refusal) => {
+                let message = format!("{} call not admitted: {refusal}", role.as_str());
+                self.reject(objective, Rule::B8, message.clone());
+                self.notify(Audience::Operators, objective, message);
+                return None;
+            }
+        };
         if let Err(err) = self.state.ledger.reserve(op, amount) {
             let rule = match err {
                 LedgerError::AdmissionsStopped(_) => Rule::B5,
@@ -64,6 +75,9 @@ impl Ctx<'_, '_> {
             self.reject(objective, rule, message.clone());
             self.notify(Audience::Operators, objective, message);
             return None;
+        }
+        if pool.is_some() {
+            self.pool = pool;
         }
         self.state.operations.insert(
             op,
@@ -96,6 +110,63 @@ impl Ctx<'_, '_> {
             brief,
         }));
         Some(op)
+    }
+
+    /// B8: the pool's ledger after holding `amount` for `op`, when the Room draws on a pool
+    /// (`None` when it draws on none); why not, when the pool cannot hold it or was not
+    /// read.
+    fn pool_trial(
+        &self,
+        op: OperationId,
+        amount: UsdMicros,
+    ) -> Result<Option<BudgetLedger>, String> {
+        let Some(id) = &self.state.pool else {
+            return Ok(None);
+        };
+        let Some(pool) = &self.pool else {
+            return Err(format!(
+                "the Room draws on pool {id}, which the host could not read"
+            ));
+        };
+        let mut trial = pool.clone();
+        match trial.reserve(op, amount) {
+            Ok(()) => Ok(Some(trial)),
+            Err(LedgerError::AdmissionsStopped(overrun)) => Err(format!(
+                "pool {id} stopped admissions after an overrun ({overrun}); the host's \
+                 administrator raises its limit or acknowledges it (`agentroom pool raise|acknowledge`)"
+            )),
+            Err(err) => Err(format!("pool {id}: {err}")),
+        }
+    }
+
+    /// B8: the host's administrator makes the Room draw on `pool` (or on none). Refused while
+    /// calls are open, so that each reservation a pool holds is settled under that pool.
+    pub(super) fn attach_pool(&mut self, pool: Option<PoolId>) {
+        if self.state.pool == pool {
+            let message = match &pool {
+                Some(id) => format!("the Room already draws on pool {id}"),
+                None => "the Room draws on no pool".to_owned(),
+            };
+            self.reject(None, Rule::B8, message);
+            return;
+        }
+        let open = self.state.operations.len();
+        if open > 0 {
+            self.reject(
+                None,
+                Rule::B8,
+                format!("the Room has {open} open call(s); its pool changes once they are settled"),
+            );
+            return;
+        }
+        let message = match (&self.state.pool, &pool) {
+            (_, Some(id)) => format!("the Room draws on pool {id} from now on"),
+            (Some(old), None) => format!("the Room no longer draws on pool {old}"),
+            (None, None) => "the Room draws on no pool".to_owned(),
+        };
+        self.state.pool = pool;
+        self.accept(None, Some(Rule::B8), message);
+        self.advance_all();
     }
 
     /// Moves a settled or released operation out of the live state into the decision's

@@ -34,9 +34,9 @@ use crate::catalog::CapabilityCatalog;
 use crate::event::Event;
 use crate::ids::{
     ContributionId, CriterionId, EventId, IdSource, MemoryEntryId, NotificationId, ObjectiveId,
-    OperationId, PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
+    OperationId, PoolId, PrincipalId, RoomId, TaskIdentity, TaskKey, Timestamp,
 };
-use crate::ledger::LedgerEntry;
+use crate::ledger::{BudgetLedger, LedgerEntry};
 use crate::memory::Provenance;
 use crate::money::UsdMicros;
 use crate::objective::{Criterion, Objective, ObjectiveStatus, ObservedRevisions};
@@ -60,6 +60,10 @@ pub struct Env<'a> {
     /// The models the host serves each role with (B6): a call whose Room quote is below its
     /// model's is not admitted. `None`: the host did not say (scripted agents, tests).
     pub served: Option<&'a Served>,
+    /// The ledger of the pool the Room draws on (B8), as the host read it for this decision;
+    /// `None` when the Room draws on none, or the host could not read it (then the Room
+    /// admits no reservation). The store checks the pool again when it commits.
+    pub pool: Option<&'a BudgetLedger>,
 }
 
 /// What a call cost, as the provider reported it.
@@ -507,6 +511,15 @@ pub enum Input {
         /// What changes.
         change: MemoryChange,
     },
+    /// The host's administrator makes the Room draw on a pool, or on none (B8): refused
+    /// while the Room has open calls, so every reservation a pool holds settles under it.
+    AttachPool {
+        /// The pool, or `None` to stop drawing on one.
+        pool: Option<PoolId>,
+    },
+    /// The pool the Room draws on was raised or its overrun acknowledged (B4, B5, B8): work
+    /// waiting for budget may go ahead.
+    PoolChanged,
 }
 
 /// Who a notification is for.
@@ -773,8 +786,10 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
     let mut next = state.clone();
     // The journal of the state decided from is not this decision's.
     next.ledger.take_journal();
+    let pool = env.pool.cloned();
     let mut ctx = Ctx {
         state: next,
+        pool,
         env,
         effects: Vec::new(),
         log: Vec::new(),
@@ -823,6 +838,8 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
             change,
         } => ctx.change_member(&by, principal, change),
         Input::Memory { by, change } => ctx.change_memory(&by, change),
+        Input::AttachPool { pool } => ctx.attach_pool(pool),
+        Input::PoolChanged => ctx.advance_all(),
     }
     let ledger = ctx.state.ledger.take_journal();
     Ok(Decision {
@@ -851,6 +868,9 @@ fn refused(rule: Rule, message: impl Into<String>) -> Refused {
 /// The working context of one decision.
 struct Ctx<'e, 'a> {
     state: RoomState,
+    /// The pool's ledger as this decision moves it (B8): each admitted reservation is held
+    /// here too, so that a decision never admits more than the pool it was given can hold.
+    pool: Option<BudgetLedger>,
     env: &'e mut Env<'a>,
     effects: Vec<Effect>,
     log: Vec<LogEntry>,
