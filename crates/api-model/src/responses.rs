@@ -524,6 +524,25 @@ pub struct Budget {
     pub entries: Vec<LedgerEntry>,
     /// The cursor of the next page of entries; null on the last.
     pub next_cursor: Option<String>,
+    /// The budget pool the Room draws on (B8): a call is admitted only when both the Room
+    /// and the pool can hold it. Null when the Room draws on none.
+    #[serde(default)]
+    pub pool: Option<PoolGauge>,
+}
+
+/// The gauge of a budget pool a Room draws on (B8): its balances and overrun. The pool is
+/// the host's, shared by every Room attached to it; its administrator raises or
+/// acknowledges it (`agentroom pool`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PoolGauge {
+    /// The pool's id.
+    pub id: String,
+    /// Its balances, in micros (B2).
+    #[schema(value_type = Object)]
+    pub balances: Balances,
+    /// Its overrun, if it stopped admissions in every Room drawing on it (B5).
+    #[schema(value_type = Option<Object>)]
+    pub overrun: Option<Overrun>,
 }
 
 /// What a decided input answers: the revision and the decision log (its first entry is the

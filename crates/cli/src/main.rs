@@ -17,6 +17,7 @@ mod operations;
 mod operator;
 mod output;
 mod policies;
+mod pool;
 mod providers;
 mod room;
 mod room_demo;
@@ -165,6 +166,12 @@ enum Command {
     Room {
         #[command(subcommand)]
         command: room::Command,
+    },
+    /// The host's budget pools, on the store: create, show, raise, acknowledge; make a
+    /// Room draw on one (attach) or on none (detach). Only a pool crosses Rooms (B8).
+    Pool {
+        #[command(subcommand)]
+        command: pool::Command,
     },
     /// Persist an event to a Room (a running `serve` accepts it).
     Event {
@@ -355,6 +362,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Room { command } => {
             let text = current_thread()?.block_on(room::run(command))?;
+            output::print(&text)?;
+        }
+        Command::Pool { command } => {
+            let text = current_thread()?.block_on(pool::run(command))?;
             output::print(&text)?;
         }
         Command::Event { command } => {

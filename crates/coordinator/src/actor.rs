@@ -155,7 +155,7 @@ async fn decide_and_commit(
         // B8: the pool the Room draws on, as it is now (the store checks it again when it
         // commits); a pool that cannot be found admits nothing.
         let pool = match current.state.pool() {
-            Some(id) => shared.store.pool(id).await?.map(|pool| pool.ledger),
+            Some(id) => shared.store.load_pool(id).await?.map(|pool| pool.ledger),
             None => None,
         };
         let decide_now = || -> Result<Decision, CoordinatorError> {

@@ -114,6 +114,9 @@ pub enum CoordinatorError {
     /// nothing was stored or decided.
     #[error("event refused: {0}")]
     EventRefused(agentroom_ports::domain::event::EventRefusal),
+    /// A pool with that id exists already; nothing changed.
+    #[error("pool {0} exists already; nothing changed")]
+    PoolExists(PoolId),
     /// No such budget pool.
     #[error("no pool {0}; nothing changed")]
     UnknownPool(PoolId),

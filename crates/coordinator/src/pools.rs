@@ -7,7 +7,7 @@
 use agentroom_ports::domain::ids::{PoolId, RoomId};
 use agentroom_ports::domain::ledger::{BudgetLedger, LedgerError};
 use agentroom_ports::domain::money::UsdMicros;
-use agentroom_ports::{PoolChangeError, PoolLogEntry, StoredPool};
+use agentroom_ports::{PoolChangeError, PoolLogEntry, StoreError, StoredPool};
 
 use crate::{Coordinator, CoordinatorError, InputId, OperatorInput, Outcome};
 
@@ -45,10 +45,15 @@ impl Coordinator {
                 pool: id.clone(),
                 refusal,
             })?;
-        self.shared
+        match self
+            .shared
             .store
             .create_pool(id, &ledger, self.shared.clock.now())
-            .await?;
+            .await
+        {
+            Err(StoreError::PoolExists(id)) => return Err(CoordinatorError::PoolExists(id)),
+            created => created?,
+        }
         self.pool(id).await
     }
 
@@ -56,7 +61,7 @@ impl Coordinator {
     pub async fn pool(&self, id: &PoolId) -> Result<StoredPool, CoordinatorError> {
         self.shared
             .store
-            .pool(id)
+            .load_pool(id)
             .await?
             .ok_or_else(|| CoordinatorError::UnknownPool(id.clone()))
     }
@@ -207,7 +212,7 @@ impl Coordinator {
     pub async fn room_pool(&self, room: &RoomId) -> Result<Option<StoredPool>, CoordinatorError> {
         let state = self.room(room).await?.state;
         match state.pool() {
-            Some(id) => Ok(self.shared.store.pool(id).await?),
+            Some(id) => Ok(self.shared.store.load_pool(id).await?),
             None => Ok(None),
         }
     }

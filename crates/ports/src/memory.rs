@@ -785,7 +785,7 @@ impl PoolStore for MemoryStore {
         Ok(())
     }
 
-    async fn pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError> {
+    async fn load_pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError> {
         Ok(self.lock().pools.get(id).map(|row| StoredPool {
             id: id.clone(),
             ledger: row.ledger.clone(),

@@ -70,7 +70,7 @@ async fn drawing<S: PooledStore>(store: &S, name: &str, pool: &PoolId) -> Driver
 }
 
 async fn ledger_of<S: PooledStore>(store: &S, pool: &PoolId) -> BudgetLedger {
-    store.pool(pool).await.unwrap().unwrap().ledger
+    store.load_pool(pool).await.unwrap().unwrap().ledger
 }
 
 fn reserved_op(decision: &Decision) -> Option<OperationId> {
@@ -90,9 +90,13 @@ pub async fn b8_a_pool_is_created_once_with_its_opening_as_its_first_row<S: Pool
         Err(crate::StoreError::PoolExists(p)) => assert_eq!(p, id),
         other => panic!("expected PoolExists, got {other:?}"),
     }
-    let stored = store.pool(&id).await.unwrap().unwrap();
+    let stored = store.load_pool(&id).await.unwrap().unwrap();
     assert_eq!(stored.revision, 1);
-    assert_eq!(stored.ledger.balances().limit, UsdMicros::new(5_000), "unchanged");
+    assert_eq!(
+        stored.ledger.balances().limit,
+        UsdMicros::new(5_000),
+        "unchanged"
+    );
     let log = store.pool_log(&id).await.unwrap();
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].seq, 1);
@@ -104,16 +108,14 @@ pub async fn b8_a_pool_is_created_once_with_its_opening_as_its_first_row<S: Pool
         }
     );
     assert_eq!(store.pools().await.unwrap(), vec![id.clone()]);
-    assert!(store.pool(&pool_id("other")).await.unwrap().is_none());
+    assert!(store.load_pool(&pool_id("other")).await.unwrap().is_none());
     assert!(store.pool_log(&pool_id("other")).await.unwrap().is_empty());
 }
 
 /// B8: two Rooms' reservations and charges move their pool in their own commits; the pool's
 /// log replays to its ledger and names the Room of each row; the pool's spent is the sum of
 /// the Rooms' charges.
-pub async fn b8_rooms_commits_move_their_pool_and_its_log_replays<S: PooledStore>(
-    store: Arc<S>,
-) {
+pub async fn b8_rooms_commits_move_their_pool_and_its_log_replays<S: PooledStore>(store: Arc<S>) {
     let id = create_pool(&*store, "shared", 10 * QUOTE).await;
     let mut rooms = vec![
         drawing(&*store, "north", &id).await,
@@ -123,7 +125,9 @@ pub async fn b8_rooms_commits_move_their_pool_and_its_log_replays<S: PooledStore
         let view = ledger_of(&*store, &id).await;
         let decision = d.owner_message_drawing("plan the launch", Some(&view));
         let op = reserved_op(&decision).expect("admitted within the pool");
-        d.commit(&*store, &decision, "event_accepted").await.unwrap();
+        d.commit(&*store, &decision, "event_accepted")
+            .await
+            .unwrap();
         let view = ledger_of(&*store, &id).await;
         let charge = 300 + 100 * i64::try_from(n).unwrap();
         let settled = d.decide_drawing(
@@ -143,14 +147,25 @@ pub async fn b8_rooms_commits_move_their_pool_and_its_log_replays<S: PooledStore
         spent += own.spent.micros();
         reserved += own.reserved.micros();
     }
-    assert_eq!(pool.balances().spent.micros(), spent, "the sum of the Rooms' charges");
+    assert_eq!(
+        pool.balances().spent.micros(),
+        spent,
+        "the sum of the Rooms' charges"
+    );
     assert_eq!(pool.balances().reserved.micros(), reserved);
     assert_eq!(spent, 300 + 400);
     let log = store.pool_log(&id).await.unwrap();
     let entries: Vec<_> = log.iter().map(|row| row.entry.clone()).collect();
-    assert_eq!(BudgetLedger::replay(&entries).unwrap(), pool, "the log replays");
+    assert_eq!(
+        BudgetLedger::replay(&entries).unwrap(),
+        pool,
+        "the log replays"
+    );
     let seqs: Vec<i64> = log.iter().map(|row| row.seq).collect();
-    assert_eq!(seqs, (1..=i64::try_from(log.len()).unwrap()).collect::<Vec<_>>());
+    assert_eq!(
+        seqs,
+        (1..=i64::try_from(log.len()).unwrap()).collect::<Vec<_>>()
+    );
     for row in &log[1..] {
         let room = row.room.as_ref().expect("a Room's row names it");
         assert!(["north", "south"].contains(&room.as_str()), "{room}");
@@ -166,7 +181,7 @@ pub async fn b8_a_commit_the_pool_cannot_hold_writes_nothing<S: PooledStore>(sto
     let stale = ledger_of(&*store, &id).await;
     let taken = a.owner_message_drawing("one", Some(&stale));
     a.commit(&*store, &taken, "event_accepted").await.unwrap();
-    let pool_before = store.pool(&id).await.unwrap().unwrap();
+    let pool_before = store.load_pool(&id).await.unwrap().unwrap();
     let log_before = store.pool_log(&id).await.unwrap();
     let room_before = store.load(&b.room()).await.unwrap().unwrap();
     let rows_before = store.ledger(&b.room()).await.unwrap();
@@ -180,7 +195,7 @@ pub async fn b8_a_commit_the_pool_cannot_hold_writes_nothing<S: PooledStore>(sto
         }
         other => panic!("expected PoolRefused, got {other:?}"),
     }
-    assert_eq!(store.pool(&id).await.unwrap().unwrap(), pool_before);
+    assert_eq!(store.load_pool(&id).await.unwrap().unwrap(), pool_before);
     assert_eq!(store.pool_log(&id).await.unwrap(), log_before);
     let room_after = store.load(&b.room()).await.unwrap().unwrap();
     assert_eq!(room_after.revision, room_before.revision);
@@ -199,7 +214,10 @@ pub async fn b8_a_commit_the_pool_cannot_hold_writes_nothing<S: PooledStore>(sto
         pool: Some(pool_id("gone")),
     });
     state.clone_from(&detached.state);
-    orphan.commit(&*store, &detached, "attach_pool").await.unwrap();
+    orphan
+        .commit(&*store, &detached, "attach_pool")
+        .await
+        .unwrap();
     let view = BudgetLedger::open(UsdMicros::new(1_000_000)).unwrap();
     let decision = orphan.owner_message_drawing("three", Some(&view));
     assert!(reserved_op(&decision).is_some());
@@ -218,7 +236,7 @@ pub async fn b8_a_commit_the_pool_cannot_hold_writes_nothing<S: PooledStore>(sto
 /// Room's commit moves the revision too.
 pub async fn b8_a_pool_change_is_compare_and_swap<S: PooledStore>(store: Arc<S>) {
     let id = create_pool(&*store, "cas", 5 * QUOTE).await;
-    let stored = store.pool(&id).await.unwrap().unwrap();
+    let stored = store.load_pool(&id).await.unwrap().unwrap();
     let mut raised = stored.ledger.clone();
     raised.take_journal();
     raised.raise_limit(UsdMicros::new(QUOTE)).unwrap();
@@ -231,9 +249,15 @@ pub async fn b8_a_pool_change_is_compare_and_swap<S: PooledStore>(store: Arc<S>)
     let mut d = drawing(&*store, "mover", &id).await;
     let view = ledger_of(&*store, &id).await;
     let decision = d.owner_message_drawing("go", Some(&view));
-    d.commit(&*store, &decision, "event_accepted").await.unwrap();
-    let moved = store.pool(&id).await.unwrap().unwrap();
-    assert_eq!(moved.revision, revision + 1, "the Room's commit moved the pool");
+    d.commit(&*store, &decision, "event_accepted")
+        .await
+        .unwrap();
+    let moved = store.load_pool(&id).await.unwrap().unwrap();
+    assert_eq!(
+        moved.revision,
+        revision + 1,
+        "the Room's commit moved the pool"
+    );
     // A change decided on the revision before the Room's commit is refused.
     let mut stale = raised.clone();
     stale.raise_limit(UsdMicros::new(1)).unwrap();
@@ -244,7 +268,11 @@ pub async fn b8_a_pool_change_is_compare_and_swap<S: PooledStore>(store: Arc<S>)
         }) => assert_eq!((expected, actual), (revision, revision + 1)),
         other => panic!("expected a conflict, got {other:?}"),
     }
-    assert_eq!(store.pool(&id).await.unwrap().unwrap(), moved, "unchanged");
+    assert_eq!(
+        store.load_pool(&id).await.unwrap().unwrap(),
+        moved,
+        "unchanged"
+    );
     match store
         .change_pool(&pool_id("nowhere"), 1, &stale, &entries, AT)
         .await
@@ -305,7 +333,11 @@ pub async fn b8_concurrent_rooms_never_admit_more_than_the_pool_holds<S: PooledS
     assert_eq!(admitted, HOLDS, "exactly what the pool holds was admitted");
     assert_eq!(pool.balances().reserved.micros(), held);
     assert_eq!(pool.balances().reserved.micros(), HOLDS * QUOTE);
-    assert_eq!(pool.balances().available, UsdMicros::ZERO, "0 micros of overspend");
+    assert_eq!(
+        pool.balances().available,
+        UsdMicros::ZERO,
+        "0 micros of overspend"
+    );
     let log = store.pool_log(&id).await.unwrap();
     let entries: Vec<_> = log.iter().map(|row| row.entry.clone()).collect();
     assert_eq!(BudgetLedger::replay(&entries).unwrap(), pool);

@@ -71,7 +71,7 @@ pub trait PoolStore: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// The pool of this id, if any.
-    async fn pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError>;
+    async fn load_pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError>;
 
     /// Stores `ledger` as pool `id`'s new ledger and `entries` (what the change appended) as
     /// its next log rows, with compare-and-swap on `expected`; returns the new revision.

@@ -113,6 +113,26 @@
     }
   }
 
+  /** The pool the Room draws on (B8), for members with budget.read: its balances and overrun. */
+  function renderPool(budget) {
+    const pool = budget && budget.pool;
+    const section = $("pool");
+    section.hidden = !pool;
+    if (!pool) return;
+    $("pool-title").textContent = `Pool ${pool.id}`;
+    const overrun = $("pool-overrun");
+    overrun.hidden = !pool.overrun;
+    overrun.textContent = pool.overrun
+      ? `admissions stopped by an overrun (${pool.overrun.kind}): the host's administrator raises or acknowledges the pool`
+      : "";
+    const figures = $("pool-figures");
+    figures.replaceChildren();
+    for (const field of ["limit", "spent", "reserved", "uncertain", "available"]) {
+      const micros = pool.balances[field];
+      figures.append(el("dt", null, field), el("dd", { "data-field": field, "data-micros": micros }, `${usd(micros)} (${micros} micros)`));
+    }
+  }
+
   function renderBoard(detail) {
     const kanban = el("div", { class: "kanban" });
     const columns = new Map(((detail.board && detail.board.columns) || []).map((c) => [c.column, c.tasks || []]));
@@ -359,6 +379,7 @@
       $("whoami").textContent = `${room.you.principal} (${(room.you.roles || []).join(", ") || "no role"})`;
       $("room-title").textContent = `Room ${room.room}`;
       renderBudget(room.budget);
+      renderPool(await maybe("/budget?limit=1"));
       renderMembers(await maybe("/members?limit=200"));
       renderMemory(await maybe("/memory?limit=200"));
       const short = (room.quotes && room.quotes.short) || [];

@@ -136,7 +136,7 @@ impl PoolStore for PgRooms {
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
-    async fn pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError> {
+    async fn load_pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError> {
         let row: Option<(String, i64)> = sqlx::query_as(SELECT_POOL)
             .bind(id.as_str())
             .fetch_optional(&self.pool)

@@ -153,7 +153,7 @@ impl PoolStore for SqliteRooms {
         tx.commit().map_err(db("creating a pool"))
     }
 
-    async fn pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError> {
+    async fn load_pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError> {
         let mut connection = self.connections.reader();
         let tx = connection.transaction().map_err(db("reading a pool"))?;
         Ok(read(&tx, id)?.map(|(ledger, revision, _)| StoredPool {

@@ -418,11 +418,11 @@ impl agentroom_ports::PoolStore for Interposed {
         self.inner.create_pool(id, ledger, at).await
     }
 
-    async fn pool(
+    async fn load_pool(
         &self,
         id: &agentroom_ports::domain::ids::PoolId,
     ) -> Result<Option<agentroom_ports::StoredPool>, StoreError> {
-        self.inner.pool(id).await
+        self.inner.load_pool(id).await
     }
 
     async fn change_pool(

@@ -12,7 +12,7 @@ use agentroom_api_model::requests::{
 use agentroom_api_model::responses::{
     Board, BoardColumn, Budget, CallStatus, ContributionView, CorrectionView, Corrections, Decided,
     Decision, LateResult, Member, ObjectiveBrief, ObjectiveDetail, OperationView, Page as ApiPage,
-    PendingMessage, PlanDiff, PlanVersionView, QuotesView, ReportContent, ReportView,
+    PendingMessage, PlanDiff, PlanVersionView, PoolGauge, QuotesView, ReportContent, ReportView,
     ResolutionView, Resolved, ReviewView, Reviews, RoomView, SourceView, TaskView, You,
 };
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
@@ -1064,7 +1064,18 @@ pub(crate) async fn budget(
     let breakdown = api.rooms.budget(&caller.room).await?;
     let ledger = caller.stored.state.ledger();
     let Json(page) = page.of(&breakdown.entries);
+    // B8: the pool's gauge, read now (every Room drawing on it moves it).
+    let pool = api
+        .rooms
+        .room_pool(&caller.room)
+        .await?
+        .map(|pool| PoolGauge {
+            id: pool.id.to_string(),
+            balances: pool.ledger.balances(),
+            overrun: pool.ledger.overrun(),
+        });
     Ok(Json(Budget {
+        pool,
         balances: ledger.balances(),
         overrun: ledger.overrun(),
         spent_micros_by_objective: breakdown.by_objective,

@@ -722,6 +722,7 @@ mod tests {
             "spent_micros_by_role",
             "entries",
             "next_cursor",
+            "pool",
         ] {
             assert!(budget[field].is_object(), "Budget.{field}");
         }
