@@ -23,9 +23,10 @@ use agentroom_coordinator::{
 };
 use agentroom_domain::engine::{
     CallRequest, CallResult, Charge, MembershipChange, Proposal, ProposalKind, ReasonerResult,
+    Verdict,
 };
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{EventId, PrincipalId, RoomId};
+use agentroom_domain::ids::{EventId, PoolId, PrincipalId, RoomId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
 use agentroom_domain::room::Role;
@@ -161,6 +162,32 @@ async fn create_room(coordinator: &Coordinator, name: &str) -> anyhow::Result<Ro
         .await
         .with_context(|| format!("granting oscar the operator role in room {room}"))?;
     Ok(room)
+}
+
+/// A pool that never runs out while measuring (B8).
+async fn create_pool(coordinator: &Coordinator, name: &str) -> anyhow::Result<PoolId> {
+    let pool = PoolId::parse(name)?;
+    coordinator
+        .create_pool(&pool, UsdMicros::new(1_000_000_000_000))
+        .await
+        .with_context(|| format!("creating pool {pool}"))?;
+    Ok(pool)
+}
+
+/// Makes `room` draw on `pool` (B8).
+async fn attach(coordinator: &Coordinator, room: &RoomId, pool: &PoolId) -> anyhow::Result<()> {
+    let outcome = coordinator
+        .attach_pool(
+            room,
+            InputId::named(&format!("bench-attach-{room}")),
+            Some(pool.clone()),
+        )
+        .await
+        .with_context(|| format!("attaching room {room} to pool {pool}"))?;
+    if outcome.log().iter().any(|l| l.verdict == Verdict::Rejected) {
+        bail!("room {room} did not draw on pool {pool}: {outcome:?}");
+    }
+    Ok(())
 }
 
 /// Owner messages through one coordinator to one Room, each waited for until the Room is
@@ -302,6 +329,7 @@ async fn concurrent(
     callers: usize,
     rooms: usize,
     per_caller: usize,
+    pooled: bool,
 ) -> anyhow::Result<(f64, f64)> {
     let store = store_on(
         url,
@@ -316,9 +344,19 @@ async fn concurrent(
         Arc::clone(&store),
         CoordinatorConfig::new(runner("bench-setup")),
     );
+    // B8: every Room draws on one pool, whose row each of their reservations and settlements
+    // takes after the Room's.
+    let pool = if pooled {
+        Some(create_pool(&setup, &format!("pool-c{callers}-{stamp}")).await?)
+    } else {
+        None
+    };
     let mut made = Vec::new();
     for r in 0..rooms {
         let room = create_room(&setup, &format!("c{callers}-r{r}-{stamp}")).await?;
+        if let Some(pool) = &pool {
+            attach(&setup, &room, pool).await?;
+        }
         let poster = Poster::new(setup.clone(), room, "setup")?;
         let before = mark(&store, &poster).await?;
         made.push((poster, before));
@@ -482,6 +520,56 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
             "floor_us_median_of_rounds": round(percentile(&floors, 0.5)),
             "call_us_median_of_rounds": round(percentile(&calls, 0.5))}));
 
+        // B8: rounds of 100 messages on a Room drawing on a pool and 100 on one that does
+        // not, alternated on the same connection, so both see the same state of the machine.
+        let (pool_service, plain_service) = (
+            coordinator(Arc::clone(&store), CoordinatorConfig::new(runner("bench-pooled"))),
+            coordinator(Arc::clone(&store), CoordinatorConfig::new(runner("bench-plain"))),
+        );
+        let pool = create_pool(&pool_service, "bench-one").await?;
+        let pooled_room = create_room(&pool_service, "bench-pooled").await?;
+        attach(&pool_service, &pooled_room, &pool).await?;
+        let plain_room = create_room(&plain_service, "bench-plain").await?;
+        let mut pooled = Poster::new(pool_service.clone(), pooled_room, "pooled")?;
+        let mut plain = Poster::new(plain_service, plain_room, "plain")?;
+        for _ in 0..WARMUP {
+            pooled.message().await?;
+            plain.message().await?;
+        }
+        let (pooled_before, plain_before) = (mark(&store, &pooled).await?, mark(&store, &plain).await?);
+        let (mut with_pool, mut without) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            for (poster, times) in [(&mut pooled, &mut with_pool), (&mut plain, &mut without)] {
+                for _ in 0..100 {
+                    let started = Instant::now();
+                    poster.message().await?;
+                    times.push(started.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+        }
+        let pooled_commits = settled(&store, &pooled, pooled_before, rounds * 100).await?;
+        settled(&store, &plain, plain_before, rounds * 100).await?;
+        // The pool holds and charges what its Room does, and its log replays (B7, B8).
+        let audit = pool_service.audit_pool(&pool).await?;
+        let pool_spent = pool_service.pool(&pool).await?.ledger.balances().spent.micros();
+        let room_spent = pooled.room().await?.state.ledger().balances().spent.micros();
+        if !audit.replays || pool_spent != room_spent {
+            bail!("pool {pool}: replays {}, spent {pool_spent}, its Room spent {room_spent}", audit.replays);
+        }
+        with_pool.sort_by(f64::total_cmp);
+        without.sort_by(f64::total_cmp);
+        let (m_pool, m_plain) = (percentile(&with_pool, 0.5), percentile(&without, 0.5));
+        emit(&meta, json!({"figure": "durable_call_with_budget_pool",
+            "rounds": rounds, "calls_each": rounds * 100,
+            "us_median_with_pool": round(m_pool), "us_median_without": round(m_plain),
+            "us_p99_with_pool": round(percentile(&with_pool, 0.99)),
+            "us_p99_without": round(percentile(&without, 0.99)),
+            "x_without": round(m_pool / m_plain * 100.0) / 100.0,
+            "x_floor_with_pool": round(m_pool / floor_us * 100.0) / 100.0,
+            "commits_per_call_with_pool": round(pooled_commits as f64 / (rounds * 100) as f64),
+            "note": "one connection; alternating rounds of 100 messages on a Room drawing on a \
+                     pool and on one that does not (B8: the pool's row moves in the Room's commit)"}));
+
         // The same Room, now aged: bring it to at least `aged_revisions`, then measure the
         // messages again and the WAL bytes each commit writes.
         let aged_revisions = i64::try_from(args.aged_revisions).unwrap_or(i64::MAX);
@@ -514,7 +602,8 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
         for callers in [8usize, 32] {
             let floor_tps = floor::throughput(&url, callers, args.per_caller).await?;
             for rooms in [1usize, callers] {
-                let (tps, commits) = concurrent(&url, callers, rooms, args.per_caller).await?;
+                let (tps, commits) =
+                    concurrent(&url, callers, rooms, args.per_caller, false).await?;
                 emit(&meta, json!({"figure": "durable_calls_concurrent", "callers": callers,
                     "rooms": rooms, "calls_per_s": round(tps),
                     "commits_per_call": round(commits),
@@ -522,6 +611,16 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
                     "x_floor_throughput": round(floor_tps / tps * 100.0) / 100.0,
                     "note": "each caller its own Coordinator (a host process) over one shared pool"}));
             }
+            // B8: the same callers, each on its own Room, every Room drawing on one pool.
+            let (tps, commits) =
+                concurrent(&url, callers, callers, args.per_caller, true).await?;
+            emit(&meta, json!({"figure": "durable_calls_concurrent_one_budget_pool",
+                "callers": callers, "rooms": callers, "calls_per_s": round(tps),
+                "commits_per_call": round(commits),
+                "raw_commits_per_s_same_connections": round(floor_tps),
+                "x_floor_throughput": round(floor_tps / tps * 100.0) / 100.0,
+                "note": "every Room draws on one budget pool: each reservation and settlement \
+                         also takes the pool's row, after the Room's (B8)"}));
         }
         Ok::<(), anyhow::Error>(())
     }
