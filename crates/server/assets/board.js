@@ -42,6 +42,7 @@
   let session = null; // { room, token }
   let stream = null; // AbortController of the live stream
   let refreshTimer = null;
+  let roles = []; // the caller's roles in the Room, as the last refresh read them
 
   function showError(message) {
     const box = $("error");
@@ -73,6 +74,158 @@
       throw new HttpError(response.status, message);
     }
     return body;
+  }
+
+  /**
+   * The board's only writes: the owner's correction of an objective (an owner_correction
+   * event, O14, R6) and a reviewer's human review (R1, R2, R7). JSON with the session's
+   * bearer token and a fresh Idempotency-Key, so a retried click is decided once.
+   */
+  async function send(path, body) {
+    const response = await fetch(`/v1/rooms/${encodeURIComponent(session.room)}${path}`, {
+      method: "POST",
+      headers: {
+        Authorization: `Bearer ${session.token}`,
+        "Content-Type": "application/json",
+        "Idempotency-Key": crypto.randomUUID(),
+      },
+      body: JSON.stringify(body),
+      cache: "no-store",
+      credentials: "omit",
+    });
+    let answer = null;
+    try {
+      answer = await response.json();
+    } catch (_) {
+      answer = null;
+    }
+    if (!response.ok) {
+      const message = answer && typeof answer.message === "string" ? answer.message : `HTTP ${response.status}`;
+      throw new HttpError(response.status, message);
+    }
+    return answer;
+  }
+
+  /** What a decided input answered, for people: accepted, or the first refusal with its rule. */
+  function verdictOf(decision) {
+    const log = (decision && decision.log) || [];
+    const refused = log.find((entry) => entry.verdict === "rejected");
+    if (refused) return `refused${refused.rule ? ` (${refused.rule})` : ""}: ${refused.message}`;
+    return decision && decision.already_done ? "decided before" : "accepted";
+  }
+
+  /** A form whose submit never navigates (the policy lets no form post): `act` sends it. */
+  function writeForm(kind, fields, label, act) {
+    const status = el("p", { class: "form-status", role: "status" });
+    const form = el("form", { class: `write ${kind}`, "data-write": kind }, ...fields, el("button", { type: "submit" }, label), status);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const button = form.querySelector("button");
+      button.disabled = true;
+      status.textContent = "sending…";
+      try {
+        status.textContent = await act(form);
+        form.dataset.sent = "true";
+        form.reset();
+        scheduleRefresh();
+      } catch (error) {
+        status.textContent = error instanceof Error ? error.message : String(error);
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return form;
+  }
+
+  /** "id: text" per line, as criteria; blank lines are skipped. */
+  function parseCriteria(text) {
+    const criteria = [];
+    for (const line of text.split("\n")) {
+      if (!line.trim()) continue;
+      const at = line.indexOf(":");
+      if (at < 0) throw new Error(`"${line.trim()}" is not "id: text"`);
+      criteria.push({ id: line.slice(0, at).trim(), text: line.slice(at + 1).trim() });
+    }
+    return criteria;
+  }
+
+  /** The owner corrects an active objective's text and, when given, its criteria (O14, R6). */
+  function correctionForm(objective) {
+    return writeForm(
+      "correct",
+      [
+        el("h4", null, "Correct this objective"),
+        el("label", null, "Correction ", el("textarea", { name: "text", rows: 3, required: "required" })),
+        el("label", null, "New criteria, one \"id: text\" per line (empty keeps them) ", el("textarea", { name: "criteria", rows: 3 })),
+      ],
+      "Send the correction",
+      async (form) => {
+        const text = form.elements.namedItem("text").value;
+        const criteria = parseCriteria(form.elements.namedItem("criteria").value);
+        const body = { kind: "owner_correction", objective, text };
+        if (criteria.length) body.criteria = criteria;
+        await send("/events", body);
+        return "correction posted: the Room decides it next";
+      },
+    );
+  }
+
+  /** A reviewer records a review of the report awaiting review, one verdict per criterion. */
+  function reviewForm(objective, reviews) {
+    const awaiting = reviews.awaiting_review;
+    const rows = (reviews.criteria || []).map((c) =>
+      el(
+        "fieldset",
+        { "data-criterion": c.id },
+        el("legend", null, `${c.id}: ${c.text}`),
+        el(
+          "select",
+          { name: `verdict-${c.id}` },
+          el("option", { value: "met" }, "met"),
+          el("option", { value: "unmet" }, "unmet"),
+          el("option", { value: "unknown" }, "unknown"),
+        ),
+        el("label", null, "Evidence ", el("input", { name: `evidence-${c.id}`, required: "required" })),
+        el("label", null, "Source ids (comma separated) ", el("input", { name: `sources-${c.id}` })),
+        el("label", null, "Quote ", el("input", { name: `quote-${c.id}` })),
+      ),
+    );
+    return writeForm(
+      "review",
+      [el("h4", null, `Review report v${awaiting.version}`), ...rows],
+      "Record the review",
+      async (form) => {
+        const value = (name) => form.elements.namedItem(name).value;
+        const verdicts = (reviews.criteria || []).map((c) => {
+          const verdict = {
+            criterion: c.id,
+            verdict: value(`verdict-${c.id}`),
+            evidence: value(`evidence-${c.id}`),
+            sources: value(`sources-${c.id}`).split(",").map((s) => s.trim()).filter(Boolean),
+          };
+          const quote = value(`quote-${c.id}`);
+          if (quote.trim()) verdict.quote = quote;
+          return verdict;
+        });
+        const decision = await send(`/objectives/${encodeURIComponent(objective)}/reviews`, {
+          report_version: awaiting.version,
+          observed: reviews.observed,
+          verdicts,
+        });
+        return `review ${verdictOf(decision)}`;
+      },
+    );
+  }
+
+  /** Whether someone is writing in one of the board's forms (a refresh would lose it). */
+  function writing() {
+    for (const form of document.querySelectorAll("form.write")) {
+      if (form.contains(document.activeElement)) return true;
+      for (const field of form.querySelectorAll("textarea, input")) {
+        if (field.value) return true;
+      }
+    }
+    return false;
   }
 
   /** Like get, but a 403 (the caller's role may not read it) is null. */
@@ -369,13 +522,21 @@
       renderTimeline(decisions),
       renderCorrections(corrections),
       renderReviews(reviews, detail.criteria),
+      roles.includes("owner") && !["completed", "canceled"].includes(detail.status) ? correctionForm(brief.id) : null,
+      roles.includes("reviewer") && reviews && reviews.awaiting_review ? reviewForm(brief.id, reviews) : null,
     );
   }
 
   async function refresh() {
     if (!session) return;
+    // Someone is writing a correction or a review: refresh once they are done.
+    if (writing()) {
+      scheduleRefresh(2000);
+      return;
+    }
     try {
       const room = await get("");
+      roles = (room.you && room.you.roles) || [];
       $("whoami").textContent = `${room.you.principal} (${(room.you.roles || []).join(", ") || "no role"})`;
       $("room-title").textContent = `Room ${room.room}`;
       renderBudget(room.budget);
@@ -405,9 +566,9 @@
     }
   }
 
-  function scheduleRefresh() {
+  function scheduleRefresh(after) {
     clearTimeout(refreshTimer);
-    refreshTimer = setTimeout(refresh, 250);
+    refreshTimer = setTimeout(refresh, after || 250);
   }
 
   // --- the live stream -----------------------------------------------------------------------

@@ -903,3 +903,167 @@ fn evidence(reviews: &Value, version: u64) -> (String, String) {
         .to_owned();
     (source, quote)
 }
+
+/// Opens the board as `who` and waits until it has loaded.
+async fn board_as(app: &App, binary: &str, who: &str) -> Browser {
+    let mut browser =
+        Browser::launch(binary, &app.dir.path().join(format!("chromium-{who}"))).await;
+    let url = format!("{}/#room=local&token={}", app.base, app.tokens[who]);
+    browser.command("Page.navigate", json!({"url": url})).await;
+    browser
+        .wait_for(r#"document.body.dataset.loaded === "true""#)
+        .await;
+    browser
+}
+
+/// R1, R2, R7 from the board (issue 18): the reviewer records the review of the report
+/// awaiting review through the board's form, one verdict per criterion with its evidence,
+/// source and quote; the Room decides it like any review and the objective completes. The
+/// owner, who holds no `review.record`, is shown no review form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn board_records_a_human_review_through_its_form() {
+    let Some(binary) = chromium() else { return };
+    let app = spawn_app().await;
+    let path = run_until_second_review(&app).await;
+    let reviews = app.get("rita", &format!("{path}/reviews")).await;
+    let (source, quote) = evidence(&reviews, 2);
+
+    let mut owner = board_as(&app, binary, "olive").await;
+    assert_eq!(
+        owner
+            .eval(r#"document.querySelector("form.review") === null"#)
+            .await,
+        json!(true),
+        "the owner may not record a review"
+    );
+    drop(owner);
+
+    let mut rita = board_as(&app, binary, "rita").await;
+    rita.wait_for(r#"document.querySelector("form.review") !== null"#)
+        .await;
+    let fill = format!(
+        r#"(() => {{
+            const form = document.querySelector("form.review");
+            for (const set of form.querySelectorAll("fieldset")) {{
+                const id = set.dataset.criterion;
+                form.elements.namedItem(`verdict-${{id}}`).value = "met";
+                form.elements.namedItem(`evidence-${{id}}`).value = "checked report version 2";
+                form.elements.namedItem(`sources-${{id}}`).value = {source};
+                form.elements.namedItem(`quote-${{id}}`).value = {quote};
+            }}
+            form.requestSubmit();
+            return form.querySelectorAll("fieldset").length;
+        }})()"#,
+        source = serde_json::to_string(&source).unwrap(),
+        quote = serde_json::to_string(&quote).unwrap(),
+    );
+    assert_eq!(
+        rita.eval(&fill).await,
+        json!(2),
+        "one fieldset per criterion"
+    );
+    app.settle().await;
+    rita.wait_for(r#"document.querySelector(".objective").dataset.status === "completed""#)
+        .await;
+    let detail = app.get("olive", &path).await;
+    assert_eq!(detail["status"], "completed", "{detail}");
+    let recorded = app.get("olive", &format!("{path}/reviews")).await;
+    let last = recorded["reviews"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap();
+    assert_eq!(last["reviewer"], "rita", "{last}");
+    assert_eq!(last["report_version"], 2, "{last}");
+}
+
+/// O14, R6 from the board (issue 18): the owner corrects the active objective's text and
+/// criteria through the board's form; the correction is an owner_correction event the Room
+/// decides, listed among the corrections with its criteria, and the objective's criteria are
+/// the new ones. A criteria line that is not `id: text` is refused in the form and nothing is
+/// sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn board_posts_the_owners_correction_through_its_form() {
+    let Some(binary) = chromium() else { return };
+    let app = spawn_app().await;
+    let path = run_until_second_review(&app).await;
+    let before = app.get("olive", &format!("{path}/corrections")).await;
+    let corrections = before["items"].as_array().map_or(0, Vec::len);
+
+    let mut olive = board_as(&app, binary, "olive").await;
+    olive
+        .wait_for(r#"document.querySelector("form.correct") !== null"#)
+        .await;
+    let bad = olive
+        .eval(
+            r#"(() => {
+                const form = document.querySelector("form.correct");
+                form.elements.namedItem("text").value = "Cover 2027 too";
+                form.elements.namedItem("criteria").value = "no colon on this line";
+                form.requestSubmit();
+                return true;
+            })()"#,
+        )
+        .await;
+    assert_eq!(bad, json!(true));
+    olive
+        .wait_for(r#"document.querySelector("form.correct .form-status").textContent.includes("is not \"id: text\"")"#)
+        .await;
+    let unchanged = app.get("olive", &format!("{path}/corrections")).await;
+    assert_eq!(
+        unchanged["items"].as_array().map_or(0, Vec::len),
+        corrections,
+        "nothing was sent"
+    );
+
+    let sent = olive
+        .eval(
+            r#"(() => {
+                const form = document.querySelector("form.correct");
+                form.elements.namedItem("text").value = "Cover the 2027 figures too";
+                form.elements.namedItem("criteria").value = "cites-sources: every claim cites a source\ncovers-2027: states the 2027 recovery figure";
+                form.requestSubmit();
+                return true;
+            })()"#,
+        )
+        .await;
+    assert_eq!(sent, json!(true));
+    // The page posts it; the Room decides it (poll the API: the page re-renders as it goes).
+    let after = timeout(BROWSER, async {
+        loop {
+            app.settle().await;
+            let after = app.get("olive", &format!("{path}/corrections")).await;
+            if after["items"].as_array().map_or(0, Vec::len) > corrections {
+                return after;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the board's correction never reached the Room");
+    let items = after["items"].as_array().unwrap();
+    assert_eq!(items.len(), corrections + 1, "{after}");
+    let last = items.last().unwrap();
+    assert_eq!(last["text"], "Cover the 2027 figures too", "{last}");
+    let ids: Vec<&str> = last["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["cites-sources", "covers-2027"], "{last}");
+    let detail = app.get("olive", &path).await;
+    let criteria: Vec<&str> = detail["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(criteria, ["cites-sources", "covers-2027"], "{detail}");
+    olive
+        .wait_for(
+            r#"document.querySelector('.corrections [data-criterion="covers-2027"]') !== null"#,
+        )
+        .await;
+}

@@ -85,14 +85,29 @@ mod tests {
         assert!(!INDEX_HTML.to_ascii_lowercase().contains(" onload="));
     }
 
-    /// The owner's corrections are shown read only (O14): read from their route; the script
-    /// sends no request that changes anything (and the policy lets no form post anywhere).
+    /// The board writes exactly two things (issue 18): the owner's correction of an
+    /// objective, as an `owner_correction` event (O14, R6), and a reviewer's human review of
+    /// the report awaiting review (R1, R2). Both go through the one `send`, with the
+    /// session's token and an Idempotency-Key; forms never navigate (`form-action 'none'`,
+    /// and each submit is prevented and sent by the script). Corrections are read from
+    /// their route.
     #[test]
-    fn the_board_shows_corrections_and_posts_nothing() {
+    fn the_board_writes_only_corrections_and_reviews() {
         assert!(BOARD_JS.contains("/corrections"));
         assert!(BOARD_JS.contains("renderCorrections(corrections)"));
-        assert!(!BOARD_JS.contains("method: \"POST\""));
-        assert!(!BOARD_JS.contains("method:"), "the board only reads");
+        assert_eq!(BOARD_JS.matches("method:").count(), 1, "one writer: send");
+        assert!(BOARD_JS.contains("method: \"POST\""));
+        assert!(BOARD_JS.contains("\"Idempotency-Key\": crypto.randomUUID()"));
+        let sends: Vec<&str> = BOARD_JS
+            .match_indices("await send(")
+            .map(|(at, _)| BOARD_JS[at..].lines().next().unwrap_or_default())
+            .collect();
+        assert_eq!(sends.len(), 2, "{sends:?}");
+        assert!(sends[0].contains("\"/events\""), "{sends:?}");
+        assert!(BOARD_JS.contains("kind: \"owner_correction\""));
+        assert!(sends[1].contains("/reviews`"), "{sends:?}");
+        assert!(BOARD_JS.contains("event.preventDefault()"));
+        assert!(CONTENT_SECURITY_POLICY_VALUE.contains("form-action 'none'"));
     }
 
     /// The script never hands data to an HTML parser.
