@@ -56,6 +56,20 @@ pub(crate) enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Replace a Room's stored access policy with `access.toml` from `--policies` (or the
+    /// built-in one): a Room keeps the policy it was created with, so a Room created before
+    /// a permission existed is granted it this way. Prints what each role gains and loses.
+    Access {
+        /// The Room.
+        #[arg(long, value_parser = RoomId::parse)]
+        room: RoomId,
+        /// The folder whose `access.toml` overrides the built-in one (default: `./policies`
+        /// if it exists, else the built-in policies alone).
+        #[arg(long, value_name = "DIR")]
+        policies: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
 }
 
 /// A member and the roles it is granted.
@@ -80,7 +94,77 @@ fn parse_member(text: &str) -> Result<Member, String> {
 
 /// Runs `command`; returns what it prints.
 pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
-    let Command::Create {
+    match command {
+        Command::Access {
+            room,
+            policies,
+            store,
+        } => access(room, policies, store).await,
+        Command::Create {
+            room,
+            owner,
+            members,
+            limit_micros,
+            model,
+            policies,
+            store,
+        } => {
+            let args = CreateArgs {
+                room,
+                owner,
+                members,
+                limit_micros,
+                model,
+                policies,
+                store,
+            };
+            create_command(args).await
+        }
+    }
+}
+
+/// The arguments of `room create`.
+struct CreateArgs {
+    room: RoomId,
+    owner: PrincipalId,
+    members: Vec<Member>,
+    limit_micros: i64,
+    model: String,
+    policies: Option<PathBuf>,
+    store: StoreArgs,
+}
+
+/// `room access`: the Room's access policy replaced by the host's (T3).
+async fn access(
+    room: RoomId,
+    policies: Option<PathBuf>,
+    store: StoreArgs,
+) -> anyhow::Result<String> {
+    let policies = crate::policies::PolicyFiles::new(policies)?;
+    let loaded = crate::policies::load(&policies)?;
+    let rooms = store.open_rooms(Missing::Refuse).await?;
+    let coordinator = Coordinator::builder(
+        rooms,
+        CoordinatorConfig::new(RunnerConfig::new(
+            "agentroom-room-access",
+            std::time::Duration::from_secs(30),
+        )),
+    )
+    .build();
+    let id = coordinator.fresh_input_id()?;
+    let outcome = coordinator.replace_access(&room, id, loaded.access).await?;
+    let mut out = String::new();
+    for entry in outcome.log() {
+        if entry.verdict == agentroom_domain::engine::Verdict::Rejected {
+            bail!("room {room}: {}", entry.message);
+        }
+        writeln!(out, "room {room}: {}", entry.message)?;
+    }
+    Ok(out)
+}
+
+async fn create_command(args: CreateArgs) -> anyhow::Result<String> {
+    let CreateArgs {
         room,
         owner,
         members,
@@ -88,7 +172,7 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
         model,
         policies,
         store,
-    } = command;
+    } = args;
     // Everything is checked before the store is opened.
     let policies = crate::policies::PolicyFiles::new(policies)?;
     let loaded = crate::policies::load(&policies)?;

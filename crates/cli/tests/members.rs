@@ -463,3 +463,78 @@ fn member_commands_document_their_exit_codes_and_refuse_bad_arguments_before_any
         assert_eq!(out.code, 2, "{usage:?}: {}", out.stderr);
     }
 }
+
+/// T3: `agentroom room access` replaces a Room's stored access policy with the host's
+/// `access.toml` (a Room keeps the policy it was created with): it prints what each role gains
+/// and loses, and the same policy again, or a Room that does not exist, is refused with
+/// nothing changed.
+#[test]
+fn t3_room_access_replaces_a_rooms_stored_policy_and_says_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    let root = root.to_str().unwrap();
+    let run = |args: &[&str]| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(args)
+            .args(["--root", root])
+            .env_remove("AGENTROOM_DATABASE_URL")
+            .env_remove("AGENTROOM_LOG")
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let created = run(&[
+        "room",
+        "create",
+        "--room",
+        ROOM,
+        "--owner",
+        "olive",
+        "--member",
+        "oscar=operator",
+        "--limit-micros",
+        "1000000",
+    ]);
+    assert!(created.status.success(), "{created:?}");
+    // A host whose access.toml no longer lets operators manage memory.
+    let policies = dir.path().join("strict");
+    std::fs::create_dir_all(&policies).unwrap();
+    let shipped = std::fs::read_to_string(repo("policies/access.toml")).unwrap();
+    let (head, tail) = shipped.split_once("[roles.operator]").unwrap();
+    let tail = tail.replacen("    \"memory.manage\",\n", "", 1);
+    std::fs::write(
+        policies.join("access.toml"),
+        format!("{head}[roles.operator]{tail}"),
+    )
+    .unwrap();
+    let policies = policies.to_str().unwrap();
+    let replaced = run(&["room", "access", "--room", ROOM, "--policies", policies]);
+    let stdout = String::from_utf8_lossy(&replaced.stdout);
+    assert!(replaced.status.success(), "{replaced:?}");
+    assert!(
+        stdout.contains("replaced the Room's access policy: operator -memory.manage"),
+        "{stdout}"
+    );
+    for (args, says) in [
+        (
+            vec!["room", "access", "--room", ROOM, "--policies", policies],
+            "already this one",
+        ),
+        (
+            vec![
+                "room",
+                "access",
+                "--room",
+                "elsewhere",
+                "--policies",
+                policies,
+            ],
+            "no room elsewhere",
+        ),
+    ] {
+        let refused = run(&args);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}

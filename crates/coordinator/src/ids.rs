@@ -74,6 +74,7 @@ pub(crate) fn kind_of(input: &Input) -> &'static str {
         },
         Input::AttachPool { .. } => "attach_pool",
         Input::PoolChanged => "pool_changed",
+        Input::ReplaceAccess { .. } => "replace_access",
         Input::ChangeMember { change, .. } => match change {
             MemberChange::Add { .. } => "add_member",
             MemberChange::SetRoles { .. } => "change_member_roles",

@@ -48,6 +48,7 @@ use agentroom_ports::domain::ids::{
 };
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::plan::Column;
+use agentroom_ports::domain::policy::AccessPolicy;
 use agentroom_ports::domain::review::ReviewSubmission;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::domain::state::{RoomState, Served};
@@ -771,6 +772,11 @@ pub enum OperatorInput {
     },
     /// The pool the Room draws on was raised or acknowledged: waiting work may go ahead.
     PoolChanged,
+    /// The host's administrator replaces the Room's access policy (T3).
+    ReplaceAccess {
+        /// The new policy.
+        access: AccessPolicy,
+    },
 }
 
 impl OperatorInput {
@@ -837,6 +843,7 @@ impl OperatorInput {
             OperatorInput::Memory { by, change } => Input::Memory { by, change },
             OperatorInput::AttachPool { pool } => Input::AttachPool { pool },
             OperatorInput::PoolChanged => Input::PoolChanged,
+            OperatorInput::ReplaceAccess { access } => Input::ReplaceAccess { access },
         }
     }
 }

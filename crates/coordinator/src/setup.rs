@@ -38,6 +38,19 @@ pub struct FirstToken {
 }
 
 impl Coordinator {
+    /// The host's administrator replaces `room`'s stored access policy (T3), e.g. with the
+    /// host's `access.toml` after a release added a permission; the domain logs what each
+    /// role gains and loses, and refuses a policy that changes nothing.
+    pub async fn replace_access(
+        &self,
+        room: &RoomId,
+        id: InputId,
+        access: agentroom_ports::domain::policy::AccessPolicy,
+    ) -> Result<crate::Outcome, CoordinatorError> {
+        self.submit(room, id, crate::OperatorInput::ReplaceAccess { access })
+            .await
+    }
+
     /// Creates the Room `state` describes (a fresh ledger, `owner` its first owner; an
     /// existing Room is an error and is left as it is), grants `members` their roles through the domain (each grant a
     /// decided input with its own revision, so history holds them; a refused grant stops

@@ -363,6 +363,27 @@ fn m1_t3_only_the_owner_and_operators_change_memory() {
     let d = memory(&mut old, "olive", add("kept", external()));
     assert_rejected(&d, Rule::M1);
     assert!(old.state().memory().is_empty());
+    // T3: the host's administrator replaces its stored policy with the host's; the owner
+    // gains memory.manage (logged), and may keep an entry from then on.
+    let d = old.apply(Input::ReplaceAccess {
+        access: AccessPolicy::default(),
+    });
+    assert!(accepted_by(&d, Rule::T3), "{}", timeline(&d.log));
+    assert!(
+        d.log
+            .iter()
+            .any(|l| l.message.contains("owner +") && l.message.contains("+memory.manage")),
+        "{}",
+        timeline(&d.log)
+    );
+    assert_eq!(old.state().access(), &AccessPolicy::default());
+    let d = memory(&mut old, "olive", add("kept", external()));
+    assert_eq!(accepted(&d), 1, "{}", timeline(&d.log));
+    // The same policy again changes nothing, and says so.
+    let d = old.apply(Input::ReplaceAccess {
+        access: AccessPolicy::default(),
+    });
+    assert_rejected(&d, Rule::T3);
 }
 
 #[test]

@@ -9,6 +9,7 @@ use super::{ControlAction, Ctx, InputError, MemberChange, MembershipChange};
 use crate::ids::{EventId, ObjectiveId, OperationId, PrincipalId};
 use crate::money::UsdMicros;
 use crate::objective::ObjectiveStatus;
+use crate::policy::AccessPolicy;
 use crate::policy::ReviewSource;
 use crate::room::{Permission, Role};
 use crate::rules::Rule;
@@ -207,6 +208,48 @@ impl Ctx<'_, '_> {
             }
             Err(err) => self.reject(None, Rule::B4, format!("limit not raised: {err}")),
         }
+    }
+
+    /// T3: the host's administrator replaces the Room's access policy. What each role gains
+    /// and loses is logged; every later check (dispatch included) reads the new one.
+    pub(super) fn replace_access(&mut self, access: AccessPolicy) {
+        let mut changes = Vec::new();
+        for role in Role::ALL {
+            let before: BTreeSet<Permission> = self.state.access.permissions(role).collect();
+            let after: BTreeSet<Permission> = access.permissions(role).collect();
+            let gained: Vec<String> = after
+                .difference(&before)
+                .map(|p| format!("+{}", p.as_str()))
+                .collect();
+            let lost: Vec<String> = before
+                .difference(&after)
+                .map(|p| format!("-{}", p.as_str()))
+                .collect();
+            if !gained.is_empty() || !lost.is_empty() {
+                changes.push(format!(
+                    "{} {}",
+                    role.as_str(),
+                    [gained, lost].concat().join(" ")
+                ));
+            }
+        }
+        if changes.is_empty() {
+            self.reject(
+                None,
+                Rule::T3,
+                "the Room's access policy is already this one; nothing changed".to_owned(),
+            );
+            return;
+        }
+        self.state.access = access;
+        self.accept(
+            None,
+            Some(Rule::T3),
+            format!(
+                "the host's administrator replaced the Room's access policy: {}",
+                changes.join("; ")
+            ),
+        );
     }
 
     /// B5: an operator acknowledges an overrun; admissions resume within the balance.

@@ -41,6 +41,7 @@ use crate::memory::Provenance;
 use crate::money::UsdMicros;
 use crate::objective::{Criterion, Objective, ObjectiveStatus, ObservedRevisions};
 use crate::plan::{Column, TaskKind};
+use crate::policy::AccessPolicy;
 use crate::review::{Contents, ContributionDraft, ReportRef, ReviewSubmission, Source};
 use crate::room::{Permission, Role};
 use crate::rules::Rule;
@@ -520,6 +521,12 @@ pub enum Input {
     /// The pool the Room draws on was raised or its overrun acknowledged (B4, B5, B8): work
     /// waiting for budget may go ahead.
     PoolChanged,
+    /// The host's administrator replaces the Room's stored access policy (T3): e.g. a Room
+    /// created before a permission existed is granted it from the host's `access.toml`.
+    ReplaceAccess {
+        /// The new policy.
+        access: AccessPolicy,
+    },
 }
 
 /// Who a notification is for.
@@ -840,6 +847,7 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
         Input::Memory { by, change } => ctx.change_memory(&by, change),
         Input::AttachPool { pool } => ctx.attach_pool(pool),
         Input::PoolChanged => ctx.advance_all(),
+        Input::ReplaceAccess { access } => ctx.replace_access(access),
     }
     let ledger = ctx.state.ledger.take_journal();
     Ok(Decision {
