@@ -20,6 +20,7 @@ pub mod plan;
 pub mod policy;
 pub mod pool;
 pub mod price;
+pub mod redaction;
 pub mod review;
 pub mod room;
 pub mod rules;

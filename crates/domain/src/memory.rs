@@ -111,6 +111,11 @@ pub struct MemoryEntry {
     pub(crate) versions: Vec<MemoryText>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) retraction: Option<Retraction>,
+    /// Whether it was redacted: every version's text is then
+    /// [`REDACTED_TEXT`](crate::redaction::REDACTED_TEXT) and the Room's redaction record says
+    /// who, when and why. Absent (false) in states written before redactions existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) redacted: bool,
 }
 
 impl MemoryEntry {
@@ -138,9 +143,13 @@ impl MemoryEntry {
     pub fn retraction(&self) -> Option<&Retraction> {
         self.retraction.as_ref()
     }
-    /// Whether it is current: not retracted, so it may reach a model (C1).
+    /// Whether it was redacted (its texts are gone; the Room's redaction record says why).
+    pub fn is_redacted(&self) -> bool {
+        self.redacted
+    }
+    /// Whether it is current: neither retracted nor redacted, so it may reach a model (C1).
     pub fn is_current(&self) -> bool {
-        self.retraction.is_none()
+        self.retraction.is_none() && !self.redacted
     }
 }
 
@@ -156,7 +165,7 @@ impl Memory {
     pub fn entries(&self) -> &[MemoryEntry] {
         &self.entries
     }
-    /// The entries that may reach a model: those not retracted (M1, C1).
+    /// The entries that may reach a model: those neither retracted nor redacted (M1, C1).
     pub fn current(&self) -> impl Iterator<Item = &MemoryEntry> + '_ {
         self.entries.iter().filter(|e| e.is_current())
     }
@@ -173,5 +182,28 @@ impl Memory {
     }
     pub(crate) fn get_mut(&mut self, id: MemoryEntryId) -> Option<&mut MemoryEntry> {
         self.entries.iter_mut().find(|e| e.id == id)
+    }
+    /// Redacts entry `id`: every version of its text, and every version of any entry that
+    /// says one of those texts (the same words are the same secret, and the stores scrub
+    /// them from history wherever a memory text holds them), becomes `marker`.
+    pub(crate) fn redact(&mut self, id: MemoryEntryId, marker: &str) {
+        let Some(texts) = self.get(id).map(|e| {
+            e.versions
+                .iter()
+                .map(|v| v.text.clone())
+                .collect::<Vec<_>>()
+        }) else {
+            return;
+        };
+        for entry in &mut self.entries {
+            if entry.id == id {
+                entry.redacted = true;
+            }
+            for version in &mut entry.versions {
+                if texts.contains(&version.text) {
+                    marker.clone_into(&mut version.text);
+                }
+            }
+        }
     }
 }

@@ -840,6 +840,7 @@ impl Default for AccessPolicy {
                     P::PlanningUse,
                     P::MembershipManage,
                     P::MemoryManage,
+                    P::ContentRedact,
                 ],
             ),
             (
@@ -999,6 +1000,7 @@ mod tests {
                     P::PlanningUse,
                     P::MembershipManage,
                     P::MemoryManage,
+                    P::ContentRedact,
                 ],
             ),
             (

@@ -99,11 +99,14 @@ pub enum Permission {
     MembershipManage,
     /// Add, correct and retract the Room's memory entries (M1).
     MemoryManage,
+    /// Redact an artifact's content or a memory entry that holds a secret or personal data:
+    /// it is removed from the store and a redaction record takes its place.
+    ContentRedact,
 }
 
 impl Permission {
     /// Every permission, in a fixed order.
-    pub const ALL: [Permission; 14] = [
+    pub const ALL: [Permission; 15] = [
         Permission::EventPost,
         Permission::ObjectiveRead,
         Permission::ObjectiveControl,
@@ -118,6 +121,7 @@ impl Permission {
         Permission::PlanningUse,
         Permission::MembershipManage,
         Permission::MemoryManage,
+        Permission::ContentRedact,
     ];
 
     /// The permission's name as written in `policies/access.toml`.
@@ -137,6 +141,7 @@ impl Permission {
             Permission::PlanningUse => "planning.use",
             Permission::MembershipManage => "membership.manage",
             Permission::MemoryManage => "memory.manage",
+            Permission::ContentRedact => "content.redact",
         }
     }
 }

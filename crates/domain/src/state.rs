@@ -13,6 +13,7 @@ use crate::memory::Memory;
 use crate::money::UsdMicros;
 use crate::objective::{Interpretation, Objective, ObservedRevisions};
 use crate::policy::{AccessPolicy, RoomPolicy};
+use crate::redaction::Redactions;
 use crate::review::{Contribution, ReportRef};
 use crate::room::{Members, Role};
 
@@ -337,11 +338,15 @@ pub struct RoomState {
     /// Absent in states written before pools: none.
     #[serde(default)]
     pub(crate) pool: Option<PoolId>,
+    /// The Room's redaction records. Absent in states without any (written before
+    /// redactions existed, or never redacted): such states serialize as they did.
+    #[serde(default, skip_serializing_if = "Redactions::is_empty")]
+    pub(crate) redactions: Redactions,
 }
 
 /// The names of a [`RoomState`]'s top-level sections: the members of its JSON document, in
 /// the order it serializes them.
-pub const STATE_SECTIONS: [&str; 13] = [
+pub const STATE_SECTIONS: [&str; 14] = [
     "room",
     "policy",
     "access",
@@ -355,6 +360,7 @@ pub const STATE_SECTIONS: [&str; 13] = [
     "held",
     "memory",
     "pool",
+    "redactions",
 ];
 
 impl RoomState {
@@ -381,6 +387,7 @@ impl RoomState {
             held,
             memory,
             pool,
+            redactions,
         } = self;
         let mut changed = Vec::new();
         macro_rules! section {
@@ -403,6 +410,7 @@ impl RoomState {
         section!(held);
         section!(memory);
         section!(pool);
+        section!(redactions);
         Ok(changed)
     }
 
@@ -433,6 +441,7 @@ impl RoomState {
             held: BTreeMap::new(),
             memory: Memory::default(),
             pool: None,
+            redactions: Redactions::default(),
         })
     }
 
@@ -491,6 +500,10 @@ impl RoomState {
     /// The budget pool the Room draws on (B8), if any.
     pub fn pool(&self) -> Option<&PoolId> {
         self.pool.as_ref()
+    }
+    /// The Room's redaction records, oldest first.
+    pub fn redactions(&self) -> &Redactions {
+        &self.redactions
     }
     /// Results held for readmission (D4).
     pub fn held_results(&self) -> &BTreeMap<OperationId, HeldResult> {

@@ -56,12 +56,16 @@ impl Ctx<'_, '_> {
                 at,
             }],
             retraction: None,
+            redacted: false,
         });
     }
 
     fn correct_memory(&mut self, by: &PrincipalId, id: MemoryEntryId, text: String) {
         let refusal = match self.state.memory.get(id) {
             None => Some(format!("there is no memory entry {id} in this room")),
+            Some(entry) if entry.is_redacted() => Some(format!(
+                "memory entry {id} is redacted; add a new entry instead"
+            )),
             Some(entry) if !entry.is_current() => Some(format!(
                 "memory entry {id} is retracted; add a new entry instead"
             )),

@@ -9,7 +9,8 @@
 //! - `results`: specialist outcomes and late results (T2, D4, O5);
 //! - `reviews`: reports and reviews (R1, R2, R3, R4, R5, R6);
 //! - `control`: pause, resume, cancel, limit raises and memberships (D3, B4, T6);
-//! - `memory`: the Room's memory entries, added, corrected and retracted (M1).
+//! - `memory`: the Room's memory entries, added, corrected and retracted (M1);
+//! - `redaction`: an artifact's content or a memory entry redacted by the owner (M1, T2).
 //!
 //! The arithmetic of B2, B4 and B5 (available balance, no renewal, raises, overrun stops) is
 //! the ledger's ([`crate::ledger`]); permissions (T3) are checked by one function,
@@ -21,6 +22,7 @@ mod control;
 mod events;
 mod memory;
 mod outcome;
+mod redaction;
 mod results;
 mod reviews;
 
@@ -42,6 +44,7 @@ use crate::money::UsdMicros;
 use crate::objective::{Criterion, Objective, ObjectiveStatus, ObservedRevisions};
 use crate::plan::{Column, TaskKind};
 use crate::policy::AccessPolicy;
+use crate::redaction::RedactionTarget;
 use crate::review::{Contents, ContributionDraft, ReportRef, ReviewSubmission, Source};
 use crate::room::{Permission, Role};
 use crate::rules::Rule;
@@ -527,6 +530,16 @@ pub enum Input {
         /// The new policy.
         access: AccessPolicy,
     },
+    /// Redact an artifact's content or a memory entry (`content.redact`): its content is
+    /// removed from the store and a redaction record takes its place.
+    Redact {
+        /// Who redacts.
+        by: PrincipalId,
+        /// What.
+        target: RedactionTarget,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Who a notification is for.
@@ -848,6 +861,7 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
         Input::AttachPool { pool } => ctx.attach_pool(pool),
         Input::PoolChanged => ctx.advance_all(),
         Input::ReplaceAccess { access } => ctx.replace_access(access),
+        Input::Redact { by, target, reason } => ctx.redact(&by, target, reason),
     }
     let ledger = ctx.state.ledger.take_journal();
     Ok(Decision {
