@@ -100,6 +100,15 @@ async fn keep_content(
         return Ok(());
     }
     for piece in draft.pieces() {
+        // Content the owner redacted stays out of the store, even when a later contribution
+        // holds the same bytes: its redaction record answers for it.
+        if state
+            .redactions()
+            .of_content(&ContentDigest::of(&piece.bytes))
+            .is_some()
+        {
+            continue;
+        }
         shared
             .store
             .put_content(room, piece.media_type, &piece.bytes, now)

@@ -232,6 +232,10 @@ impl Reader<'_> {
     }
 
     async fn text(&self, digest: &ContentDigest) -> Result<String, StoreError> {
+        // Redacted content never reaches a model; its reason stays out of the prompt too.
+        if self.state.redactions().of_content(digest).is_some() {
+            return Ok(format!("(content {digest} was redacted)"));
+        }
         Ok(match self.shared.store.content(self.room, digest).await? {
             Some(stored) => String::from_utf8_lossy(&stored.bytes).into_owned(),
             None => format!("(content {digest} is not in this room's store)"),

@@ -6,6 +6,7 @@
 
 use agentroom_ports::domain::engine::{Input, MemberChange, MemoryChange};
 use agentroom_ports::domain::ids::{EventId, OperationId};
+use agentroom_ports::domain::redaction::RedactionTarget;
 use uuid::Uuid;
 
 /// The namespace of all coordinator-derived ids.
@@ -75,6 +76,10 @@ pub(crate) fn kind_of(input: &Input) -> &'static str {
         Input::AttachPool { .. } => "attach_pool",
         Input::PoolChanged => "pool_changed",
         Input::ReplaceAccess { .. } => "replace_access",
+        Input::Redact { target, .. } => match target {
+            RedactionTarget::Artifact { .. } => "redact_artifact",
+            RedactionTarget::Memory { .. } => "redact_memory",
+        },
         Input::ChangeMember { change, .. } => match change {
             MemberChange::Add { .. } => "add_member",
             MemberChange::SetRoles { .. } => "change_member_roles",

@@ -29,6 +29,7 @@ mod notify;
 mod plans;
 mod pools;
 mod queries;
+mod redaction;
 mod setup;
 mod shutdown;
 mod signals;
@@ -49,6 +50,7 @@ use agentroom_ports::domain::ids::{
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::plan::Column;
 use agentroom_ports::domain::policy::AccessPolicy;
+use agentroom_ports::domain::redaction::RedactionTarget;
 use agentroom_ports::domain::review::ReviewSubmission;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::domain::state::{RoomState, Served};
@@ -777,6 +779,15 @@ pub enum OperatorInput {
         /// The new policy.
         access: AccessPolicy,
     },
+    /// Redact an artifact's content or a memory entry.
+    Redact {
+        /// Who redacts.
+        by: PrincipalId,
+        /// What.
+        target: RedactionTarget,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl OperatorInput {
@@ -844,6 +855,7 @@ impl OperatorInput {
             OperatorInput::AttachPool { pool } => Input::AttachPool { pool },
             OperatorInput::PoolChanged => Input::PoolChanged,
             OperatorInput::ReplaceAccess { access } => Input::ReplaceAccess { access },
+            OperatorInput::Redact { by, target, reason } => Input::Redact { by, target, reason },
         }
     }
 }

@@ -271,6 +271,12 @@ impl RoomHistory {
         Some(state_of(&known.document))
     }
 
+    /// Forgets `room`'s document: after a redaction scrubbed its stored history, so that no
+    /// document this store keeps was read from the rows before (the next load rebuilds it).
+    pub fn forget(&self, room: &RoomId) {
+        self.lock().remove(room);
+    }
+
     fn remember(&self, room: &RoomId, known: Known) {
         let mut rooms = self.lock();
         match rooms.get(room) {

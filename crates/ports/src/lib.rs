@@ -28,6 +28,7 @@ pub mod pools;
 pub mod random;
 pub mod reconcile;
 pub mod rooms;
+pub mod scrub;
 pub mod tokens;
 pub mod workflows;
 

@@ -242,8 +242,21 @@ impl RoomStore for MemoryStore {
         }
         let delta = Delta::between(&to_json(commit.previous)?, &to_json(commit.state)?);
         let revision = expected.next();
+        let scrubs = commit.scrubs.clone();
         if let Some(row) = inner.rooms.get_mut(room) {
             row.history.push(delta);
+            if !scrubs.texts.is_empty() {
+                crate::scrub::scrub_memory_texts(&mut row.first, &scrubs.texts);
+                for delta in &mut row.history {
+                    let mut value = serde_json::to_value(&*delta)
+                        .map_err(|e| StoreError::database("scrubbing a redacted memory text", e))?;
+                    if crate::scrub::scrub_memory_texts(&mut value, &scrubs.texts) {
+                        *delta = serde_json::from_value(value).map_err(|e| {
+                            StoreError::database("scrubbing a redacted memory text", e)
+                        })?;
+                    }
+                }
+            }
             row.revision = revision;
             row.state = commit.state.clone();
             row.accepted.extend(commit.event);
@@ -258,6 +271,9 @@ impl RoomStore for MemoryStore {
                 log: commit.log.to_vec(),
                 at: commit.at,
             });
+        }
+        for digest in &scrubs.contents {
+            inner.contents.remove(&(room.clone(), digest.clone()));
         }
         for new in commit.operations {
             let op = new.request.op;

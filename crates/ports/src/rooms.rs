@@ -8,6 +8,7 @@ use agentroom_domain::ids::{
     EventId, InputId, NotificationId, OperationId, PoolId, RoomId, Timestamp,
 };
 use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::redaction::Scrubs;
 use agentroom_domain::state::RoomState;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -216,6 +217,10 @@ pub struct Commit<'a> {
     /// The operator input it decided, if any: committed once per Room, like an event (a
     /// second commit of it is [`CommitError::AlreadyDecided`]).
     pub input_id: Option<InputId>,
+    /// What a redaction removes in the same transaction: the content rows of the Room it
+    /// names, and the memory texts it redacted, scrubbed from every stored delta and snapshot
+    /// of the Room ([`crate::scrub`]). Empty for every other decision (the rare path).
+    pub scrubs: Scrubs,
 }
 
 impl<'a> Commit<'a> {
@@ -240,6 +245,7 @@ impl<'a> Commit<'a> {
             ledger: Vec::new(),
             notifications: Vec::new(),
             input_id: None,
+            scrubs: Scrubs::default(),
         }
     }
 }
@@ -260,6 +266,7 @@ impl<'a> Commit<'a> {
         commit.log = &decision.log;
         commit.event = decision.event;
         commit.ledger = decision.ledger.clone();
+        commit.scrubs = Scrubs::between(previous, &decision.state);
         for effect in &decision.effects {
             match effect {
                 Effect::ReserveAndCall(request) => commit.operations.push(NewOperation {

@@ -11,7 +11,10 @@ use agentroom_domain::ids::{
 };
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
-use agentroom_ports::history::{self, CATCH_UP_REVISIONS, Known, RoomHistory, SnapshotWeight};
+use agentroom_ports::history::{
+    self, CATCH_UP_REVISIONS, Known, RoomHistory, SnapshotWeight, Staged,
+};
+use agentroom_ports::scrub::scrub_memory_json;
 use agentroom_ports::{
     Commit, CommitError, Delivered, EventAppend, HistoryEntry, Outbox, OutboxItem, OutboxPosition,
     Receipt, Revision, RoomStore, StoreError, StoredRoom,
@@ -297,6 +300,18 @@ impl RoomStore for PgRooms {
             .appending(commit.ledger.len());
         parts.snapshot = staged.snapshot().is_some();
         parts.notifications = !commit.notifications.is_empty();
+        let statement = commit_statement(room, expected, &staged, &commit, touched, parts)?;
+        if !commit.scrubs.is_empty() {
+            let (revision, weight) = self
+                .commit_with_scrubs(room, expected, &commit, statement)
+                .await?;
+            self.history.committed(room, revision, staged, Some(weight));
+            if !commit.scrubs.texts.is_empty() {
+                // Staged from the state before the scrubbed rows: rebuilt at the next load.
+                self.history.forget(room);
+            }
+            return Ok(revision);
+        }
         // Not rerunnable (held::Held::rerunnable): after a broken connection the commit may
         // have gone through; the caller's reload and compare-and-swap find out (D1).
         let mut lent = self
@@ -304,74 +319,18 @@ impl RoomStore for PgRooms {
             .lend()
             .await
             .map_err(|e| CommitError::Store(failed("committing a Room")(e)))?;
-        // The text is one of the fixed ones `commit_room` assembles from constants.
-        let query = sqlx::query_as::<_, (i64, i64, i64, Option<i64>)>(sqlx::AssertSqlSafe(
-            sql::commit_room(parts),
-        ))
-        .bind(room.as_str())
-        .bind(expected.0)
-        .bind(staged.delta())
-        .bind(staged.delta_bytes())
-        .bind(commit.input)
-        .bind(commit.event.map(|e| e.to_string()))
-        .bind(json_text("a decision log", commit.log)?)
-        .bind(commit.at.as_millis())
-        .bind(staged.snapshot())
-        .bind(staged.snapshot_bytes())
-        .bind(ids(operations.iter().map(|o| o.request.op)))
-        .bind(json_texts(
-            "an operation request",
-            operations.iter().map(|o| &o.request),
-        )?)
-        .bind(
-            operations
-                .iter()
-                .map(|o| o.lease.as_ref().map(|l| l.owner.as_str()))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            operations
-                .iter()
-                .map(|o| {
-                    o.lease
-                        .as_ref()
-                        .map(|l| agentroom_ports::lease_millis(l.duration))
-                })
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            operations
-                .iter()
-                .map(|o| commit.cancellations.contains(&o.request.op))
-                .collect::<Vec<_>>(),
-        )
-        .bind(ids(touched.ops.iter().copied()))
-        .bind(touched.generations)
-        .bind(touched.receipts)
-        .bind(touched.applied)
-        .bind(touched.cancel)
-        .bind(json_texts("a ledger entry", &commit.ledger)?)
-        .bind(
-            commit
-                .notifications
-                .iter()
-                .map(|n| n.id.to_string())
-                .collect::<Vec<_>>(),
-        )
-        .bind(json_texts("a notification", &commit.notifications)?)
-        .bind(commit.input_id.map(|i| i.to_string()));
         // B8: a decision that moves the pool the Room draws on commits with the pool's row,
         // in one transaction (the Room's row first); every other commit is the one statement.
         let pooled = commit
             .state
             .pool()
             .filter(|_| agentroom_domain::pool::moves_pool(&commit.ledger));
-        let row: Result<Result<_, CommitError>, sqlx::Error> = match pooled {
-            None => query.fetch_optional(lent.conn()).await.map(Ok),
+        let row: Result<Result<Option<CommitRow>, CommitError>, sqlx::Error> = match pooled {
+            None => statement.fetch_optional(lent.conn()).await.map(Ok),
             Some(pool) => {
                 async {
                     let mut tx = sqlx::Connection::begin(lent.conn()).await?;
-                    let Some(row) = query.fetch_optional(&mut *tx).await? else {
+                    let Some(row) = statement.fetch_optional(&mut *tx).await? else {
                         tx.rollback().await?;
                         return Ok(Ok(None));
                     };
@@ -412,28 +371,7 @@ impl RoomStore for PgRooms {
                 .committed(room, Revision(revision), staged, Some(weight));
             return Ok(Revision(revision));
         }
-        // The compare-and-swap did not match: the Room moved, or there is none.
-        let reading = |e| CommitError::Store(failed("reading a Room's revision")(e));
-        // Reads only: safe to run again on a fresh connection (held::Held::rerunnable).
-        let actual: Option<i64> = self
-            .held
-            .rerunnable(|mut conn| async move {
-                let actual = sqlx::query_scalar(sql::ROOM_REVISION)
-                    .bind(room.as_str())
-                    .fetch_optional(&mut conn)
-                    .await;
-                (conn, actual)
-            })
-            .await
-            .map_err(reading)?;
-        match actual {
-            Some(actual) => Err(CommitError::Conflict {
-                room: room.clone(),
-                expected,
-                actual: Revision(actual),
-            }),
-            None => Err(CommitError::UnknownRoom(room.clone())),
-        }
+        Err(self.not_committed(room, expected).await)
     }
 
     #[tracing::instrument(level = "debug", skip(self), fields(room = %room, revision = %revision))]
@@ -584,7 +522,169 @@ impl RoomStore for PgRooms {
     }
 }
 
+/// What the commit statement answers: the new revision, the delta bytes since the latest
+/// snapshot and its size (none when the compare-and-swap did not match).
+type CommitRow = (i64, i64, i64, Option<i64>);
+
+/// The one statement of a commit, with everything it writes bound.
+fn commit_statement<'q>(
+    room: &'q RoomId,
+    expected: Revision,
+    staged: &'q Staged,
+    commit: &'q Commit<'_>,
+    touched: Touched,
+    parts: sql::CommitParts,
+) -> Result<
+    sqlx::query::QueryAs<'q, sqlx::Postgres, CommitRow, sqlx::postgres::PgArguments>,
+    CommitError,
+> {
+    let operations = &commit.operations;
+    Ok(
+        // The text is one of the fixed ones `commit_room` assembles from constants.
+        sqlx::query_as(sqlx::AssertSqlSafe(sql::commit_room(parts)))
+            .bind(room.as_str())
+            .bind(expected.0)
+            .bind(staged.delta())
+            .bind(staged.delta_bytes())
+            .bind(commit.input)
+            .bind(commit.event.map(|e| e.to_string()))
+            .bind(json_text("a decision log", commit.log)?)
+            .bind(commit.at.as_millis())
+            .bind(staged.snapshot())
+            .bind(staged.snapshot_bytes())
+            .bind(ids(operations.iter().map(|o| o.request.op)))
+            .bind(json_texts(
+                "an operation request",
+                operations.iter().map(|o| &o.request),
+            )?)
+            .bind(
+                operations
+                    .iter()
+                    .map(|o| o.lease.as_ref().map(|l| l.owner.as_str()))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                operations
+                    .iter()
+                    .map(|o| {
+                        o.lease
+                            .as_ref()
+                            .map(|l| agentroom_ports::lease_millis(l.duration))
+                    })
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                operations
+                    .iter()
+                    .map(|o| commit.cancellations.contains(&o.request.op))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ids(touched.ops.iter().copied()))
+            .bind(touched.generations)
+            .bind(touched.receipts)
+            .bind(touched.applied)
+            .bind(touched.cancel)
+            .bind(json_texts("a ledger entry", &commit.ledger)?)
+            .bind(
+                commit
+                    .notifications
+                    .iter()
+                    .map(|n| n.id.to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(json_texts("a notification", &commit.notifications)?)
+            .bind(commit.input_id.map(|i| i.to_string())),
+    )
+}
+
 impl PgRooms {
+    /// Why a commit statement that answered no row committed nothing: the Room moved, or
+    /// there is none.
+    async fn not_committed(&self, room: &RoomId, expected: Revision) -> CommitError {
+        let reading = |e| CommitError::Store(failed("reading a Room's revision")(e));
+        // Reads only: safe to run again on a fresh connection (held::Held::rerunnable).
+        let actual: Result<Option<i64>, sqlx::Error> = self
+            .held
+            .rerunnable(|mut conn| async move {
+                let actual = sqlx::query_scalar(sql::ROOM_REVISION)
+                    .bind(room.as_str())
+                    .fetch_optional(&mut conn)
+                    .await;
+                (conn, actual)
+            })
+            .await;
+        match actual {
+            Ok(Some(actual)) => CommitError::Conflict {
+                room: room.clone(),
+                expected,
+                actual: Revision(actual),
+            },
+            Ok(None) => CommitError::UnknownRoom(room.clone()),
+            Err(error) => reading(error),
+        }
+    }
+
+    /// A commit that redacts (the rare path): the commit statement, then the removals of
+    /// [`Commit::scrubs`], in one explicit transaction on a pooled connection, so the content
+    /// and the texts leave the store exactly when the decision that redacted them commits.
+    /// Answers the new revision and the snapshot weight the statement read.
+    async fn commit_with_scrubs(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commit: &Commit<'_>,
+        statement: sqlx::query::QueryAs<'_, sqlx::Postgres, CommitRow, sqlx::postgres::PgArguments>,
+    ) -> Result<(Revision, SnapshotWeight), CommitError> {
+        let failing = |e| CommitError::Store(failed("committing a redaction")(e));
+        let mut tx = self.pool.begin().await.map_err(failing)?;
+        let row = match statement.fetch_optional(&mut *tx).await {
+            Ok(row) => row,
+            Err(error) => return Err(self.refusal(room, commit, error)),
+        };
+        let Some((revision, since, snapshot_bytes, _)) = row else {
+            drop(tx);
+            return Err(self.not_committed(room, expected).await);
+        };
+        for digest in &commit.scrubs.contents {
+            sqlx::query(sql::DELETE_CONTENT)
+                .bind(room.as_str())
+                .bind(digest.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(failing)?;
+        }
+        if !commit.scrubs.texts.is_empty() {
+            for (select, update) in [
+                (sql::HISTORY_MENTIONING, sql::SCRUB_HISTORY),
+                (sql::SNAPSHOTS_MENTIONING, sql::SCRUB_SNAPSHOT),
+            ] {
+                let rows: Vec<(i64, String)> = sqlx::query_as(select)
+                    .bind(room.as_str())
+                    .bind(&commit.scrubs.texts)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(failing)?;
+                for (at, document) in rows {
+                    if let Some(scrubbed) = scrub_memory_json(&document, &commit.scrubs.texts) {
+                        sqlx::query(update)
+                            .bind(room.as_str())
+                            .bind(at)
+                            .bind(scrubbed)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(failing)?;
+                    }
+                }
+            }
+        }
+        tx.commit().await.map_err(failing)?;
+        let weight = SnapshotWeight {
+            since,
+            snapshot_bytes,
+        };
+        Ok((Revision(revision), weight))
+    }
+
     /// The typed refusal a failed commit statement stands for, or the failure itself.
     fn refusal(&self, room: &RoomId, commit: &Commit<'_>, error: sqlx::Error) -> CommitError {
         let refusal = error.as_database_error().and_then(|db| {

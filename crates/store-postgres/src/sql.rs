@@ -709,3 +709,30 @@ ON CONFLICT (room_id, digest) DO NOTHING";
 /// The content a digest addresses in a Room. `$1` room, `$2` digest.
 pub const SELECT_CONTENT: &str = "\
 SELECT media_type, bytes FROM room_contents WHERE room_id = $1 AND digest = $2";
+
+/// A redaction removes content the Room's contributions named (issue 18).
+pub const DELETE_CONTENT: &str = "DELETE FROM room_contents WHERE room_id = $1 AND digest = $2";
+
+/// The history rows of Room `$1` in which one of the texts `$2` is a string value, anywhere:
+/// what a redaction of those memory texts may have to scrub (the caller scrubs memory texts
+/// only, `agentroom_ports::scrub`).
+pub const HISTORY_MENTIONING: &str = "\
+SELECT h.revision, h.delta::text FROM room_history h \
+WHERE h.room_id = $1 AND EXISTS ( \
+    SELECT 1 FROM unnest($2::text[]) AS t(text) \
+    WHERE jsonb_path_exists(h.delta, 'strict $.** ? (@ == $t)', jsonb_build_object('t', t.text)))";
+
+/// The snapshots of Room `$1` in which one of the texts `$2` is a string value, anywhere.
+pub const SNAPSHOTS_MENTIONING: &str = "\
+SELECT s.revision, s.state::text FROM room_snapshots s \
+WHERE s.room_id = $1 AND EXISTS ( \
+    SELECT 1 FROM unnest($2::text[]) AS t(text) \
+    WHERE jsonb_path_exists(s.state, 'strict $.** ? (@ == $t)', jsonb_build_object('t', t.text)))";
+
+/// A history row's delta with a redacted memory text scrubbed.
+pub const SCRUB_HISTORY: &str =
+    "UPDATE room_history SET delta = $3::jsonb WHERE room_id = $1 AND revision = $2";
+
+/// A snapshot with a redacted memory text scrubbed.
+pub const SCRUB_SNAPSHOT: &str =
+    "UPDATE room_snapshots SET state = $3::jsonb WHERE room_id = $1 AND revision = $2";

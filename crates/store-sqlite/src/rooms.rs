@@ -3,6 +3,7 @@
 //! leases are timed by the database's clock and every write of a running operation is fenced
 //! on its lease generation (D2, D3).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +12,10 @@ use agentroom_domain::engine::Notification;
 use agentroom_domain::event::Event;
 use agentroom_domain::ids::{EventId, InputId, NotificationId, OperationId, RoomId, Timestamp};
 use agentroom_domain::ledger::LedgerEntry;
+use agentroom_domain::redaction::Scrubs;
 use agentroom_domain::state::RoomState;
 use agentroom_ports::history::{self, Rebuilt, RoomHistory};
+use agentroom_ports::scrub::scrub_memory_json;
 use agentroom_ports::{
     ClaimedOperation, Commit, CommitError, Delivered, EventAppend, Heartbeat, HistoryEntry,
     LeaseGrant, OperationFilter, OperationRecord, OperationStatus, Outbox, OutboxItem,
@@ -776,9 +779,17 @@ impl RoomStore for SqliteRooms {
                 reason,
             });
         }
+        if !commit.scrubs.is_empty() {
+            scrub(&tx, room, &commit.scrubs)?;
+        }
         tx.commit().map_err(db("committing"))?;
         drop(connection);
         self.history.committed(room, next, staged, None);
+        if !commit.scrubs.texts.is_empty() {
+            // Its document was staged from the state before the scrub's rows: rebuilt at the
+            // next load from the scrubbed ones.
+            self.history.forget(room);
+        }
         Ok(next)
     }
 
@@ -1276,6 +1287,60 @@ impl Outbox for SqliteRooms {
         )
         .map(|_| ())
     }
+}
+
+/// A redaction's removals, in its commit's transaction: the content rows it names, and each
+/// redacted memory text scrubbed from the Room's stored deltas and snapshots
+/// ([`agentroom_ports::scrub`]).
+fn scrub(tx: &Transaction<'_>, room: &RoomId, scrubs: &Scrubs) -> Result<(), CommitError> {
+    let err = db("removing redacted content");
+    for digest in &scrubs.contents {
+        tx.prepare_cached("DELETE FROM room_contents WHERE room_id = ?1 AND digest = ?2")
+            .and_then(|mut s| s.execute(params![room.as_str(), digest.as_str()]))
+            .map_err(&err)?;
+    }
+    for (select, update) in [
+        (
+            "SELECT revision, delta FROM room_history \
+             WHERE room_id = ?1 AND delta IS NOT NULL AND instr(delta, ?2) > 0",
+            "UPDATE room_history SET delta = ?3 WHERE room_id = ?1 AND revision = ?2",
+        ),
+        (
+            "SELECT revision, state FROM room_snapshots \
+             WHERE room_id = ?1 AND instr(state, ?2) > 0",
+            "UPDATE room_snapshots SET state = ?3 WHERE room_id = ?1 AND revision = ?2",
+        ),
+    ] {
+        let mut found: BTreeMap<i64, String> = BTreeMap::new();
+        for text in &scrubs.texts {
+            // The text as its JSON string holds it, without the quotes: what any document
+            // holding it as a string contains (serde_json wrote every stored document).
+            let quoted = to_json(text, "a redacted memory text")?;
+            let inner = quoted
+                .strip_prefix('"')
+                .and_then(|q| q.strip_suffix('"'))
+                .unwrap_or(&quoted);
+            let mut statement = tx.prepare_cached(select).map_err(&err)?;
+            let rows = statement
+                .query_map(params![room.as_str(), inner], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(&err)?;
+            for row in rows {
+                let (revision, document) = row.map_err(&err)?;
+                found.insert(revision, document);
+            }
+        }
+        let mut statement = tx.prepare_cached(update).map_err(&err)?;
+        for (revision, document) in found {
+            if let Some(scrubbed) = scrub_memory_json(&document, &scrubs.texts) {
+                statement
+                    .execute(params![room.as_str(), revision, scrubbed])
+                    .map_err(&err)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
