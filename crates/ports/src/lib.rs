@@ -44,6 +44,8 @@ pub mod conformance;
 #[cfg(feature = "conformance")]
 pub mod pool_conformance;
 #[cfg(feature = "conformance")]
+pub mod redaction_conformance;
+#[cfg(feature = "conformance")]
 pub mod token_conformance;
 
 pub use agents::{

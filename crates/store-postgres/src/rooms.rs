@@ -522,6 +522,17 @@ impl RoomStore for PgRooms {
     }
 }
 
+/// `text` as a JSON string holds it, without the quotes: what every stored document that
+/// holds it as a string value contains (serde_json wrote them all).
+fn json_inner(text: &str) -> Result<String, CommitError> {
+    let quoted = json_text("a redacted memory text", text)?;
+    Ok(quoted
+        .strip_prefix('"')
+        .and_then(|q| q.strip_suffix('"'))
+        .unwrap_or(&quoted)
+        .to_owned())
+}
+
 /// What the commit statement answers: the new revision, the delta bytes since the latest
 /// snapshot and its size (none when the compare-and-swap did not match).
 type CommitRow = (i64, i64, i64, Option<i64>);
@@ -654,13 +665,19 @@ impl PgRooms {
                 .map_err(failing)?;
         }
         if !commit.scrubs.texts.is_empty() {
+            let needles = commit
+                .scrubs
+                .texts
+                .iter()
+                .map(|text| json_inner(text))
+                .collect::<Result<Vec<_>, _>>()?;
             for (select, update) in [
                 (sql::HISTORY_MENTIONING, sql::SCRUB_HISTORY),
                 (sql::SNAPSHOTS_MENTIONING, sql::SCRUB_SNAPSHOT),
             ] {
                 let rows: Vec<(i64, String)> = sqlx::query_as(select)
                     .bind(room.as_str())
-                    .bind(&commit.scrubs.texts)
+                    .bind(&needles)
                     .fetch_all(&mut *tx)
                     .await
                     .map_err(failing)?;

@@ -713,26 +713,25 @@ SELECT media_type, bytes FROM room_contents WHERE room_id = $1 AND digest = $2";
 /// A redaction removes content the Room's contributions named (issue 18).
 pub const DELETE_CONTENT: &str = "DELETE FROM room_contents WHERE room_id = $1 AND digest = $2";
 
-/// The history rows of Room `$1` in which one of the texts `$2` is a string value, anywhere:
-/// what a redaction of those memory texts may have to scrub (the caller scrubs memory texts
-/// only, `agentroom_ports::scrub`).
+/// The history rows of Room `$1` whose delta holds one of the texts `$2` (each as its JSON
+/// string holds it, without the quotes; the columns are `json`, which keeps the text
+/// serde_json wrote): what a redaction of those memory texts may have to scrub (the caller
+/// scrubs memory texts only, `agentroom_ports::scrub`).
 pub const HISTORY_MENTIONING: &str = "\
 SELECT h.revision, h.delta::text FROM room_history h \
-WHERE h.room_id = $1 AND EXISTS ( \
-    SELECT 1 FROM unnest($2::text[]) AS t(text) \
-    WHERE jsonb_path_exists(h.delta, 'strict $.** ? (@ == $t)', jsonb_build_object('t', t.text)))";
+WHERE h.room_id = $1 AND h.delta IS NOT NULL \
+  AND EXISTS (SELECT 1 FROM unnest($2::text[]) AS t(text) WHERE strpos(h.delta::text, t.text) > 0)";
 
-/// The snapshots of Room `$1` in which one of the texts `$2` is a string value, anywhere.
+/// The snapshots of Room `$1` that hold one of the texts `$2` (as for [`HISTORY_MENTIONING`]).
 pub const SNAPSHOTS_MENTIONING: &str = "\
 SELECT s.revision, s.state::text FROM room_snapshots s \
-WHERE s.room_id = $1 AND EXISTS ( \
-    SELECT 1 FROM unnest($2::text[]) AS t(text) \
-    WHERE jsonb_path_exists(s.state, 'strict $.** ? (@ == $t)', jsonb_build_object('t', t.text)))";
+WHERE s.room_id = $1 \
+  AND EXISTS (SELECT 1 FROM unnest($2::text[]) AS t(text) WHERE strpos(s.state::text, t.text) > 0)";
 
 /// A history row's delta with a redacted memory text scrubbed.
 pub const SCRUB_HISTORY: &str =
-    "UPDATE room_history SET delta = $3::jsonb WHERE room_id = $1 AND revision = $2";
+    "UPDATE room_history SET delta = $3::json WHERE room_id = $1 AND revision = $2";
 
 /// A snapshot with a redacted memory text scrubbed.
 pub const SCRUB_SNAPSHOT: &str =
-    "UPDATE room_snapshots SET state = $3::jsonb WHERE room_id = $1 AND revision = $2";
+    "UPDATE room_snapshots SET state = $3::json WHERE room_id = $1 AND revision = $2";
