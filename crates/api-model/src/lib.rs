@@ -38,4 +38,7 @@ pub struct ErrorBody {
     /// when the refusal stored nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// On a 410 `redacted`: the redaction record that took the content's place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redaction: Option<responses::RedactionView>,
 }

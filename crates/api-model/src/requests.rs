@@ -6,10 +6,11 @@
 use agentroom_domain::artifact::ContentDigest;
 use agentroom_domain::engine::{ControlAction, LateDecision};
 use agentroom_domain::ids::{
-    ContributionId, CriterionId, EventId, ObjectiveId, PrincipalId, TaskIdentity,
+    ContributionId, CriterionId, EventId, MemoryEntryId, ObjectiveId, PrincipalId, TaskIdentity,
 };
 use agentroom_domain::memory::Provenance;
 use agentroom_domain::plan::Column;
+use agentroom_domain::redaction::RedactionTarget;
 use agentroom_domain::review::Verdict;
 use agentroom_domain::room::Role;
 use serde::{Deserialize, Serialize};
@@ -314,6 +315,55 @@ pub struct RetractMemoryBody {
     /// Why: not blank.
     #[schema(pattern = r"\S")]
     pub why: String,
+}
+
+/// What a redaction removes: content a contribution of the Room names (its body, a source's
+/// excerpt, its outputs), by its digest, or a memory entry (every version of its text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RedactionTargetBody {
+    /// Content of the Room, by its address.
+    Artifact {
+        /// `sha256:` and the 64 lowercase hex digits of the content.
+        #[schema(value_type = String, pattern = "^sha256:[0-9a-f]{64}$")]
+        digest: ContentDigest,
+    },
+    /// A memory entry of the Room.
+    Memory {
+        /// The entry's id.
+        #[schema(value_type = String, format = "uuid")]
+        entry: MemoryEntryId,
+    },
+}
+
+impl From<RedactionTargetBody> for RedactionTarget {
+    fn from(target: RedactionTargetBody) -> Self {
+        match target {
+            RedactionTargetBody::Artifact { digest } => RedactionTarget::Artifact { digest },
+            RedactionTargetBody::Memory { entry } => RedactionTarget::Memory { entry },
+        }
+    }
+}
+
+impl From<RedactionTarget> for RedactionTargetBody {
+    fn from(target: RedactionTarget) -> Self {
+        match target {
+            RedactionTarget::Artifact { digest } => RedactionTargetBody::Artifact { digest },
+            RedactionTarget::Memory { entry } => RedactionTargetBody::Memory { entry },
+        }
+    }
+}
+
+/// `POST …/redactions`: remove an artifact's content or a memory entry that holds a secret
+/// or personal data (`content.redact`, the owner's); a redaction record takes its place.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedactBody {
+    /// What to redact.
+    pub target: RedactionTargetBody,
+    /// Why: not blank, at most 500 characters.
+    #[schema(pattern = r"\S", max_length = 500)]
+    pub reason: String,
 }
 
 /// A request that carries nothing but its path (and the caller): `{}` or no body.

@@ -14,12 +14,13 @@ use agentroom_domain::ledger::{Balances, LedgerEntry, Overrun};
 use agentroom_domain::objective::{Counters, Criterion, ObjectiveStatus, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanTrigger, TaskKind, TaskState};
 use agentroom_domain::policy::ReviewSource;
+use agentroom_domain::redaction::Redaction;
 use agentroom_domain::review::{Artifact, CriterionVerdict, ReportRef, ReviewOutcome, SourceSet};
 use agentroom_domain::room::Role;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::requests::{MemoryProvenance, ResolvedAs};
+use crate::requests::{MemoryProvenance, RedactionTargetBody, ResolvedAs};
 
 /// A page of a list: `{"items": [...], "next_cursor": "..." | null}`; pass `next_cursor` as
 /// `?cursor=` for the next page.
@@ -153,6 +154,50 @@ pub struct MemoryEntryView {
     /// Who retracted it, when and why; absent while it is current.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retracted: Option<RetractionView>,
+    /// Who redacted it, when and why, and the digest of the text removed; its texts then all
+    /// read `[redacted]`. Absent unless redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<RedactionView>,
+}
+
+/// A redaction record: what was removed, by whom, when, why, and the digest of what was
+/// removed (an artifact's own digest; for a memory entry, the digest of its current text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RedactionView {
+    /// What was redacted.
+    pub target: RedactionTargetBody,
+    /// Who redacted it.
+    #[schema(value_type = String)]
+    pub by: PrincipalId,
+    /// When, in milliseconds since the Unix epoch.
+    pub at: i64,
+    /// Why.
+    pub why: String,
+    /// `sha256:…` of what was removed.
+    pub old_digest: String,
+}
+
+impl From<&Redaction> for RedactionView {
+    fn from(record: &Redaction) -> Self {
+        RedactionView {
+            target: record.target.clone().into(),
+            by: record.by.clone(),
+            at: record.at.as_millis(),
+            why: record.why.clone(),
+            old_digest: record.old_digest.to_string(),
+        }
+    }
+}
+
+/// `GET …/contents/{digest}`: content of the Room as text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ContentView {
+    /// Its address.
+    pub digest: String,
+    /// How to read it, e.g. `text/markdown`.
+    pub media_type: String,
+    /// The content (UTF-8; bytes that are not are replaced).
+    pub text: String,
 }
 
 /// One member: a principal and its roles.
@@ -432,6 +477,10 @@ pub struct ContributionView {
     pub content: ReportContent,
     /// `sha256:` over its content's digests, to tell an unchanged report.
     pub content_digest: String,
+    /// The redaction records of content it names (that content reads as absent); absent
+    /// when none of it was redacted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<RedactionView>,
 }
 
 /// `GET …/objectives/{objective}/reviews`.

@@ -11,8 +11,8 @@
 use agentroom_api_model::requests::{
     AcknowledgeBody, AddMemberBody, AddMemoryBody, ArtifactBody, ControlBody, CorrectMemoryBody,
     CriterionBody, EmptyBody, LateBody, MemoryProvenance, ObservedBody, PostEvent, RaiseBody,
-    ReceiptBody, ResolveBody, RetractMemoryBody, ReviewBody, RolesBody, SourceBody, SubmissionBody,
-    TaskUpdateBody, VerdictBody, WaitBody,
+    ReceiptBody, RedactBody, RedactionTargetBody, ResolveBody, RetractMemoryBody, ReviewBody,
+    RolesBody, SourceBody, SubmissionBody, TaskUpdateBody, VerdictBody, WaitBody,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -36,7 +36,7 @@ fn runner() -> TestRunner {
 }
 
 /// Every name a request body uses, as a field or a tag value.
-const NAMES: [&str; 65] = [
+const NAMES: [&str; 70] = [
     "action",
     "amount_micros",
     "artifacts",
@@ -102,6 +102,11 @@ const NAMES: [&str; 65] = [
     "from",
     "event",
     "why",
+    "target",
+    "artifact",
+    "memory",
+    "entry",
+    "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
 ];
 
 fn text() -> impl Strategy<Value = String> {
@@ -173,6 +178,8 @@ fn check_all(bytes: &[u8]) -> Result<(), TestCaseError> {
     check::<MemoryProvenance>(bytes)?;
     check::<CorrectMemoryBody>(bytes)?;
     check::<RetractMemoryBody>(bytes)?;
+    check::<RedactBody>(bytes)?;
+    check::<RedactionTargetBody>(bytes)?;
     check::<SubmissionBody>(bytes)
 }
 

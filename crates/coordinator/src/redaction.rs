@@ -3,6 +3,8 @@
 //! revision: the domain decides who may and what can be redacted, and the store removes the
 //! content and scrubs the texts from the Room's history in the same commit.
 
+use agentroom_ports::StoredContent;
+use agentroom_ports::domain::artifact::ContentDigest;
 use agentroom_ports::domain::ids::{PrincipalId, RoomId};
 use agentroom_ports::domain::redaction::{RedactionTarget, Redactions};
 
@@ -12,6 +14,15 @@ impl Coordinator {
     /// The Room's redaction records, oldest first.
     pub async fn redactions(&self, room: &RoomId) -> Result<Redactions, CoordinatorError> {
         Ok(self.room(room).await?.state.redactions().clone())
+    }
+
+    /// The content `digest` addresses in `room`, as stored (none once redacted).
+    pub async fn content(
+        &self,
+        room: &RoomId,
+        digest: &ContentDigest,
+    ) -> Result<Option<StoredContent>, CoordinatorError> {
+        Ok(self.shared.store.content(room, digest).await?)
     }
 
     /// Redacts `target` for `reason`: its content leaves the store and the Room's history,

@@ -132,6 +132,9 @@ pub(crate) enum ApiError {
     /// The target is not in a state this request applies to; nothing changed.
     #[error("{0}")]
     WrongState(String),
+    /// The content was redacted: its redaction record took its place (410).
+    #[error("content {digest} was redacted by {by}: {why}", digest = .0.old_digest, by = .0.by, why = .0.why)]
+    Redacted(Box<agentroom_api_model::responses::RedactionView>),
     /// The domain refused the input by a rule. The refusal is a decision too, committed at
     /// `revision` (it may count towards a bound); nothing else changed.
     #[error("{rule}: {message}")]
@@ -220,6 +223,7 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Redacted(_) => StatusCode::GONE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::InvalidBody(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::SessionBufferFull { .. }
@@ -257,6 +261,7 @@ impl ApiError {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::Conflict(_) => "conflict",
             ApiError::WrongState(_) => "wrong_state",
+            ApiError::Redacted(_) => "redacted",
             ApiError::RuleRefused { .. } => "rule_refused",
             ApiError::EventRefused(refusal) => match refusal.kind() {
                 RefusalKind::Unknown => "not_found",
@@ -299,6 +304,7 @@ impl IntoResponse for ApiError {
             permission: None,
             rule: None,
             revision: None,
+            redaction: None,
         };
         match &self {
             ApiError::Forbidden(permission) => {
@@ -315,6 +321,7 @@ impl IntoResponse for ApiError {
             }
             ApiError::EventRefused(refusal) => body.rule = Some(refusal.rule()),
             ApiError::TokensNotRevoked { revision, .. } => body.revision = Some(*revision),
+            ApiError::Redacted(record) => body.redaction = Some((**record).clone()),
             _ => {}
         }
         let mut response = (status, Json(body)).into_response();

@@ -12,8 +12,8 @@ use agentroom_api_model::requests::{
 use agentroom_api_model::responses::{
     Board, BoardColumn, Budget, CallStatus, ContributionView, CorrectionView, Corrections, Decided,
     Decision, LateResult, Member, ObjectiveBrief, ObjectiveDetail, OperationView, Page as ApiPage,
-    PendingMessage, PlanDiff, PlanVersionView, PoolGauge, QuotesView, ReportContent, ReportView,
-    ResolutionView, Resolved, ReviewView, Reviews, RoomView, SourceView, TaskView, You,
+    PendingMessage, PlanDiff, PlanVersionView, PoolGauge, QuotesView, RedactionView, ReportContent,
+    ReportView, ResolutionView, Resolved, ReviewView, Reviews, RoomView, SourceView, TaskView, You,
 };
 use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
 use agentroom_domain::artifact::ContentDigest;
@@ -531,6 +531,12 @@ pub(crate) async fn contribution(
         operation: contribution.op().to_string(),
         content: content_of(&api, &caller, contribution).await?,
         content_digest: contribution.content_digest(),
+        redactions: contribution
+            .digests()
+            .into_iter()
+            .filter_map(|digest| caller.stored.state.redactions().of_content(digest))
+            .map(RedactionView::from)
+            .collect(),
     }))
 }
 

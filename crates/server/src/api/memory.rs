@@ -6,9 +6,10 @@
 use agentroom_api_model::requests::MemoryProvenance;
 use agentroom_api_model::requests::{AddMemoryBody, CorrectMemoryBody, RetractMemoryBody};
 use agentroom_api_model::responses::{
-    Decision, MemoryEntryView, MemoryVersionView, Page as ApiPage, RetractionView,
+    Decision, MemoryEntryView, MemoryVersionView, Page as ApiPage, RedactionView, RetractionView,
 };
 use agentroom_domain::memory::{MemoryEntry, text_problem};
+use agentroom_domain::redaction::{RedactionTarget, Redactions};
 use axum::Json;
 use axum::extract::State;
 
@@ -19,9 +20,9 @@ use super::handlers::Page;
 use super::handlers::{decided, input_id};
 use crate::error::ApiError;
 
-/// An entry as the API shows it (`None` for an entry without a text, which the domain never
-/// makes).
-fn view(entry: &MemoryEntry) -> Option<MemoryEntryView> {
+/// An entry as the API shows it, with its redaction record when redacted (`None` for an
+/// entry without a text, which the domain never makes).
+fn view(entry: &MemoryEntry, redactions: &Redactions) -> Option<MemoryEntryView> {
     let added = entry.added()?;
     let current = entry.current()?;
     let versions: Vec<MemoryVersionView> = entry
@@ -45,6 +46,9 @@ fn view(entry: &MemoryEntry) -> Option<MemoryEntryView> {
             at: r.at.as_millis(),
             why: r.why.clone(),
         }),
+        redacted: redactions
+            .of(&RedactionTarget::Memory { entry: entry.id() })
+            .map(RedactionView::from),
     })
 }
 
@@ -61,13 +65,12 @@ pub(crate) async fn list(
     caller: Caller,
     page: Page,
 ) -> Result<Json<ApiPage<MemoryEntryView>>, ApiError> {
-    let entries: Vec<MemoryEntryView> = caller
-        .stored
-        .state
+    let state = &caller.stored.state;
+    let entries: Vec<MemoryEntryView> = state
         .memory()
         .entries()
         .iter()
-        .filter_map(view)
+        .filter_map(|entry| view(entry, state.redactions()))
         .collect();
     Ok(page.of(&entries))
 }

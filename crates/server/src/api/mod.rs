@@ -26,6 +26,7 @@ mod members;
 mod memory;
 mod metrics;
 mod openapi;
+mod redactions;
 
 use std::sync::Arc;
 
@@ -196,6 +197,34 @@ fn table() -> Vec<(RouteSpec, MethodRouter<State>)> {
             "Retract a memory entry (M1): it stays, with who retracted it, when and why, and \
              never reaches a model again.",
             on(MethodFilter::POST, memory::retract),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/redactions",
+            Needs(P::ObjectiveRead),
+            "The Room's redaction records, oldest first (paginated): what was redacted (an \
+             artifact's content by digest, or a memory entry), by whom, when, why, and the \
+             digest of what was removed.",
+            on(MethodFilter::GET, redactions::list),
+        ),
+        row(
+            Method::POST,
+            "/v1/rooms/{room}/redactions",
+            Needs(P::ContentRedact),
+            "Redact an artifact's content (by its digest) or a memory entry that holds a secret \
+             or personal data: its content leaves the store and the Room's stored history, a \
+             redaction record takes its place, and the history still replays. A redacted \
+             memory entry never reaches a model again.",
+            on(MethodFilter::POST, redactions::redact),
+        ),
+        row(
+            Method::GET,
+            "/v1/rooms/{room}/contents/{digest}",
+            Needs(P::ObjectiveRead),
+            "Content of the Room by its digest (a contribution's body, a source's excerpt, its \
+             outputs) that a contribution the caller may read names; 410 with the redaction \
+             record once it was redacted.",
+            on(MethodFilter::GET, redactions::content),
         ),
         row(
             Method::POST,

@@ -10,13 +10,13 @@
 use agentroom_api_model::ErrorBody;
 use agentroom_api_model::requests::{
     self, AcknowledgeBody, AddMemberBody, AddMemoryBody, ControlBody, CorrectMemoryBody, EmptyBody,
-    LateBody, PostEvent, RaiseBody, ReceiptBody, ResolveBody, RetractMemoryBody, ReviewBody,
-    RolesBody, SubmissionBody, TaskUpdateBody, WaitBody,
+    LateBody, PostEvent, RaiseBody, ReceiptBody, RedactBody, ResolveBody, RetractMemoryBody,
+    ReviewBody, RolesBody, SubmissionBody, TaskUpdateBody, WaitBody,
 };
 use agentroom_api_model::responses::{
-    AssignmentView, Budget, ContributionView, Corrections, Decided, Decision, LateResult, Member,
-    MemberAdded, MemoryEntryView, ObjectiveBrief, ObjectiveDetail, OperationView, PlanVersionView,
-    Recorded, Resolved, Reviews, RoomView,
+    AssignmentView, Budget, ContentView, ContributionView, Corrections, Decided, Decision,
+    LateResult, Member, MemberAdded, MemoryEntryView, ObjectiveBrief, ObjectiveDetail,
+    OperationView, PlanVersionView, Recorded, RedactionView, Resolved, Reviews, RoomView,
 };
 use axum::Json;
 use axum::http::Method;
@@ -104,6 +104,7 @@ fn request_body(route: &RouteSpec) -> Option<RequestBody> {
         "/v1/rooms/{room}/memory" => typed::<AddMemoryBody>(),
         "/v1/rooms/{room}/memory/{entry}/correct" => typed::<CorrectMemoryBody>(),
         "/v1/rooms/{room}/memory/{entry}/retract" => typed::<RetractMemoryBody>(),
+        "/v1/rooms/{room}/redactions" => typed::<RedactBody>(),
         "/v1/rooms/{room}/members" => typed::<AddMemberBody>(),
         "/v1/rooms/{room}/members/{principal}/roles" => typed::<RolesBody>(),
         "/v1/rooms/{room}/members/{principal}/revoke" => typed_or_empty::<EmptyBody>(),
@@ -143,6 +144,8 @@ fn components() -> Map<String, Value> {
     add::<Member>(&mut schemas);
     add::<MemberAdded>(&mut schemas);
     add::<MemoryEntryView>(&mut schemas);
+    add::<RedactionView>(&mut schemas);
+    add::<ContentView>(&mut schemas);
     add::<ObjectiveBrief>(&mut schemas);
     add::<ObjectiveDetail>(&mut schemas);
     add::<PlanVersionView>(&mut schemas);
@@ -196,6 +199,10 @@ fn answers(route: &RouteSpec) -> (u16, Success, Vec<u16>) {
         (Method::GET, "/v1/rooms/{room}") => (200, Success::Json(schema_ref::<RoomView>()), vec![]),
         (Method::GET, "/v1/rooms/{room}/members") => list(schema_ref::<Member>()),
         (Method::GET, "/v1/rooms/{room}/memory") => list(schema_ref::<MemoryEntryView>()),
+        (Method::GET, "/v1/rooms/{room}/redactions") => list(schema_ref::<RedactionView>()),
+        (Method::GET, "/v1/rooms/{room}/contents/{digest}") => {
+            (200, Success::Json(schema_ref::<ContentView>()), vec![410])
+        }
         (Method::POST, "/v1/rooms/{room}/events") => body(202, schema_ref::<Decision>(), &[409]),
         (Method::POST, "/v1/rooms/{room}/members") => {
             body(200, schema_ref::<MemberAdded>(), &[409])
@@ -296,6 +303,9 @@ fn error_description(status: u16) -> &'static str {
         415 => "a body whose Content-Type is not JSON",
         422 => {
             "body of the wrong shape (unknown or missing fields, bad values, a blank text, criteria empty or named twice)"
+        }
+        410 => {
+            "the content was redacted (`redacted`): the body's `redaction` is the record that took its place (who, when, why, the digest removed)"
         }
         429 => {
             "the caller holds as many open streams as one principal may (`too_many_streams`, naming the limit); close one first"
@@ -429,6 +439,7 @@ fn operator_input(path: &str) -> bool {
             | "/v1/rooms/{room}/memory"
             | "/v1/rooms/{room}/memory/{entry}/correct"
             | "/v1/rooms/{room}/memory/{entry}/retract"
+            | "/v1/rooms/{room}/redactions"
             | "/v1/rooms/{room}/messages/{event}/retry"
             | "/v1/rooms/{room}/quotes"
             | "/v1/rooms/{room}/objectives/{objective}/tasks"
@@ -485,6 +496,21 @@ mod tests {
             "POST",
             "/v1/rooms/{room}/memory/{entry}/retract",
             &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
+        ),
+        (
+            "GET",
+            "/v1/rooms/{room}/redactions",
+            &[200, 400, 401, 403, 404],
+        ),
+        (
+            "POST",
+            "/v1/rooms/{room}/redactions",
+            &[200, 400, 401, 403, 404, 408, 409, 413, 415, 422],
+        ),
+        (
+            "GET",
+            "/v1/rooms/{room}/contents/{digest}",
+            &[200, 401, 403, 404, 410],
         ),
         (
             "POST",
@@ -775,6 +801,15 @@ mod tests {
                 vec![json!({"why": "personal data"})],
             ),
             (
+                "/v1/rooms/{room}/redactions",
+                vec![
+                    json!({"target": {"kind": "memory", "entry": OBJECTIVE}, "reason": "a secret"}),
+                    json!({"target": {"kind": "artifact",
+                        "digest": "sha256:0000000000000000000000000000000000000000000000000000000000000000"},
+                        "reason": "personal data"}),
+                ],
+            ),
+            (
                 "/v1/rooms/{room}/events",
                 vec![
                     json!({"kind": "owner_message", "text": "compare the three vendors"}),
@@ -944,6 +979,26 @@ mod tests {
                 true,
             ),
             ("/v1/rooms/{room}/memory/{entry}/retract", json!({}), false),
+            (
+                "/v1/rooms/{room}/redactions",
+                json!({"target": {"kind": "memory"}, "reason": "x"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/redactions",
+                json!({"target": {"kind": "file", "digest": "sha256:0"}, "reason": "x"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/redactions",
+                json!({"target": {"kind": "artifact", "digest": "md5:1"}, "reason": "x"}),
+                false,
+            ),
+            (
+                "/v1/rooms/{room}/redactions",
+                json!({"target": {"kind": "memory", "entry": OBJECTIVE}, "reason": " "}),
+                true,
+            ),
             (
                 "/v1/rooms/{room}/objectives/{objective}/control",
                 json!({"action": "stop"}),

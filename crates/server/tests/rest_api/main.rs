@@ -16,6 +16,7 @@ mod hygiene;
 mod inputs;
 mod members;
 mod memory;
+mod redactions;
 mod signals;
 mod support;
 
@@ -58,6 +59,9 @@ const MATRIX: &[(&str, &str, &str, &str)] = &[
     ("POST", "/v1/rooms/{room}/memory",                           "memory.manage",      "owner operator"),
     ("POST", "/v1/rooms/{room}/memory/{entry}/correct",           "memory.manage",      "owner operator"),
     ("POST", "/v1/rooms/{room}/memory/{entry}/retract",           "memory.manage",      "owner operator"),
+    ("GET",  "/v1/rooms/{room}/redactions",                       "objective.read",     "owner operator reviewer specialist agent_host"),
+    ("POST", "/v1/rooms/{room}/redactions",                       "content.redact",     "owner"),
+    ("GET",  "/v1/rooms/{room}/contents/{digest}",                "objective.read",     "owner operator reviewer specialist agent_host"),
     ("POST", "/v1/rooms/{room}/events",                           "event.post",         "owner operator reviewer specialist agent_host"),
     ("POST", "/v1/rooms/{room}/quotes",                           "budget.raise",       "operator"),
     ("POST", "/v1/rooms/{room}/messages/{event}/retry",           "objective.control",  "owner operator"),
@@ -103,6 +107,10 @@ fn concrete(path: &str) -> String {
         .replace("{contribution}", UNKNOWN)
         .replace("{event}", UNKNOWN)
         .replace("{entry}", UNKNOWN)
+        .replace(
+            "{digest}",
+            "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        )
         .replace("{principal}", "nobody-here")
 }
 
