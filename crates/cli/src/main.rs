@@ -230,6 +230,22 @@ enum Command {
         #[command(subcommand)]
         command: operator::MemoryCommand,
     },
+    /// Redact an artifact's content (by digest) or a memory entry that holds a secret or
+    /// personal data, on a running host: it leaves the store and the Room's history, a
+    /// redaction record takes its place, and the history still replays (the owner's,
+    /// `content.redact`).
+    #[command(after_help = operator::EXIT_CODES)]
+    Redact {
+        #[command(subcommand)]
+        command: operator::RedactCommand,
+    },
+    /// The Room's redaction records on a running host: what was redacted, by whom, when, why,
+    /// and the digest of what was removed.
+    #[command(after_help = operator::EXIT_CODES)]
+    Redactions {
+        #[command(flatten)]
+        target: operator::Target,
+    },
     /// Issue, revoke and list the bearer tokens of the REST API.
     Token {
         #[command(subcommand)]
@@ -398,6 +414,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Memory { command } => {
             output::print(&current_thread()?.block_on(operator::memory(command))?)?;
+        }
+        Command::Redact { command } => {
+            output::print(&current_thread()?.block_on(operator::redact(command))?)?;
+        }
+        Command::Redactions { target } => {
+            output::print(&current_thread()?.block_on(operator::redactions(target))?)?;
         }
         Command::Token { command } => {
             let text = current_thread()?.block_on(token::run(command))?;

@@ -27,6 +27,7 @@ mod client;
 mod member;
 mod memory;
 mod print;
+mod redact;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -47,6 +48,7 @@ use print::{
     budget_table, corrections_text, dollars, json_text, log_lines, objective_text,
     objectives_table, reviews_text, table, wire,
 };
+pub(crate) use redact::{RedactCommand, redact, redactions};
 
 /// The environment variable holding the bearer token when `--token-file` is not given.
 pub(crate) const TOKEN_ENV: &str = "AGENTROOM_TOKEN";

@@ -62,6 +62,10 @@ pub fn listening(mut command: Command, prefix: &str) -> (Running, String) {
     (child, address)
 }
 
+/// What a test reads of a site's store: its Rooms and their content.
+pub trait RoomsAndContents: agentroom_ports::RoomStore + agentroom_ports::ArtifactStore {}
+impl<T: agentroom_ports::RoomStore + agentroom_ports::ArtifactStore> RoomsAndContents for T {}
+
 /// Where the Room lives: the embedded SQLite file under a root, or a PostgreSQL database.
 pub enum Store {
     Sqlite,
@@ -144,6 +148,25 @@ impl ModelSite {
             String::from_utf8_lossy(&out.stderr)
         );
         out
+    }
+
+    /// The site's store, opened in this process beside the running host (to read its rows
+    /// and rebuild its history).
+    pub async fn open(&self) -> Box<dyn RoomsAndContents> {
+        match &self.store {
+            Store::Sqlite => Box::new(
+                agentroom_store_sqlite::SqliteRooms::open(
+                    &self.dir.path().join("data").join("planning.db"),
+                    agentroom_store_sqlite::Durability::ProcessCrash,
+                )
+                .unwrap(),
+            ),
+            Store::Postgres(db) => Box::new(
+                agentroom_store_postgres::PgRooms::connect(&db.url())
+                    .await
+                    .unwrap(),
+            ),
+        }
     }
 
     /// The site's folder.
