@@ -365,11 +365,34 @@
         const versions = (m.versions || []).length;
         return el(
           "li",
-          { "data-entry": m.id, "data-state": m.retracted ? "retracted" : "current" },
+          { "data-entry": m.id, "data-state": m.redacted ? "redacted" : m.retracted ? "retracted" : "current" },
           el("span", { class: "text" }, m.text),
           ` · from ${from.from || "?"} ${source} · added by ${m.added_by}`,
           versions > 1 ? ` · version ${versions}` : null,
           m.retracted ? el("span", { class: "retracted" }, ` · retracted by ${m.retracted.by}: ${m.retracted.why}`) : null,
+          m.redacted ? el("span", { class: "redacted" }, ` · redacted by ${m.redacted.by}: ${m.redacted.why}`) : null,
+        );
+      }),
+    );
+  }
+
+  /** The Room's redaction records, read only: what was redacted, by whom, when, why, and the
+   * digest of what was removed. */
+  function renderRedactions(page) {
+    const section = $("redactions");
+    const items = (page && page.items) || [];
+    section.hidden = !items.length;
+    $("redaction-list").replaceChildren(
+      ...items.map((r) => {
+        const target = r.target || {};
+        const what = target.kind === "memory" ? `memory entry ${target.entry}` : `content ${target.digest}`;
+        return el(
+          "li",
+          { "data-kind": target.kind || "", "data-old-digest": r.old_digest },
+          el("span", { class: "target" }, what),
+          ` · redacted by ${r.by} at ${when(r.at)}: `,
+          el("span", { class: "why" }, r.why),
+          ` · was ${r.old_digest}`,
         );
       }),
     );
@@ -543,6 +566,7 @@
       renderPool(await maybe("/budget?limit=1"));
       renderMembers(await maybe("/members?limit=200"));
       renderMemory(await maybe("/memory?limit=200"));
+      renderRedactions(await maybe("/redactions?limit=200"));
       const short = (room.quotes && room.quotes.short) || [];
       const quotes = $("quotes");
       if (quotes) {

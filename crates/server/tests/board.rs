@@ -449,6 +449,21 @@ async fn board_shows_the_room_in_chromium_with_every_user_string_as_text() {
         &json!({"why": "wrong room"}),
     )
     .await;
+    // A third entry, redacted by the owner: its record is on the board, its text nowhere.
+    app.post(
+        "olive",
+        "/v1/rooms/local/memory",
+        &json!({"text": "the door code is 4711", "provenance": {"from": "external", "url": "https://example.org/m", "digest": digest}}),
+    )
+    .await;
+    let memory = app.get("olive", "/v1/rooms/local/memory").await;
+    let secret = memory["items"][2]["id"].as_str().unwrap().to_owned();
+    app.post(
+        "olive",
+        "/v1/rooms/local/redactions",
+        &json!({"target": {"kind": "memory", "entry": secret}, "reason": "<b>a door code</b>"}),
+    )
+    .await;
     let room = app.get("olive", "/v1/rooms/local").await;
     let held = room["pending_messages"][0]["held"]
         .as_str()
@@ -520,6 +535,24 @@ async fn board_shows_the_room_in_chromium_with_every_user_string_as_text() {
     assert!(
         !memory.contains("<form") && !memory.contains("<button"),
         "{memory}"
+    );
+    // The redaction record, read only, its reason as text; the redacted entry's text is gone.
+    assert!(memory.contains(r#"data-state="redacted""#), "{memory}");
+    assert!(
+        !dom.contains("door code is 4711"),
+        "a redacted text on the board"
+    );
+    let redactions = between(&dom, r#"<section id="redactions">"#, "</section>");
+    assert!(
+        redactions.contains(&format!("memory entry {secret}"))
+            && redactions.contains("redacted by olive")
+            && redactions.contains("&lt;b&gt;a door code&lt;/b&gt;")
+            && !redactions.contains("<b>"),
+        "{redactions}"
+    );
+    assert!(
+        !redactions.contains("<form") && !redactions.contains("<button"),
+        "{redactions}"
     );
     // The failed call's cause, on the board: the pending message waits, and says why.
     let pending = between(&dom, r#"<section class="pending-messages">"#, "</section>");
