@@ -5,18 +5,16 @@
 //! Room draws on a pool by a decided input of its own (refused while it has open calls).
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
-use agentroom_coordinator::{Coordinator, CoordinatorConfig, Outcome, PoolChanged, Store};
+use agentroom_coordinator::{Coordinator, Outcome, PoolChanged};
 use agentroom_domain::engine::Verdict;
 use agentroom_domain::ids::{PoolId, RoomId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_ports::StoredPool;
-use agentroom_workflows::RunnerConfig;
 use anyhow::bail;
 use clap::Subcommand;
 
-use crate::store::{Missing, StoreArgs};
+use crate::store::{Missing, StoreArgs, admin_coordinator};
 
 /// `agentroom pool …`
 #[derive(Subcommand)]
@@ -149,15 +147,10 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
 }
 
 async fn coordinator(store: &StoreArgs, missing: Missing) -> anyhow::Result<Coordinator> {
-    let rooms: Arc<dyn Store> = store.open_rooms(missing).await?;
-    Ok(Coordinator::builder(
-        rooms,
-        CoordinatorConfig::new(RunnerConfig::new(
-            "agentroom-pool",
-            std::time::Duration::from_secs(30),
-        )),
-    )
-    .build())
+    Ok(admin_coordinator(
+        store.open_rooms(missing).await?,
+        "agentroom-pool",
+    ))
 }
 
 /// The Room's decision: its log, or an error when the domain refused it.

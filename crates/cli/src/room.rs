@@ -13,17 +13,16 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentroom_coordinator::{Coordinator, CoordinatorConfig, NewMember, Store};
+use agentroom_coordinator::{NewMember, Store};
 use agentroom_domain::ids::{PrincipalId, RoomId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::room::Role;
 use agentroom_domain::state::{RoomSetup, RoomState};
-use agentroom_workflows::RunnerConfig;
 use anyhow::{Context, anyhow, bail};
 use clap::Subcommand;
 
 use crate::host;
-use crate::store::{Missing, StoreArgs};
+use crate::store::{Missing, StoreArgs, admin_coordinator};
 
 /// `agentroom room …`
 #[derive(Subcommand)]
@@ -143,14 +142,7 @@ async fn access(
     let policies = crate::policies::PolicyFiles::new(policies)?;
     let loaded = crate::policies::load(&policies)?;
     let rooms = store.open_rooms(Missing::Refuse).await?;
-    let coordinator = Coordinator::builder(
-        rooms,
-        CoordinatorConfig::new(RunnerConfig::new(
-            "agentroom-room-access",
-            std::time::Duration::from_secs(30),
-        )),
-    )
-    .build();
+    let coordinator = admin_coordinator(rooms, "agentroom-room-access");
     let id = coordinator.fresh_input_id()?;
     let outcome = coordinator.replace_access(&room, id, loaded.access).await?;
     let mut out = String::new();
@@ -205,14 +197,7 @@ async fn create(
     members: &[Member],
 ) -> anyhow::Result<String> {
     let room = state.room().clone();
-    let coordinator = Coordinator::builder(
-        store,
-        CoordinatorConfig::new(RunnerConfig::new(
-            "agentroom-room-create",
-            std::time::Duration::from_secs(30),
-        )),
-    )
-    .build();
+    let coordinator = admin_coordinator(store, "agentroom-room-create");
     let members: Vec<NewMember> = members
         .iter()
         .map(|m| NewMember {

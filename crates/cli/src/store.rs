@@ -148,6 +148,22 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
+/// The coordinator of the host's administrative commands (`room create|access`, `pool …`)
+/// over `store`: no agents, `name` as its runner's lease owner.
+pub(crate) fn admin_coordinator(
+    store: Arc<dyn Store>,
+    name: &str,
+) -> agentroom_coordinator::Coordinator {
+    agentroom_coordinator::Coordinator::builder(
+        store,
+        agentroom_coordinator::CoordinatorConfig::new(agentroom_workflows::RunnerConfig::new(
+            name,
+            std::time::Duration::from_secs(30),
+        )),
+    )
+    .build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact;

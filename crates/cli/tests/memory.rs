@@ -23,6 +23,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use support::model::{ModelSite, get, post, prompts, wait_for, wait_until};
+use support::ok;
 
 /// README's owner message: what to do, the criteria and the corpus its specialist uses.
 const MESSAGE: &str = "Summarize how the Hamlin runtime recovers after a crash
@@ -48,16 +49,6 @@ fn memory(address: &str, token: &str, args: &[&str]) -> Output {
         .env_remove("AGENTROOM_LOG")
         .output()
         .unwrap()
-}
-
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
 }
 
 /// The reasoner prompt that carries `text` (the owner message posted to ask for it).

@@ -31,6 +31,7 @@ use agentroom_store_postgres::PgRooms;
 use serde_json::json;
 use support::Running;
 use support::model::{listening, request};
+use support::ok;
 use support::{Database, migrate_up};
 
 const ROOMS: [&str; 4] = ["north", "south", "east", "west"];
@@ -58,16 +59,6 @@ fn agentroom(url: &str, args: &[&str]) -> Output {
         .env_remove("AGENTROOM_LOG")
         .output()
         .unwrap()
-}
-
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
 }
 
 /// Creates Room `room` (olive owns it; sam, sue specialists; rita reviews); its owner token.

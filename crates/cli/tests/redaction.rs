@@ -27,6 +27,7 @@ use agentroom_ports::domain::artifact::ContentDigest;
 use agentroom_ports::domain::ids::RoomId;
 use serde_json::{Value, json};
 use support::model::{ModelSite, get, post, prompts, request, wait_for, wait_until};
+use support::ok;
 
 /// README's owner message: what to do, the criteria and the corpus its specialist uses.
 const MESSAGE: &str = "Summarize how the Hamlin runtime recovers after a crash
@@ -52,16 +53,6 @@ fn operator(address: &str, token: &str, args: &[&str]) -> Output {
         .env_remove("AGENTROOM_LOG")
         .output()
         .unwrap()
-}
-
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
 }
 
 fn ask(address: &str, owner: &str, text: &str) {

@@ -375,3 +375,14 @@ pub async fn invariants(store: &dyn Stores, root: &Path) -> Facts {
     }
     facts
 }
+
+/// What a command printed on stdout; fails the test with its output when it did not succeed.
+pub fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
