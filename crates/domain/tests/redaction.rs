@@ -313,3 +313,41 @@ fn d1_a_state_without_redactions_serializes_as_before_and_one_with_them_round_tr
     assert_eq!(&back, room.state());
     let _: PrincipalId = p("olive");
 }
+
+#[test]
+fn m1_the_same_words_in_another_entry_are_redacted_with_it_and_other_words_stay() {
+    // The stores scrub a redacted text wherever a memory entry's text holds it, so the
+    // domain replaces it in every entry too: the history then replays to this state.
+    let mut room = Room::new();
+    let (entry, _) = with_secrets(&mut room);
+    for text in [SECRET, "The door code is", "an unrelated note"] {
+        room.apply(Input::Memory {
+            by: p("olive"),
+            change: MemoryChange::Add {
+                text: text.to_owned(),
+                provenance: external(),
+            },
+        });
+    }
+    let twin = room.state().memory().entries()[1].id();
+    redact(&mut room, "olive", memory_target(entry), "a door code");
+    let memory = room.state().memory();
+    let texts: Vec<&str> = memory
+        .entries()
+        .iter()
+        .map(|e| e.current().unwrap().text.as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            REDACTED_TEXT,
+            REDACTED_TEXT,
+            "The door code is",
+            "an unrelated note"
+        ]
+    );
+    // Only the entry redacted is marked so and has a record; its twin lost its words.
+    assert!(memory.get(entry).unwrap().is_redacted());
+    assert!(!memory.get(twin).unwrap().is_redacted());
+    assert_eq!(room.state().redactions().records().len(), 1);
+}

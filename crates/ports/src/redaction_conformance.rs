@@ -183,6 +183,28 @@ pub async fn memory_redaction<S: Store + ArtifactStore>(store: &S) -> Redacted {
     d.commit(store, &decision, "raise_limit").await.unwrap();
     let loaded = store.load(&d.room()).await.unwrap().unwrap();
     assert_eq!(loaded.state, d.state);
+    // An entry whose words are also a principal's id all over the state: only its texts
+    // change; every revision still rebuilds with the owner where it was.
+    let common = d.state.memory().entries()[1].id();
+    let decision = d.decide(Input::Redact {
+        by: p("olive"),
+        target: RedactionTarget::Memory { entry: common },
+        reason: "a name".to_owned(),
+    });
+    d.commit(store, &decision, "redact_memory").await.unwrap();
+    let loaded = store.load(&d.room()).await.unwrap().unwrap();
+    assert_eq!(loaded.state, d.state);
+    assert!(loaded.state.members().is_member(&p("olive")));
+    for (at, state) in &states {
+        let rebuilt = store.state_at(&d.room(), *at).await.unwrap().unwrap();
+        let common = vec![COMMON.to_owned()];
+        assert_eq!(
+            rebuilt,
+            scrubbed(&scrubbed(state, &texts), &common),
+            "revision {at}"
+        );
+        assert_eq!(rebuilt.members(), state.members(), "revision {at}");
+    }
     Redacted {
         room: d.room(),
         texts,
