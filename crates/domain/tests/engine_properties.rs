@@ -24,7 +24,9 @@
 //!   budget rule, so hiding those entries from roles without `budget.read` hides all money.
 //! - [12] M1 (issue 18): the memory only grows: no entry is removed, an entry's text versions
 //!   are append-only, a retraction is never undone; only an accepted `Input::Memory` changes
-//!   it (nothing is learned automatically), and it calls nothing.
+//!   it (nothing is learned automatically), and it calls nothing. A redaction is the one
+//!   rewrite: versions keep who and when and their texts become the marker, the entry is
+//!   never current again, and redaction records only grow.
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -44,6 +46,7 @@ use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
 use agentroom_domain::memory::Provenance;
 use agentroom_domain::objective::{Criterion, ObjectiveStatus, ObservedRevisions};
 use agentroom_domain::policy::RoomPolicy;
+use agentroom_domain::redaction::{REDACTED_TEXT, RedactionTarget};
 use agentroom_domain::review::{
     Artifact, ContributionDraft, CriterionVerdict, ReportRef, ReviewOutcome, ReviewSubmission,
     SourceDraft, Verdict,
@@ -311,7 +314,7 @@ fn a_move() -> impl Strategy<Value = Move> {
         1 => Just(Move::Receipt),
         2 => (any::<usize>(), member(), reviewer_move())
             .prop_map(|(pick, who, verdicts)| Move::HumanReview { pick, who, verdicts }),
-        1 => (who(), any::<usize>(), 0u8..3).prop_map(|(who, pick, kind)| Move::Memory { who, pick, kind }),
+        1 => (who(), any::<usize>(), 0u8..4).prop_map(|(who, pick, kind)| Move::Memory { who, pick, kind }),
     ]
 }
 
@@ -593,6 +596,17 @@ impl Driver {
                     .iter()
                     .map(|e| e.id())
                     .collect();
+                if let (3, Some(entry)) = (kind, pick_from(&entries, pick).copied()) {
+                    self.step(
+                        Input::Redact {
+                            by: p(who.name()),
+                            target: RedactionTarget::Memory { entry },
+                            reason: "a secret".into(),
+                        },
+                        None,
+                    );
+                    return;
+                }
                 let change = match (kind, pick_from(&entries, pick).copied()) {
                     (1, Some(entry)) => MemoryChange::Correct {
                         entry,
@@ -925,6 +939,12 @@ fn check_decision(before: &RoomState, decision: &Decision) {
     // nothing.
     let (was, is) = (before.memory().entries(), after.memory().entries());
     assert!(is.len() >= was.len(), "[12] a memory entry was removed");
+    let (records_was, records_is) = (before.redactions().records(), after.redactions().records());
+    assert!(
+        records_is.starts_with(records_was),
+        "[12] a redaction record was removed or rewritten"
+    );
+    let redacting = records_is.len() > records_was.len();
     for (old, new) in was.iter().zip(is) {
         assert_eq!(old.id(), new.id(), "[12] memory entries reordered");
         assert_eq!(
@@ -932,9 +952,27 @@ fn check_decision(before: &RoomState, decision: &Decision) {
             new.provenance(),
             "[12] provenance changed"
         );
+        if redacting {
+            assert_eq!(old.versions().len(), new.versions().len(), "[12] redaction");
+            for (o, n) in old.versions().iter().zip(new.versions()) {
+                assert!(
+                    (n.by == o.by && n.at == o.at) && (n.text == o.text || n.text == REDACTED_TEXT),
+                    "[12] a redaction rewrote more than a text: {o:?} -> {n:?}"
+                );
+            }
+        } else {
+            assert!(
+                new.versions().starts_with(old.versions()),
+                "[12] a text version was rewritten"
+            );
+        }
         assert!(
-            new.versions().starts_with(old.versions()),
-            "[12] a text version was rewritten"
+            !old.is_redacted() || new.is_redacted(),
+            "[12] a redaction was undone"
+        );
+        assert!(
+            !new.is_redacted() || !new.is_current(),
+            "[12] a redacted entry is current"
         );
         assert!(
             old.retraction().is_none() || old.retraction() == new.retraction(),
