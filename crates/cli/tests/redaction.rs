@@ -6,8 +6,9 @@
 //! redacts the report's body (`redact artifact DIGEST --reason`) and the entry (`redact
 //! memory ENTRY --reason`). The report's content is gone from the store and the API (410
 //! with the redaction record), the entry lists its record instead of its text, the next
-//! reasoner prompt does not hold the text, and the Room's history still replays: every
-//! revision rebuilds, the last to the stored state, and none holds the text. A reviewer's
+//! reasoner prompt does not hold the text, the same report written again is not stored again,
+//! and the Room's history still replays: every revision rebuilds, the last to the stored
+//! state, and none holds the text. A reviewer's
 //! redaction is refused (403, `content.redact`); bad arguments are usage errors before any
 //! request.
 #![allow(
@@ -221,6 +222,48 @@ fn redacted_content_is_gone_and_history_still_replays(site: &ModelSite) {
     let prompt = reasoner_prompt_with(site, "What should the next study compare?");
     assert!(!prompt.contains("tulip-0451"), "{prompt}");
     assert!(!prompt.contains(&format!("id=\"{entry}\"")), "{prompt}");
+
+    // The same request again: the deterministic model writes the same report, whose content
+    // the owner redacted. It is not stored again (its record answers for it), so no model
+    // reviews the redacted words; the report shows the record instead of its body.
+    ask(&address, &owner, MESSAGE);
+    let again = wait_until("the report of the repeated request", || {
+        let list = get(&address, "/v1/rooms/lab/objectives", &owner);
+        let repeated = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] != id && o["title"] == objective["title"])
+            .ok_or_else(|| list.to_string())?;
+        let path = format!(
+            "/v1/rooms/lab/objectives/{}/reviews",
+            repeated["id"].as_str().unwrap()
+        );
+        let reviews = get(&address, &path, &owner);
+        reviews["reports"][0]["contribution"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| reviews.to_string())
+    });
+    let report = get(
+        &address,
+        &format!("/v1/rooms/lab/contributions/{again}"),
+        &owner,
+    );
+    assert_eq!(report["body_digest"], digest.as_str(), "{report}");
+    assert!(report["body"].is_null(), "{report}");
+    assert_eq!(
+        report["redactions"][0]["why"], "names a customer",
+        "{report}"
+    );
+    let (status, _) = request(
+        &address,
+        "GET",
+        &format!("/v1/rooms/lab/contents/{digest}"),
+        &owner,
+        None,
+    );
+    assert_eq!(status, 410);
 
     // The store: the content row is gone; the history replays (every revision rebuilds,
     // the last to the stored state) and no revision holds the text.
