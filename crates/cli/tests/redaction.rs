@@ -209,6 +209,9 @@ fn redacted_content_is_gone_and_history_still_replays(site: &ModelSite) {
         "{listed}"
     );
     assert!(!listed.to_string().contains("tulip"), "{listed}");
+    let memory = ok(&operator(&address, &owner, &["memory", "list"]));
+    assert!(memory.contains("redacted by olive: a password"), "{memory}");
+    assert!(!memory.contains("tulip"), "{memory}");
     let table = ok(&operator(&address, &owner, &["redactions"]));
     assert!(table.contains(&format!("content {digest}")), "{table}");
     assert!(table.contains(&format!("memory entry {entry}")), "{table}");

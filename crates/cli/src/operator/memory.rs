@@ -95,12 +95,15 @@ pub(crate) async fn memory(command: MemoryCommand) -> Result<String, OperatorErr
                 .items
                 .iter()
                 .map(|e| {
-                    let state = match &e.retracted {
-                        Some(r) => format!("retracted by {}: {}", wire(&r.by), clean(&r.why)),
-                        None if e.versions.len() > 1 => {
+                    let state = match (&e.redacted, &e.retracted) {
+                        (Some(r), _) => format!("redacted by {}: {}", wire(&r.by), clean(&r.why)),
+                        (None, Some(r)) => {
+                            format!("retracted by {}: {}", wire(&r.by), clean(&r.why))
+                        }
+                        (None, None) if e.versions.len() > 1 => {
                             format!("current (version {})", e.versions.len())
                         }
-                        None => "current".to_owned(),
+                        (None, None) => "current".to_owned(),
                     };
                     vec![
                         e.id.to_string(),
