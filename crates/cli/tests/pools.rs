@@ -234,6 +234,13 @@ async fn b8_four_rooms_two_serves_32_callers_never_overspend_their_pool() {
         "{balances:?}"
     );
     assert_eq!(pool.overrun(), None, "{balances:?}");
+    // B8 liveness: work waiting on the pool went ahead whenever other Rooms freed it (each
+    // serve's pass resumes it), so what is left cannot hold even the largest call.
+    assert!(
+        balances.available.micros() < largest,
+        "{} micros left in the pool while work waited: {balances:?}",
+        balances.available.micros()
+    );
     // The pool's log replays to its balances.
     let log = store.pool_log(&pool_id).await.unwrap();
     let entries: Vec<LedgerEntry> = log.iter().map(|row| row.entry.clone()).collect();

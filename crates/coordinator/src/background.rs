@@ -148,6 +148,8 @@ pub struct Pass {
     pub accepted: usize,
     /// Notifications delivered.
     pub delivered: usize,
+    /// Rooms whose work waiting on their pool went ahead (B8).
+    pub resumed: usize,
 }
 
 impl Coordinator {
@@ -161,6 +163,14 @@ impl Coordinator {
                 Ok(n) => pass.accepted += n,
                 Err(err) => {
                     tracing::warn!(%room, %err, "accepting pending events failed");
+                    first.get_or_insert(err);
+                }
+            }
+            // B8: work that waits on a pool other Rooms have freed since goes ahead.
+            match self.resume_on_pool(room).await {
+                Ok(resumed) => pass.resumed += usize::from(resumed),
+                Err(err) => {
+                    tracing::warn!(%room, %err, "resuming work waiting on its pool failed");
                     first.get_or_insert(err);
                 }
             }

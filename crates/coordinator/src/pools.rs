@@ -4,7 +4,9 @@
 //! [`BudgetLedger`]: every change is decided there and committed with compare-and-swap on the
 //! pool's revision; a Room's decisions move it in their own commits (the stores).
 
-use agentroom_ports::domain::ids::{PoolId, RoomId};
+use agentroom_ports::domain::engine::{Effect, Env, Input, decide};
+use agentroom_ports::domain::ids::{DerivedIds, PoolId, RoomId};
+use agentroom_ports::domain::review::NoContents;
 use agentroom_ports::domain::ledger::{BudgetLedger, LedgerError};
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::{PoolChangeError, PoolLogEntry, StoreError, StoredPool};
@@ -205,6 +207,42 @@ impl Coordinator {
         }
         self.submit(room, id, OperatorInput::AttachPool { pool })
             .await
+    }
+
+    /// B8: tells `room` that its pool changed when that would let its waiting work go ahead
+    /// now: another Room's settlement or release freed the pool, and nothing else would
+    /// wake this one. Whether it would is the domain's answer, asked without committing
+    /// (`decide` of [`Input::PoolChanged`] on the state as stored); only a decision that
+    /// reserves a call is submitted, so an idle Room writes nothing. Returns whether it did.
+    pub async fn resume_on_pool(&self, room: &RoomId) -> Result<bool, CoordinatorError> {
+        let stored = self.room(room).await?;
+        let Some(id) = stored.state.pool() else {
+            return Ok(false);
+        };
+        let Some(pool) = self.shared.store.load_pool(id).await? else {
+            return Ok(false);
+        };
+        let reserves = {
+            let mut ids = DerivedIds::new(uuid::Uuid::nil());
+            let mut env = Env {
+                now: self.shared.clock.now(),
+                ids: &mut ids,
+                catalog: &*self.shared.catalog,
+                contents: &NoContents,
+                served: self.shared.served.as_ref(),
+                pool: Some(&pool.ledger),
+            };
+            decide(&stored.state, Input::PoolChanged, &mut env)?
+                .effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::ReserveAndCall(_)))
+        };
+        if !reserves {
+            return Ok(false);
+        }
+        self.submit(room, self.fresh_input_id()?, OperatorInput::PoolChanged)
+            .await?;
+        Ok(true)
     }
 
     /// The pool `room` draws on, as it is now, if it draws on one (its gauge, for members
