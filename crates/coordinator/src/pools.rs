@@ -6,9 +6,9 @@
 
 use agentroom_ports::domain::engine::{Effect, Env, Input, decide};
 use agentroom_ports::domain::ids::{DerivedIds, PoolId, RoomId};
-use agentroom_ports::domain::review::NoContents;
 use agentroom_ports::domain::ledger::{BudgetLedger, LedgerError};
 use agentroom_ports::domain::money::UsdMicros;
+use agentroom_ports::domain::review::NoContents;
 use agentroom_ports::{PoolChangeError, PoolLogEntry, StoreError, StoredPool};
 
 use crate::{Coordinator, CoordinatorError, InputId, OperatorInput, Outcome};
