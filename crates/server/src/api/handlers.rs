@@ -571,10 +571,14 @@ async fn content_of(
     caller: &Caller,
     contribution: &Contribution,
 ) -> Result<ReportContent, ApiError> {
-    let texts = api
-        .rooms
-        .texts(&caller.room, contribution.digests())
-        .await?;
+    // Redacted content is never shown, even should its bytes be in the store again.
+    let redactions = caller.stored.state.redactions();
+    let shown: Vec<&ContentDigest> = contribution
+        .digests()
+        .into_iter()
+        .filter(|digest| redactions.of_content(digest).is_none())
+        .collect();
+    let texts = api.rooms.texts(&caller.room, shown).await?;
     let text = |digest: &ContentDigest| texts.get(digest).cloned();
     let sources = contribution
         .sources()
