@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use agentroom_coordinator::{Coordinator, Outcome, PoolChanged};
+use agentroom_coordinator::{Coordinator, Outcome};
 use agentroom_domain::engine::Verdict;
 use agentroom_domain::ids::{PoolId, RoomId};
 use agentroom_domain::money::UsdMicros;
@@ -27,6 +27,11 @@ pub(crate) enum Command {
         /// Its limit in USD micros (1 USD = 1,000,000); no automatic renewal (B2).
         #[arg(long, value_name = "MICROS")]
         limit_micros: i64,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List the host's pools, each with its limit, spent and available balance.
+    List {
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -101,6 +106,22 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
                 created.ledger.balances().limit,
                 limit_micros
             ))
+        }
+        Command::List { store } => {
+            let coordinator = coordinator(&store, Missing::Refuse).await?;
+            let mut out = String::new();
+            for id in coordinator.pools().await? {
+                let b = coordinator.pool(&id).await?.ledger.balances();
+                writeln!(
+                    out,
+                    "{id}: limit {}, spent {}, reserved {}, available {}",
+                    b.limit, b.spent, b.reserved, b.available
+                )?;
+            }
+            if out.is_empty() {
+                out.push_str("no pool (`agentroom pool create` makes one)\n");
+            }
+            Ok(out)
         }
         Command::Show { pool, store } => {
             let coordinator = coordinator(&store, Missing::Refuse).await?;
@@ -199,21 +220,12 @@ fn balances_text(out: &mut String, pool: &StoredPool) -> std::fmt::Result {
     }
 }
 
-fn changed_text(what: &str, changed: &PoolChanged) -> String {
+fn changed_text(what: &str, pool: &StoredPool) -> String {
     let mut out = format!("{what}\n");
-    let _ = balances_text(&mut out, &changed.pool);
-    for (room, told) in &changed.rooms {
-        let _ = match told {
-            Ok(_) => writeln!(
-                out,
-                "  room {room}: told; work waiting for budget may go ahead"
-            ),
-            Err(err) => writeln!(
-                out,
-                "  room {room}: not told ({err}); its next decision reads the pool anyway"
-            ),
-        };
-    }
+    let _ = balances_text(&mut out, pool);
+    out.push_str(
+        "  its Rooms' waiting work goes ahead at their host's next pass (`agentroom serve`)\n",
+    );
     out
 }
 

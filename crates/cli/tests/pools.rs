@@ -431,6 +431,8 @@ async fn b8_bad_pool_commands_are_refused_and_change_nothing() {
     );
     assert_eq!(store.pool_log(&pool_id).await.unwrap(), log_before);
     assert_eq!(store.pools().await.unwrap(), vec![pool_id.clone()]);
+    let listed = ok(&agentroom(&url, &["pool", "list"]));
+    assert!(listed.starts_with("campaign: limit $0.005000"), "{listed}");
     let room_after = store.load(&room_id("north")).await.unwrap().unwrap();
     // The refused detach was decided (B8, logged) but changed nothing of the Room's pool.
     assert_eq!(room_after.state.pool(), None);

@@ -118,7 +118,7 @@ pub enum CoordinatorError {
     #[error("pool {0} exists already; nothing changed")]
     PoolExists(PoolId),
     /// No such budget pool.
-    #[error("no pool {0}; nothing changed")]
+    #[error("no pool {0} (`agentroom pool list` lists the host's pools); nothing changed")]
     UnknownPool(PoolId),
     /// The pool's ledger refused the change (B4, B5: a raise that is not positive, an
     /// acknowledgement without overrun); nothing changed.
@@ -128,15 +128,6 @@ pub enum CoordinatorError {
         pool: PoolId,
         /// Why.
         refusal: LedgerError,
-    },
-    /// The pool kept moving (Rooms drawing on it commit): the change was tried again this
-    /// many times; nothing changed.
-    #[error("pool {pool} still moving after {attempts} attempts; nothing changed, try again")]
-    PoolConflicted {
-        /// The pool.
-        pool: PoolId,
-        /// How many times it was tried.
-        attempts: u32,
     },
     /// A workflow step (recovery) failed.
     #[error("workflow: {0}")]

@@ -69,7 +69,7 @@ pub use error::CoordinatorError;
 pub use ids::InputId;
 pub use members::{MemberAdded, TokenTerms};
 pub use notify::CollectingNotifier;
-pub use pools::{PoolAudit, PoolChanged};
+pub use pools::PoolAudit;
 pub use queries::{BudgetBreakdown, ResolveOutcome};
 pub use setup::{FirstToken, NewMember};
 pub use shutdown::ShutdownReport;

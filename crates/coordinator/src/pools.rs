@@ -6,25 +6,12 @@
 
 use agentroom_ports::domain::engine::{Effect, Env, Input, decide};
 use agentroom_ports::domain::ids::{DerivedIds, PoolId, RoomId};
-use agentroom_ports::domain::ledger::{BudgetLedger, LedgerError};
+use agentroom_ports::domain::ledger::BudgetLedger;
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::review::NoContents;
-use agentroom_ports::{PoolChangeError, PoolLogEntry, StoreError, StoredPool};
+use agentroom_ports::{PoolChange, PoolChangeError, PoolLogEntry, StoreError, StoredPool};
 
 use crate::{Coordinator, CoordinatorError, InputId, OperatorInput, Outcome};
-
-/// How many times a pool change is tried again while Rooms drawing on it commit.
-const POOL_CHANGE_ATTEMPTS: u32 = 16;
-
-/// What a raise or an acknowledgement of a pool did.
-#[derive(Debug)]
-pub struct PoolChanged {
-    /// The pool after the change.
-    pub pool: StoredPool,
-    /// The Rooms drawing on it, each told that its pool changed (work waiting for budget may
-    /// go ahead), with what that decided or why it could not be told.
-    pub rooms: Vec<(RoomId, Result<Outcome, CoordinatorError>)>,
-}
 
 /// A pool's log checked against its ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,68 +96,39 @@ impl Coordinator {
         })
     }
 
-    /// Raises pool `id`'s limit by `by` (B4; lifts its overrun, B5), then tells the Rooms
-    /// drawing on it.
+    /// Raises pool `id`'s limit by `by` (B4; lifts its overrun, B5). The Rooms drawing on it
+    /// go ahead at their host's next pass (`resume_on_pool`): this process may run no
+    /// agents, so it dispatches nothing.
     pub async fn raise_pool(
         &self,
         id: &PoolId,
         by: UsdMicros,
-    ) -> Result<PoolChanged, CoordinatorError> {
-        self.change_pool(id, |ledger| ledger.raise_limit(by)).await
-    }
-
-    /// Acknowledges pool `id`'s overrun (B5), then tells the Rooms drawing on it.
-    pub async fn acknowledge_pool(&self, id: &PoolId) -> Result<PoolChanged, CoordinatorError> {
-        self.change_pool(id, BudgetLedger::acknowledge_overrun)
+    ) -> Result<StoredPool, CoordinatorError> {
+        self.change_pool(id, &|ledger: &mut BudgetLedger| ledger.raise_limit(by))
             .await
     }
 
+    /// Acknowledges pool `id`'s overrun (B5); its Rooms go ahead at their host's next pass.
+    pub async fn acknowledge_pool(&self, id: &PoolId) -> Result<StoredPool, CoordinatorError> {
+        self.change_pool(id, &BudgetLedger::acknowledge_overrun)
+            .await
+    }
+
+    /// Applies `change`, decided by the pool's ledger under the pool's lock.
     async fn change_pool(
         &self,
         id: &PoolId,
-        change: impl Fn(&mut BudgetLedger) -> Result<(), LedgerError>,
-    ) -> Result<PoolChanged, CoordinatorError> {
-        let store = &self.shared.store;
-        for _ in 0..POOL_CHANGE_ATTEMPTS {
-            let mut pool = self.pool(id).await?;
-            pool.ledger.take_journal();
-            change(&mut pool.ledger).map_err(|refusal| CoordinatorError::PoolRefused {
-                pool: id.clone(),
-                refusal,
-            })?;
-            let entries = pool.ledger.take_journal();
-            let now = self.shared.clock.now();
-            match store
-                .change_pool(id, pool.revision, &pool.ledger, &entries, now)
-                .await
-            {
-                Ok(_) => {
-                    let pool = self.pool(id).await?;
-                    let mut rooms = Vec::new();
-                    for room in self.rooms_drawing_on(id).await? {
-                        let told = match self.fresh_input_id() {
-                            Ok(input) => {
-                                self.submit(&room, input, OperatorInput::PoolChanged).await
-                            }
-                            Err(err) => Err(err),
-                        };
-                        rooms.push((room, told));
-                    }
-                    return Ok(PoolChanged { pool, rooms });
-                }
-                Err(PoolChangeError::Conflict { .. }) => {
-                    tokio::time::sleep(self.shared.config.backoff).await;
-                }
-                Err(PoolChangeError::UnknownPool(pool)) => {
-                    return Err(CoordinatorError::UnknownPool(pool));
-                }
-                Err(PoolChangeError::Store(err)) => return Err(err.into()),
+        change: PoolChange<'_>,
+    ) -> Result<StoredPool, CoordinatorError> {
+        let now = self.shared.clock.now();
+        match self.shared.store.change_pool(id, change, now).await {
+            Ok(pool) => Ok(pool),
+            Err(PoolChangeError::Refused { pool, refusal }) => {
+                Err(CoordinatorError::PoolRefused { pool, refusal })
             }
+            Err(PoolChangeError::UnknownPool(pool)) => Err(CoordinatorError::UnknownPool(pool)),
+            Err(PoolChangeError::Store(err)) => Err(err.into()),
         }
-        Err(CoordinatorError::PoolConflicted {
-            pool: id.clone(),
-            attempts: POOL_CHANGE_ATTEMPTS,
-        })
     }
 
     /// The Rooms of this store that draw on pool `id`.

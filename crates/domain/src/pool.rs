@@ -68,6 +68,14 @@ pub fn moves_pool(entries: &[LedgerEntry]) -> bool {
     })
 }
 
+/// Whether any of `entries` reserves (what a pool that cannot be read must refuse; a Room's
+/// settlements and releases need no pool).
+pub fn reserves(entries: &[LedgerEntry]) -> bool {
+    entries
+        .iter()
+        .any(|entry| matches!(entry, LedgerEntry::Reserved { .. }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

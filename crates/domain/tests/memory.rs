@@ -384,6 +384,13 @@ fn m1_t3_only_the_owner_and_operators_change_memory() {
         access: AccessPolicy::default(),
     });
     assert_rejected(&d, Rule::T3);
+    // A policy that grants membership.manage to no role is refused: nobody could change the
+    // Room's members again.
+    let locked =
+        AccessPolicy::from_toml("[roles.owner]\npermissions = [\"objective.read\"]\n").unwrap();
+    let d = old.apply(Input::ReplaceAccess { access: locked });
+    assert_rejected(&d, Rule::T3);
+    assert_eq!(old.state().access(), &AccessPolicy::default(), "unchanged");
 }
 
 #[test]

@@ -136,3 +136,52 @@ fn b8_b4_work_waiting_on_the_pool_goes_ahead_when_the_pool_changes() {
     let d = room.apply(Input::PoolChanged);
     assert_eq!(calls(&d).len(), 1, "{}", timeline(&d.log));
 }
+
+/// B8: the pool a decision checks a reservation against is the pool as the store will have it
+/// at that entry: a settlement earlier in the same decision frees it. Here the plan's charge
+/// (half the reasoner's reservation) is settled and the first task dispatched in one
+/// decision; the pool could not hold the task beside the reasoner's whole reservation, but it
+/// holds it once that reservation is settled.
+#[test]
+fn b8_a_settlement_frees_the_pool_for_the_reservations_of_the_same_decision() {
+    let limit = REASONER / 2 + SPECIALIST + 100;
+    assert!(
+        limit < REASONER + SPECIALIST,
+        "the task fits only after the settlement"
+    );
+    let mut room = attached(1_000_000, limit);
+    let d = room.say("Write the launch plan");
+    let call = reasoner_call(&d);
+    let d = room.plan(&call, two_step_plan());
+    assert_eq!(
+        specialist_call(&d).reservation,
+        micros(SPECIALIST),
+        "{}",
+        timeline(&d.log)
+    );
+    assert!(!d.rejected_by(Rule::B8), "{}", timeline(&d.log));
+    let pool = room.sim.pool().unwrap().balances();
+    assert_eq!(
+        (pool.spent, pool.reserved),
+        (micros(REASONER / 2), micros(SPECIALIST))
+    );
+}
+
+/// B8: changing the pool dispatches nothing (the host's administrator decides it from a
+/// process that runs no agents); waiting work goes ahead at a host's next `PoolChanged`.
+#[test]
+fn b8_changing_the_pool_dispatches_nothing_until_the_room_is_told() {
+    let mut room = attached(1_000_000, REASONER - 1);
+    let d = room.say("Write the launch plan");
+    assert_rejected(&d, Rule::B8);
+    assert!(room.state().operations().is_empty());
+    let d = room.apply(Input::AttachPool { pool: None });
+    assert!(accepted_by(&d, Rule::B8), "{}", timeline(&d.log));
+    assert!(
+        calls(&d).is_empty(),
+        "nothing dispatched: {}",
+        timeline(&d.log)
+    );
+    let d = room.apply(Input::PoolChanged);
+    assert_eq!(calls(&d).len(), 1, "{}", timeline(&d.log));
+}

@@ -59,7 +59,7 @@ pub use delta::{Delta, DeltaError, Sections};
 pub use desk::{HostedDesk, Submission, SubmitError};
 pub use error::BoxError;
 pub use notify::{Notifier, NotifyError, Outbox, OutboxItem};
-pub use pools::{PoolChangeError, PoolLogEntry, PoolStore, StoredPool};
+pub use pools::{PoolChange, PoolChangeError, PoolLogEntry, PoolStore, StoredPool};
 pub use random::{NoRandomness, Random, SystemRandom};
 pub use reconcile::{ReconcileError, Reconciler};
 pub use rooms::{

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::artifacts::{ArtifactStore, Put, StoredContent, verified};
 use crate::delta::Delta;
 use crate::notify::{Outbox, OutboxItem};
-use crate::pools::{PoolChangeError, PoolLogEntry, PoolStore, StoredPool};
+use crate::pools::{PoolChange, PoolChangeError, PoolLogEntry, PoolStore, StoredPool};
 use crate::rooms::{
     Commit, CommitError, Delivered, EventAppend, HistoryEntry, OutboxPosition, Revision, RoomStore,
     StoreError, StoredRoom,
@@ -208,36 +208,31 @@ impl RoomStore for MemoryStore {
                 });
             }
         }
-        // B8: the pool the Room draws on follows its ledger entries, or nothing is written.
+        // B8: the pool the Room draws on follows its ledger entries, or nothing is written
+        // (decided here, written after every fallible step below).
         let pooled = commit
             .state
             .pool()
             .filter(|_| agentroom_domain::pool::moves_pool(&commit.ledger));
+        let mut moved_pool = None;
         if let Some(pool) = pooled {
             let refused = |reason: String| CommitError::PoolRefused {
                 room: room.clone(),
                 pool: pool.clone(),
                 reason,
             };
-            let Some(row) = inner.pools.get_mut(pool) else {
-                return Err(refused(format!("there is no pool {pool}")));
-            };
-            let mut ledger = row.ledger.clone();
-            agentroom_domain::pool::follow(&mut ledger, &commit.ledger)
-                .map_err(|e| refused(e.to_string()))?;
-            let appended = ledger.take_journal();
-            if !appended.is_empty() {
-                row.revision += 1;
-                row.ledger = ledger;
-                for entry in appended {
-                    let seq = i64::try_from(row.log.len()).unwrap_or(i64::MAX) + 1;
-                    row.log.push(PoolLogEntry {
-                        seq,
-                        room: Some(room.clone()),
-                        entry,
-                        at: commit.at,
-                    });
+            match inner.pools.get(pool) {
+                Some(row) => {
+                    let mut ledger = row.ledger.clone();
+                    agentroom_domain::pool::follow(&mut ledger, &commit.ledger)
+                        .map_err(|e| refused(e.to_string()))?;
+                    moved_pool = Some((pool.clone(), ledger));
                 }
+                // A pool that is gone holds nothing: only a reservation needs it.
+                None if agentroom_domain::pool::reserves(&commit.ledger) => {
+                    return Err(refused(format!("there is no pool {pool}")));
+                }
+                None => {}
             }
         }
         let delta = Delta::between(&to_json(commit.previous)?, &to_json(commit.state)?);
@@ -274,6 +269,24 @@ impl RoomStore for MemoryStore {
         }
         for digest in &scrubs.contents {
             inner.contents.remove(&(room.clone(), digest.clone()));
+        }
+        if let Some((pool, mut ledger)) = moved_pool
+            && let Some(row) = inner.pools.get_mut(&pool)
+        {
+            let appended = ledger.take_journal();
+            if !appended.is_empty() {
+                row.revision += 1;
+                row.ledger = ledger;
+                for entry in appended {
+                    let seq = i64::try_from(row.log.len()).unwrap_or(i64::MAX) + 1;
+                    row.log.push(PoolLogEntry {
+                        seq,
+                        room: Some(room.clone()),
+                        entry,
+                        at: commit.at,
+                    });
+                }
+            }
         }
         for new in commit.operations {
             let op = new.request.op;
@@ -812,37 +825,37 @@ impl PoolStore for MemoryStore {
     async fn change_pool(
         &self,
         id: &PoolId,
-        expected: i64,
-        ledger: &BudgetLedger,
-        entries: &[LedgerEntry],
+        change: PoolChange<'_>,
         at: Timestamp,
-    ) -> Result<i64, PoolChangeError> {
+    ) -> Result<StoredPool, PoolChangeError> {
         let mut inner = self.lock();
         let row = inner
             .pools
             .get_mut(id)
             .ok_or_else(|| PoolChangeError::UnknownPool(id.clone()))?;
-        if row.revision != expected {
-            return Err(PoolChangeError::Conflict {
-                pool: id.clone(),
-                expected,
-                actual: row.revision,
-            });
-        }
-        row.revision += 1;
-        let mut ledger = ledger.clone();
+        let mut ledger = row.ledger.clone();
         ledger.take_journal();
+        change(&mut ledger).map_err(|refusal| PoolChangeError::Refused {
+            pool: id.clone(),
+            refusal,
+        })?;
+        let entries = ledger.take_journal();
+        row.revision += 1;
         row.ledger = ledger;
         for entry in entries {
             let seq = i64::try_from(row.log.len()).unwrap_or(i64::MAX) + 1;
             row.log.push(PoolLogEntry {
                 seq,
                 room: None,
-                entry: entry.clone(),
+                entry,
                 at,
             });
         }
-        Ok(row.revision)
+        Ok(StoredPool {
+            id: id.clone(),
+            ledger: row.ledger.clone(),
+            revision: row.revision,
+        })
     }
 
     async fn pool_log(&self, id: &PoolId) -> Result<Vec<PoolLogEntry>, StoreError> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use agentroom_domain::engine::{Charge, Decision, Effect, Input};
 use agentroom_domain::ids::{OperationId, PoolId, Timestamp};
-use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
+use agentroom_domain::ledger::{BudgetLedger, LedgerEntry, LedgerError};
 use agentroom_domain::money::UsdMicros;
 
 use crate::conformance::{Driver, Store};
@@ -28,7 +28,7 @@ macro_rules! pool_conformance {
             b8_a_pool_is_created_once_with_its_opening_as_its_first_row,
             b8_rooms_commits_move_their_pool_and_its_log_replays,
             b8_a_commit_the_pool_cannot_hold_writes_nothing,
-            b8_a_pool_change_is_compare_and_swap,
+            b8_a_pool_change_is_decided_under_the_pool_lock,
             b8_concurrent_rooms_never_admit_more_than_the_pool_holds,
         );
     };
@@ -232,57 +232,107 @@ pub async fn b8_a_commit_the_pool_cannot_hold_writes_nothing<S: PooledStore>(sto
     assert_eq!(state, orphan.state);
 }
 
-/// B4, B5, B8: the host's changes of a pool are compare-and-swap on its revision, and a
-/// Room's commit moves the revision too.
-pub async fn b8_a_pool_change_is_compare_and_swap<S: PooledStore>(store: Arc<S>) {
-    let id = create_pool(&*store, "cas", 5 * QUOTE).await;
-    let stored = store.load_pool(&id).await.unwrap().unwrap();
-    let mut raised = stored.ledger.clone();
-    raised.take_journal();
-    raised.raise_limit(UsdMicros::new(QUOTE)).unwrap();
-    let entries = raised.take_journal();
-    let revision = store
-        .change_pool(&id, stored.revision, &raised, &entries, AT)
+/// B4, B5, B8: the host's change of a pool is decided by its ledger on the pool as stored,
+/// under the pool's lock: a refused change writes nothing, a raise beside Rooms committing
+/// on the pool is never lost (nor are their reservations), and the log replays.
+pub async fn b8_a_pool_change_is_decided_under_the_pool_lock<S: PooledStore + 'static>(
+    store: Arc<S>,
+) {
+    let id = create_pool(&*store, "raise", 5 * QUOTE).await;
+    let before = store.load_pool(&id).await.unwrap().unwrap();
+    match store
+        .change_pool(&id, &BudgetLedger::acknowledge_overrun, AT)
         .await
-        .unwrap();
-    assert_eq!(revision, stored.revision + 1);
-    let mut d = drawing(&*store, "mover", &id).await;
-    let view = ledger_of(&*store, &id).await;
-    let decision = d.owner_message_drawing("go", Some(&view));
-    d.commit(&*store, &decision, "event_accepted")
-        .await
-        .unwrap();
-    let moved = store.load_pool(&id).await.unwrap().unwrap();
-    assert_eq!(
-        moved.revision,
-        revision + 1,
-        "the Room's commit moved the pool"
-    );
-    // A change decided on the revision before the Room's commit is refused.
-    let mut stale = raised.clone();
-    stale.raise_limit(UsdMicros::new(1)).unwrap();
-    let entries = stale.take_journal();
-    match store.change_pool(&id, revision, &stale, &entries, AT).await {
-        Err(PoolChangeError::Conflict {
-            expected, actual, ..
-        }) => assert_eq!((expected, actual), (revision, revision + 1)),
-        other => panic!("expected a conflict, got {other:?}"),
+    {
+        Err(PoolChangeError::Refused { pool, refusal }) => {
+            assert_eq!(pool, id);
+            assert_eq!(refusal, LedgerError::NoOverrun);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
     }
     assert_eq!(
         store.load_pool(&id).await.unwrap().unwrap(),
-        moved,
+        before,
         "unchanged"
     );
     match store
-        .change_pool(&pool_id("nowhere"), 1, &stale, &entries, AT)
+        .change_pool(
+            &pool_id("nowhere"),
+            &|l: &mut BudgetLedger| l.raise_limit(UsdMicros::new(1)),
+            AT,
+        )
         .await
     {
         Err(PoolChangeError::UnknownPool(p)) => assert_eq!(p, pool_id("nowhere")),
         other => panic!("expected an unknown pool, got {other:?}"),
     }
+    // Raises race Rooms reserving on the pool: every raise and every reservation counts.
+    let mut d = drawing(&*store, "mover", &id).await;
+    let raiser = {
+        let store = Arc::clone(&store);
+        let id = id.clone();
+        tokio::spawn(async move {
+            for _ in 0..10 {
+                store
+                    .change_pool(
+                        &id,
+                        &|l: &mut BudgetLedger| l.raise_limit(UsdMicros::new(QUOTE)),
+                        AT,
+                    )
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut admitted = 0;
+    for n in 0..5 {
+        loop {
+            let view = ledger_of(&*store, &id).await;
+            let decision = d.owner_message_drawing(&format!("go {n}"), Some(&view));
+            assert!(
+                reserved_op(&decision).is_some(),
+                "the pool holds five from the start"
+            );
+            match d.commit(&*store, &decision, "event_accepted").await {
+                Ok(_) => {
+                    admitted += 1;
+                    break;
+                }
+                Err(CommitError::PoolRefused { .. }) => {}
+                Err(other) => panic!("{other}"),
+            }
+        }
+    }
+    raiser.await.unwrap();
+    let pool = store.load_pool(&id).await.unwrap().unwrap();
+    let b = pool.ledger.balances();
+    assert_eq!(
+        b.limit,
+        UsdMicros::new(15 * QUOTE),
+        "every raise counted (B4)"
+    );
+    assert_eq!(
+        b.reserved,
+        UsdMicros::new(admitted * QUOTE),
+        "every reservation held"
+    );
+    assert_eq!(b.reserved, d.state.ledger().balances().reserved);
     let log = store.pool_log(&id).await.unwrap();
     let entries: Vec<_> = log.iter().map(|row| row.entry.clone()).collect();
-    assert_eq!(BudgetLedger::replay(&entries).unwrap(), moved.ledger);
+    assert_eq!(
+        BudgetLedger::replay(&entries).unwrap(),
+        pool.ledger,
+        "the log replays"
+    );
+    let raises = log
+        .iter()
+        .filter(|row| matches!(row.entry, LedgerEntry::LimitRaised { .. }))
+        .count();
+    assert_eq!(raises, 10);
+    assert!(
+        log.iter().filter(|row| row.room.is_none()).count() == 11,
+        "the host's rows name no Room"
+    );
 }
 
 /// B7, B8: four Rooms reserve concurrently against one pool that holds five calls, each

@@ -6,7 +6,7 @@
 //! [`agentroom_domain::pool::follow`]), across any number of processes on one database.
 
 use agentroom_domain::ids::{PoolId, RoomId, Timestamp};
-use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
+use agentroom_domain::ledger::{BudgetLedger, LedgerEntry, LedgerError};
 use async_trait::async_trait;
 
 use crate::rooms::StoreError;
@@ -36,19 +36,21 @@ pub struct PoolLogEntry {
     pub at: Timestamp,
 }
 
+/// A change of a pool's ledger, decided by the domain's [`BudgetLedger`] (a raise, B4; an
+/// acknowledgement, B5) on the ledger as stored, under the pool's lock.
+pub type PoolChange<'a> = &'a (dyn Fn(&mut BudgetLedger) -> Result<(), LedgerError> + Sync);
+
 /// Why a change of a pool wrote nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum PoolChangeError {
-    /// Another writer moved the pool (a Room's commit, or another administrator): reload,
-    /// decide again.
-    #[error("pool {pool} is at revision {actual}, the change expected {expected}")]
-    Conflict {
+    /// The pool's ledger refused the change (a raise that is not positive, an
+    /// acknowledgement without overrun).
+    #[error("pool {pool}: {refusal}")]
+    Refused {
         /// The pool.
         pool: PoolId,
-        /// What the change expected.
-        expected: i64,
-        /// What is stored.
-        actual: i64,
+        /// Why.
+        refusal: LedgerError,
     },
     /// No such pool.
     #[error("no pool {0}")]
@@ -73,16 +75,16 @@ pub trait PoolStore: Send + Sync {
     /// The pool of this id, if any.
     async fn load_pool(&self, id: &PoolId) -> Result<Option<StoredPool>, StoreError>;
 
-    /// Stores `ledger` as pool `id`'s new ledger and `entries` (what the change appended) as
-    /// its next log rows, with compare-and-swap on `expected`; returns the new revision.
+    /// Applies `change` to pool `id`'s ledger as stored, while holding the pool's lock (a
+    /// Room's commit that moves the pool waits, and is never lost to it), and stores the
+    /// result with what it appended as the next log rows; returns the pool as stored now. A
+    /// change the ledger refuses writes nothing.
     async fn change_pool(
         &self,
         id: &PoolId,
-        expected: i64,
-        ledger: &BudgetLedger,
-        entries: &[LedgerEntry],
+        change: PoolChange<'_>,
         at: Timestamp,
-    ) -> Result<i64, PoolChangeError>;
+    ) -> Result<StoredPool, PoolChangeError>;
 
     /// Pool `id`'s whole log, in order (empty when there is no such pool).
     async fn pool_log(&self, id: &PoolId) -> Result<Vec<PoolLogEntry>, StoreError>;

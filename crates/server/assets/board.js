@@ -43,6 +43,7 @@
   let stream = null; // AbortController of the live stream
   let refreshTimer = null;
   let roles = []; // the caller's roles in the Room, as the last refresh read them
+  let lastTyped = 0; // when someone last typed in one of the board's forms
 
   function showError(message) {
     const box = $("error");
@@ -81,13 +82,20 @@
    * event, O14, R6) and a reviewer's human review (R1, R2, R7). JSON with the session's
    * bearer token and a fresh Idempotency-Key, so a retried click is decided once.
    */
-  async function send(path, body) {
+  /** A fresh Idempotency-Key: a UUID, also outside a secure context (plain HTTP on a LAN). */
+  function freshKey() {
+    if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  async function send(path, body, key) {
     const response = await fetch(`/v1/rooms/${encodeURIComponent(session.room)}${path}`, {
       method: "POST",
       headers: {
         Authorization: `Bearer ${session.token}`,
         "Content-Type": "application/json",
-        "Idempotency-Key": crypto.randomUUID(),
+        "Idempotency-Key": key,
       },
       body: JSON.stringify(body),
       cache: "no-store",
@@ -118,13 +126,22 @@
   function writeForm(kind, fields, label, act) {
     const status = el("p", { class: "form-status", role: "status" });
     const form = el("form", { class: `write ${kind}`, "data-write": kind }, ...fields, el("button", { type: "submit" }, label), status);
+    // One key per request until it is answered: a click again after a lost answer is the
+    // same request, decided once; a new one after success or a change of the fields.
+    let key = null;
+    form.addEventListener("input", () => {
+      key = null;
+      lastTyped = Date.now();
+    });
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const button = form.querySelector("button");
       button.disabled = true;
       status.textContent = "sending…";
+      key = key || freshKey();
       try {
-        status.textContent = await act(form);
+        status.textContent = await act(form, key);
+        key = null;
         form.dataset.sent = "true";
         form.reset();
         scheduleRefresh();
@@ -159,12 +176,12 @@
         el("label", null, "New criteria, one \"id: text\" per line (empty keeps them) ", el("textarea", { name: "criteria", rows: 3 })),
       ],
       "Send the correction",
-      async (form) => {
+      async (form, key) => {
         const text = form.elements.namedItem("text").value;
         const criteria = parseCriteria(form.elements.namedItem("criteria").value);
         const body = { kind: "owner_correction", objective, text };
         if (criteria.length) body.criteria = criteria;
-        await send("/events", body);
+        await send("/events", body, key);
         return "correction posted: the Room decides it next";
       },
     );
@@ -194,7 +211,7 @@
       "review",
       [el("h4", null, `Review report v${awaiting.version}`), ...rows],
       "Record the review",
-      async (form) => {
+      async (form, key) => {
         const value = (name) => form.elements.namedItem(name).value;
         const verdicts = (reviews.criteria || []).map((c) => {
           const verdict = {
@@ -207,23 +224,26 @@
           if (quote.trim()) verdict.quote = quote;
           return verdict;
         });
-        const decision = await send(`/objectives/${encodeURIComponent(objective)}/reviews`, {
-          report_version: awaiting.version,
-          observed: reviews.observed,
-          verdicts,
-        });
+        const decision = await send(
+          `/objectives/${encodeURIComponent(objective)}/reviews`,
+          { report_version: awaiting.version, observed: reviews.observed, verdicts },
+          key,
+        );
         return `review ${verdictOf(decision)}`;
       },
     );
   }
 
-  /** Whether someone is writing in one of the board's forms (a refresh would lose it). */
+  /**
+   * Whether someone is writing in one of the board's forms (a refresh would lose it): a field
+   * has the focus, or holds text typed in the last minute. A form left filled and untouched
+   * longer than that no longer holds the board still.
+   */
   function writing() {
     for (const form of document.querySelectorAll("form.write")) {
       if (form.contains(document.activeElement)) return true;
-      for (const field of form.querySelectorAll("textarea, input")) {
-        if (field.value) return true;
-      }
+      const filled = [...form.querySelectorAll("textarea, input")].some((field) => field.value);
+      if (filled && Date.now() - lastTyped < 60000) return true;
     }
     return false;
   }

@@ -7,8 +7,10 @@
 
 use agentroom_domain::ids::{PoolId, RoomId, Timestamp};
 use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
-use agentroom_domain::pool::follow;
-use agentroom_ports::{PoolChangeError, PoolLogEntry, PoolStore, StoreError, StoredPool};
+use agentroom_domain::pool::{follow, reserves};
+use agentroom_ports::{
+    PoolChange, PoolChangeError, PoolLogEntry, PoolStore, StoreError, StoredPool,
+};
 use async_trait::async_trait;
 use sqlx::PgConnection;
 
@@ -60,7 +62,12 @@ pub(crate) async fn follow_in(
         .fetch_optional(&mut *conn)
         .await?;
     let Some((text, _, logged)) = row else {
-        return Ok(Ok(Followed::Refused(format!("there is no pool {pool}"))));
+        // A pool that is gone holds nothing: a reservation is refused, but what the Room
+        // settles or releases is the Room's alone, so its open calls still close.
+        if reserves(entries) {
+            return Ok(Ok(Followed::Refused(format!("there is no pool {pool}"))));
+        }
+        return Ok(Ok(Followed::Moved));
     };
     let mut ledger: BudgetLedger = match parse_json("a pool's ledger", &text) {
         Ok(ledger) => ledger,
@@ -152,38 +159,35 @@ impl PoolStore for PgRooms {
         .transpose()
     }
 
-    #[tracing::instrument(level = "debug", skip(self, ledger, entries))]
+    #[tracing::instrument(level = "debug", skip(self, change))]
     async fn change_pool(
         &self,
         id: &PoolId,
-        expected: i64,
-        ledger: &BudgetLedger,
-        entries: &[LedgerEntry],
+        change: PoolChange<'_>,
         at: Timestamp,
-    ) -> Result<i64, PoolChangeError> {
-        let state = to_json("a pool's ledger", ledger)?;
-        let texts = ledger_texts(entries)?;
-        let changing = failed("changing a pool");
-        let mut tx = self.pool.begin().await.map_err(changing)?;
+    ) -> Result<StoredPool, PoolChangeError> {
+        let mut tx = self.pool.begin().await.map_err(failed("changing a pool"))?;
+        // The pool's row is locked while the domain decides: a Room's commit that moves the
+        // pool waits for it (and takes it after its own Room's row, as always).
         let row: Option<(String, i64, i64)> = sqlx::query_as(LOCK_POOL)
             .bind(id.as_str())
             .fetch_optional(&mut *tx)
             .await
             .map_err(failed("changing a pool"))?;
-        let Some((_, actual, logged)) = row else {
+        let Some((text, _, logged)) = row else {
             return Err(PoolChangeError::UnknownPool(id.clone()));
         };
-        if actual != expected {
-            return Err(PoolChangeError::Conflict {
-                pool: id.clone(),
-                expected,
-                actual,
-            });
-        }
+        let mut ledger: BudgetLedger = parse_json("a pool's ledger", &text)?;
+        ledger.take_journal();
+        change(&mut ledger).map_err(|refusal| PoolChangeError::Refused {
+            pool: id.clone(),
+            refusal,
+        })?;
+        let entries = ledger.take_journal();
         let revision: i64 = sqlx::query_scalar(UPDATE_POOL)
             .bind(id.as_str())
-            .bind(state)
-            .bind(count(entries))
+            .bind(to_json("a pool's ledger", &ledger)?)
+            .bind(count(&entries))
             .fetch_one(&mut *tx)
             .await
             .map_err(failed("changing a pool"))?;
@@ -191,13 +195,17 @@ impl PoolStore for PgRooms {
             .bind(id.as_str())
             .bind(logged)
             .bind(None::<String>)
-            .bind(texts)
+            .bind(ledger_texts(&entries)?)
             .bind(at.as_millis())
             .execute(&mut *tx)
             .await
             .map_err(failed("changing a pool"))?;
         tx.commit().await.map_err(failed("changing a pool"))?;
-        Ok(revision)
+        Ok(StoredPool {
+            id: id.clone(),
+            ledger,
+            revision,
+        })
     }
 
     #[tracing::instrument(level = "debug", skip(self))]

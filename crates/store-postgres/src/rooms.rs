@@ -302,6 +302,13 @@ impl RoomStore for PgRooms {
         parts.notifications = !commit.notifications.is_empty();
         let statement = commit_statement(room, expected, &staged, &commit, touched, parts)?;
         if !commit.scrubs.is_empty() {
+            // A redaction reserves, charges and releases nothing: its commit never moves a
+            // pool. Refused rather than committed without the pool if that ever changes (B8).
+            if commit.state.pool().is_some() && agentroom_domain::pool::moves_pool(&commit.ledger) {
+                return Err(CommitError::Store(StoreError::inconsistent(
+                    "a commit that redacts must not also move a budget pool",
+                )));
+            }
             let (revision, weight) = self
                 .commit_with_scrubs(room, expected, &commit, statement)
                 .await?;

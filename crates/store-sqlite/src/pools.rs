@@ -6,8 +6,10 @@
 
 use agentroom_domain::ids::{PoolId, RoomId, Timestamp};
 use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
-use agentroom_domain::pool::follow;
-use agentroom_ports::{PoolChangeError, PoolLogEntry, PoolStore, StoreError, StoredPool};
+use agentroom_domain::pool::{follow, reserves};
+use agentroom_ports::{
+    PoolChange, PoolChangeError, PoolLogEntry, PoolStore, StoreError, StoredPool,
+};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
@@ -103,7 +105,12 @@ pub(crate) fn follow_in(
     at: Timestamp,
 ) -> Result<Result<(), String>, StoreError> {
     let Some((mut ledger, _, logged)) = read(tx, pool)? else {
-        return Ok(Err(format!("there is no pool {pool}")));
+        // A pool that is gone holds nothing: a reservation is refused, but what the Room
+        // settles or releases is the Room's alone, so its open calls still close.
+        if reserves(entries) {
+            return Ok(Err(format!("there is no pool {pool}")));
+        }
+        return Ok(Ok(()));
     };
     if let Err(refusal) = follow(&mut ledger, entries) {
         return Ok(Err(refusal.to_string()));
@@ -166,26 +173,28 @@ impl PoolStore for SqliteRooms {
     async fn change_pool(
         &self,
         id: &PoolId,
-        expected: i64,
-        ledger: &BudgetLedger,
-        entries: &[LedgerEntry],
+        change: PoolChange<'_>,
         at: Timestamp,
-    ) -> Result<i64, PoolChangeError> {
+    ) -> Result<StoredPool, PoolChangeError> {
         let mut connection = self.connections.writer();
+        // The writer's transaction is the pool's lock while the domain decides.
         let tx = immediate(&mut connection)?;
-        let Some((_, actual, logged)) = read(&tx, id)? else {
+        let Some((mut ledger, revision, logged)) = read(&tx, id)? else {
             return Err(PoolChangeError::UnknownPool(id.clone()));
         };
-        if actual != expected {
-            return Err(PoolChangeError::Conflict {
-                pool: id.clone(),
-                expected,
-                actual,
-            });
-        }
-        write(&tx, id, ledger, logged, None, entries, at)?;
+        ledger.take_journal();
+        change(&mut ledger).map_err(|refusal| PoolChangeError::Refused {
+            pool: id.clone(),
+            refusal,
+        })?;
+        let entries = ledger.take_journal();
+        write(&tx, id, &ledger, logged, None, &entries, at)?;
         tx.commit().map_err(db("changing a pool"))?;
-        Ok(actual.saturating_add(1))
+        Ok(StoredPool {
+            id: id.clone(),
+            ledger,
+            revision: revision.saturating_add(1),
+        })
     }
 
     async fn pool_log(&self, id: &PoolId) -> Result<Vec<PoolLogEntry>, StoreError> {

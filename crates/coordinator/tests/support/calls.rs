@@ -428,14 +428,10 @@ impl agentroom_ports::PoolStore for Interposed {
     async fn change_pool(
         &self,
         id: &agentroom_ports::domain::ids::PoolId,
-        expected: i64,
-        ledger: &agentroom_ports::domain::ledger::BudgetLedger,
-        entries: &[agentroom_ports::domain::ledger::LedgerEntry],
+        change: agentroom_ports::PoolChange<'_>,
         at: Timestamp,
-    ) -> Result<i64, agentroom_ports::PoolChangeError> {
-        self.inner
-            .change_pool(id, expected, ledger, entries, at)
-            .await
+    ) -> Result<agentroom_ports::StoredPool, agentroom_ports::PoolChangeError> {
+        self.inner.change_pool(id, change, at).await
     }
 
     async fn pool_log(

@@ -7,7 +7,7 @@ use super::{
     InputError, Reconciliation, SpecialistResult, TaskBrief, TaskProgress,
 };
 use crate::ids::{EventId, ObjectiveId, OperationId, PoolId, PrincipalId};
-use crate::ledger::{BudgetLedger, LedgerError};
+use crate::ledger::LedgerError;
 use crate::money::UsdMicros;
 use crate::objective::{ObjectiveStatus, ObservedRevisions};
 use crate::plan::{Task, TaskState};
@@ -57,15 +57,15 @@ impl Ctx<'_, '_> {
         let op = OperationId::from_uuid(self.env.ids.next_uuid());
         // B8: a Room that draws on a pool admits a reservation only when the pool can hold
         // it too; tried on a copy, kept only when the Room's ledger admits it as well.
-        let pool = match self.pool_trial(op, amount) {
-            Ok(pool) => pool,
+        match self.pool_trial(op, amount) {
+            Ok(()) => {}
             Err(refusal) => {
                 let message = format!("{} call not admitted: {refusal}", role.as_str());
                 self.reject(objective, Rule::B8, message.clone());
                 self.notify(Audience::Operators, objective, message);
                 return None;
             }
-        };
+        }
         if let Err(err) = self.state.ledger.reserve(op, amount) {
             let rule = match err {
                 LedgerError::AdmissionsStopped(_) => Rule::B5,
@@ -75,9 +75,6 @@ impl Ctx<'_, '_> {
             self.reject(objective, rule, message.clone());
             self.notify(Audience::Operators, objective, message);
             return None;
-        }
-        if pool.is_some() {
-            self.pool = pool;
         }
         self.state.operations.insert(
             op,
@@ -112,25 +109,25 @@ impl Ctx<'_, '_> {
         Some(op)
     }
 
-    /// B8: the pool's ledger after holding `amount` for `op`, when the Room draws on a pool
-    /// (`None` when it draws on none); why not, when the pool cannot hold it or was not
-    /// read.
-    fn pool_trial(
-        &self,
-        op: OperationId,
-        amount: UsdMicros,
-    ) -> Result<Option<BudgetLedger>, String> {
+    /// B8: whether the pool the Room draws on can hold `amount` for `op` too (always, when
+    /// it draws on none); why not, when it cannot or was not read. The pool is taken as the
+    /// store will have it when this reservation's entry is applied: what the host read,
+    /// moved by every entry this decision appended so far (its settlements and releases free
+    /// it, its earlier reservations hold it), by the store's own rule (`pool::follow`).
+    fn pool_trial(&self, op: OperationId, amount: UsdMicros) -> Result<(), String> {
         let Some(id) = &self.state.pool else {
-            return Ok(None);
+            return Ok(());
         };
-        let Some(pool) = &self.pool else {
+        let Some(pool) = self.env.pool else {
             return Err(format!(
                 "the Room draws on pool {id}, which the host could not read"
             ));
         };
         let mut trial = pool.clone();
+        crate::pool::follow(&mut trial, self.state.ledger.journal())
+            .map_err(|err| format!("pool {id}: {err}"))?;
         match trial.reserve(op, amount) {
-            Ok(()) => Ok(Some(trial)),
+            Ok(()) => Ok(()),
             Err(LedgerError::AdmissionsStopped(overrun)) => Err(format!(
                 "pool {id} stopped admissions after an overrun ({overrun}); the host's \
                  administrator raises its limit or acknowledges it (`agentroom pool raise|acknowledge`)"
@@ -165,8 +162,9 @@ impl Ctx<'_, '_> {
             (None, None) => "the Room draws on no pool".to_owned(),
         };
         self.state.pool = pool;
+        // Nothing is dispatched here: the host's administrator decides this from a process
+        // that runs no agents; a host's next pass resumes waiting work (`PoolChanged`).
         self.accept(None, Some(Rule::B8), message);
-        self.advance_all();
     }
 
     /// Moves a settled or released operation out of the live state into the decision's

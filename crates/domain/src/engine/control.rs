@@ -241,6 +241,23 @@ impl Ctx<'_, '_> {
             );
             return;
         }
+        // A policy under which no role may manage members would leave nobody able to add a
+        // reviewer, fix a role or revoke a member again.
+        if !Role::ALL
+            .iter()
+            .any(|role| access.allows(*role, Permission::MembershipManage))
+        {
+            self.reject(
+                None,
+                Rule::T3,
+                format!(
+                    "the policy grants {} to no role: nobody could change the Room's members \
+                     again; nothing changed",
+                    Permission::MembershipManage.as_str()
+                ),
+            );
+            return;
+        }
         self.state.access = access;
         self.accept(
             None,

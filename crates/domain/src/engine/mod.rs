@@ -806,10 +806,8 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
     let mut next = state.clone();
     // The journal of the state decided from is not this decision's.
     next.ledger.take_journal();
-    let pool = env.pool.cloned();
     let mut ctx = Ctx {
         state: next,
-        pool,
         env,
         effects: Vec::new(),
         log: Vec::new(),
@@ -890,9 +888,6 @@ fn refused(rule: Rule, message: impl Into<String>) -> Refused {
 /// The working context of one decision.
 struct Ctx<'e, 'a> {
     state: RoomState,
-    /// The pool's ledger as this decision moves it (B8): each admitted reservation is held
-    /// here too, so that a decision never admits more than the pool it was given can hold.
-    pool: Option<BudgetLedger>,
     env: &'e mut Env<'a>,
     effects: Vec<Effect>,
     log: Vec<LogEntry>,

@@ -97,10 +97,14 @@ mod tests {
         assert!(BOARD_JS.contains("renderCorrections(corrections)"));
         assert_eq!(BOARD_JS.matches("method:").count(), 1, "one writer: send");
         assert!(BOARD_JS.contains("method: \"POST\""));
-        assert!(BOARD_JS.contains("\"Idempotency-Key\": crypto.randomUUID()"));
+        assert!(BOARD_JS.contains("\"Idempotency-Key\": key"));
+        assert!(
+            BOARD_JS.contains("key = key || freshKey()"),
+            "one key until answered"
+        );
         let sends: Vec<&str> = BOARD_JS
             .match_indices("await send(")
-            .map(|(at, _)| BOARD_JS[at..].lines().next().unwrap_or_default())
+            .map(|(at, _)| BOARD_JS[at..].split(';').next().unwrap_or_default())
             .collect();
         assert_eq!(sends.len(), 2, "{sends:?}");
         assert!(sends[0].contains("\"/events\""), "{sends:?}");
