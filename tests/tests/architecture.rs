@@ -82,6 +82,17 @@ const ALLOWED_EDGES: &[(&str, Allowed)] = &[
             "agentroom-api-model",
         ]),
     ),
+    // The MCP server (issue 20) reaches everything through the service, as the REST API does;
+    // it names the domain and ports types the service's answers are made of.
+    (
+        "agentroom-mcp",
+        Allowed::Only(&[
+            "agentroom-domain",
+            "agentroom-ports",
+            "agentroom-planning",
+            "agentroom-coordinator",
+        ]),
+    ),
     ("agentroom-cli", Allowed::Everything),
     ("agentroom-bench", Allowed::Everything),
     // The test model is a separate "model" that sees only HTTP: it names no workspace crate.
@@ -383,6 +394,44 @@ fn cargo_metadata() -> Json {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// The names of the packages the domain's normal dependencies pull in when it is built by
+/// itself (`cargo tree -p agentroom-domain -e normal`), its features resolved for it alone.
+fn domain_alone() -> BTreeSet<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(&cargo)
+        .args([
+            "tree",
+            "-p",
+            "agentroom-domain",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+            "--locked",
+        ])
+        .current_dir(workspace_root())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cargo:?} tree: {e}"));
+    assert!(
+        output.status.success(),
+        "cargo tree failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let names: BTreeSet<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        names.contains("agentroom-domain") && names.contains("serde"),
+        "cargo tree listed no domain dependencies: {names:?}"
+    );
+    names
+}
+
 fn str_field<'a>(value: &'a Json, field: &str) -> &'a str {
     value[field]
         .as_str()
@@ -511,9 +560,16 @@ fn domain_has_no_io_dependencies() {
         }
     }
 
+    // `cargo metadata` resolves features for the whole workspace, so a feature another member
+    // turns on shows under the domain too (rmcp's `server` turns on uuid's `v4`, which pulls
+    // getrandom: issue 20). What the domain itself pulls in is what it gets built by itself,
+    // which `cargo tree -p` resolves; in a workspace build, `crates/domain/clippy.toml` keeps
+    // `Uuid::new_v4` and `Uuid::now_v7` out of its code.
+    let alone = domain_alone();
     let mut violations = Vec::new();
     for id in pulled_by.keys() {
-        if BANNED_IN_DOMAIN.contains(&str_field(packages[id], "name")) {
+        let name = str_field(packages[id], "name");
+        if BANNED_IN_DOMAIN.contains(&name) && alone.contains(name) {
             let mut chain = vec![label(id)];
             let mut current = *id;
             while let Some(Some(parent)) = pulled_by.get(current) {

@@ -380,6 +380,22 @@ impl Coordinator {
     /// accepts it by id; posting it again is accepted once.
     #[tracing::instrument(skip_all, fields(room = %event.room, event = %event.id))]
     pub async fn post(&self, event: &Event) -> Result<Outcome, CoordinatorError> {
+        self.store_checked(event).await?;
+        self.accept_stored(event.clone()).await
+    }
+
+    /// Persists `event` (T1: its author comes from the caller's authenticated session) after
+    /// the checks [`Coordinator::post`] makes, without deciding it: for an edge in a process
+    /// that runs no agents (`agentroom mcp --stdio`), whose events the host coordinating the
+    /// Room accepts by id. Recording it again is a no-op; other content under its id is
+    /// refused.
+    #[tracing::instrument(skip_all, fields(room = %event.room, event = %event.id))]
+    pub async fn record(&self, event: &Event) -> Result<(), CoordinatorError> {
+        self.store_checked(event).await
+    }
+
+    /// What [`Coordinator::post`] and [`Coordinator::record`] check and store.
+    async fn store_checked(&self, event: &Event) -> Result<(), CoordinatorError> {
         // A stopping host persists nothing new (a client's retry goes to a live one).
         if self.shared.gate.closed() {
             return Err(CoordinatorError::ActorStopped(event.room.clone()));
@@ -420,7 +436,7 @@ impl Coordinator {
             .store
             .append_event(event, self.shared.clock.now())
             .await?;
-        self.accept_stored(event.clone()).await
+        Ok(())
     }
 
     /// Accepts the persisted event `id` of `room` (T1): resolved from the store, never from

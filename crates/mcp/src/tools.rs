@@ -1,0 +1,386 @@
+//! The tools, their strict and bounded inputs and their typed outputs. Each tool authorizes
+//! its caller first ([`RoomTools::authorized`], the permission REST's route needs), then
+//! calls the coordinator and shapes what it answers; none decides anything itself.
+
+use agentroom_coordinator::Outcome;
+use agentroom_domain::engine::{LogEntry, Verdict};
+use agentroom_domain::event::{Event, EventBody};
+use agentroom_domain::ids::{EventId, InputId};
+use agentroom_domain::objective::Objective;
+use agentroom_domain::room::Permission;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::{Json, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{Posting, RoomTools, ToolError};
+
+/// The longest owner message a tool takes, in characters.
+pub const MAX_TEXT_CHARS: usize = 16_000;
+/// The longest idempotency key, in characters (REST's `Idempotency-Key` bound).
+pub const MAX_KEY_CHARS: usize = 128;
+
+/// A tool that takes no input: any field is refused.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoInput {}
+
+/// `post_owner_message`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostOwnerMessage {
+    /// The message: not blank. The reasoner answers it or proposes a plan (an objective).
+    #[schemars(length(min = 1, max = 16000))]
+    pub text: String,
+    /// A key of the caller's choosing: the same key posts the same message once.
+    #[schemars(length(min = 1, max = 128))]
+    pub idempotency_key: Option<String>,
+}
+
+/// An objective in brief (REST's `ObjectiveBrief`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ObjectiveBrief {
+    /// Its id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// `planning`, `running`, `waiting_for_owner`, `paused`, `stopped_for_attention`,
+    /// `completed` or `canceled`.
+    pub status: String,
+    /// The owner whose message created it.
+    pub owner: String,
+    /// Bumps on plan admission, owner correction and criteria change.
+    pub revision: u64,
+    /// Bumps on pause, resume and cancel.
+    pub control_revision: u64,
+    /// How many plan versions it has.
+    pub plan_versions: usize,
+}
+
+/// The Room's budget balances, in USD micros (for a caller with `budget.read`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Balances {
+    /// The total limit.
+    pub limit_micros: i64,
+    /// Held by open reservations, uncertain ones included.
+    pub reserved_micros: i64,
+    /// The part of `reserved_micros` held by uncertain calls.
+    pub uncertain_micros: i64,
+    /// Charged so far.
+    pub spent_micros: i64,
+    /// Limit − spent − reserved; negative after an overrun.
+    pub available_micros: i64,
+}
+
+/// Who the caller is in the Room.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct You {
+    /// The token's principal.
+    pub principal: String,
+    /// Its current roles.
+    pub roles: Vec<String>,
+}
+
+/// An owner message waiting to be interpreted (for those who oversee the Room).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PendingMessage {
+    /// The event.
+    pub event: String,
+    /// Its first 200 characters.
+    pub text: String,
+    /// How many interpretations it has consumed (O11).
+    pub attempts: u32,
+}
+
+/// `room_overview`'s answer: what `GET /v1/rooms/{room}` shows the caller.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RoomOverview {
+    /// The Room.
+    pub room: String,
+    /// Its revision.
+    pub revision: i64,
+    /// The caller.
+    pub you: You,
+    /// How many members it has.
+    pub members: usize,
+    /// Its objectives.
+    pub objectives: Vec<ObjectiveBrief>,
+    /// Its budget, for a caller with `budget.read`.
+    pub budget: Option<Balances>,
+    /// Owner messages waiting for interpretation, for an owner, operator or reviewer.
+    pub pending_messages: Vec<PendingMessage>,
+}
+
+/// `list_objectives`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Objectives {
+    /// The Room's objectives.
+    pub objectives: Vec<ObjectiveBrief>,
+}
+
+/// One entry of a decision log.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Decided {
+    /// `accepted` or `rejected`.
+    pub verdict: String,
+    /// The rule that decided, when one did.
+    pub rule: Option<String>,
+    /// What happened, for people.
+    pub message: String,
+    /// The objective it concerns.
+    pub objective: Option<String>,
+}
+
+/// `post_owner_message`'s answer: the event and its decision (REST's `Decision`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Posted {
+    /// The stored event's id.
+    pub event: String,
+    /// Whether it is stored (always, when the call succeeds).
+    pub recorded: bool,
+    /// Whether it was decided now: false when posted before under the same key, or when
+    /// this process runs no agents and the host coordinating the Room accepts it.
+    pub decided: bool,
+    /// The Room's revision after the decision.
+    pub revision: Option<i64>,
+    /// The decision log.
+    pub log: Vec<Decided>,
+}
+
+/// A hosted assignment waiting for the caller's result (REST's `AssignmentView`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Assignment {
+    /// The operation (submit the result under it).
+    pub operation: String,
+    /// The objective its task serves.
+    pub objective: Option<String>,
+    /// Its reservation: the most the call may cost, in USD micros.
+    pub reservation_micros: i64,
+    /// The task: key, title, capability and inputs.
+    pub task: serde_json::Value,
+    /// The Room content the task may use: its dependencies' contributions and sources.
+    pub context: serde_json::Value,
+}
+
+/// `list_my_assignments`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Assignments {
+    /// The calls waiting for the caller's result in this process.
+    pub assignments: Vec<Assignment>,
+}
+
+fn brief(objective: &Objective) -> ObjectiveBrief {
+    ObjectiveBrief {
+        id: objective.id().to_string(),
+        title: objective.title().to_owned(),
+        status: objective.status().as_str().to_owned(),
+        owner: objective.owner().to_string(),
+        revision: objective.revision(),
+        control_revision: objective.control_revision(),
+        plan_versions: objective.plans().len(),
+    }
+}
+
+fn decided(entry: &LogEntry) -> Decided {
+    Decided {
+        verdict: match entry.verdict {
+            Verdict::Accepted => "accepted",
+            Verdict::Rejected => "rejected",
+        }
+        .to_owned(),
+        rule: entry.rule.map(|rule| rule.to_string()),
+        message: entry.message.clone(),
+        objective: entry.objective.map(|id| id.to_string()),
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> Result<serde_json::Value, ToolError> {
+    serde_json::to_value(value).map_err(|error| ToolError::Internal(Box::new(error)))
+}
+
+#[tool_router(router = tool_router, vis = "pub(crate)")]
+impl RoomTools {
+    /// The Room as the caller may see it: revision, your roles, objectives, the budget
+    /// (with `budget.read`) and pending owner messages (for overseers).
+    #[tool(
+        name = "room_overview",
+        description = "The Room as you may see it (GET /v1/rooms/{room}): its revision, your \
+                       principal and roles, its objectives in brief, its budget balances (with \
+                       budget.read) and owner messages waiting for interpretation (owners, \
+                       operators, reviewers). Needs objective.read."
+    )]
+    pub async fn room_overview(
+        &self,
+        Parameters(NoInput {}): Parameters<NoInput>,
+    ) -> Result<Json<RoomOverview>, ToolError> {
+        let stored = self.authorized(Permission::ObjectiveRead).await?;
+        let state = &stored.state;
+        let principal = self.principal();
+        let balances = state.ledger().balances();
+        Ok(Json(RoomOverview {
+            room: state.room().to_string(),
+            revision: stored.revision.0,
+            you: You {
+                principal: principal.to_string(),
+                roles: state
+                    .members()
+                    .roles_of(principal)
+                    .map(|role| role.as_str().to_owned())
+                    .collect(),
+            },
+            members: state.members().iter().count(),
+            objectives: state.objectives().iter().map(brief).collect(),
+            budget: state
+                .may(principal, Permission::BudgetRead)
+                .then(|| Balances {
+                    limit_micros: balances.limit.micros(),
+                    reserved_micros: balances.reserved.micros(),
+                    uncertain_micros: balances.uncertain.micros(),
+                    spent_micros: balances.spent.micros(),
+                    available_micros: balances.available.micros(),
+                }),
+            pending_messages: if state.oversees(principal) {
+                state
+                    .intake()
+                    .iter()
+                    .map(|(event, intake)| PendingMessage {
+                        event: event.to_string(),
+                        text: intake.text().chars().take(200).collect(),
+                        attempts: intake.attempts(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        }))
+    }
+
+    /// The Room's objectives in brief.
+    #[tool(
+        name = "list_objectives",
+        description = "The Room's objectives in brief (GET /v1/rooms/{room}/objectives): id, \
+                       title, status, owner, revisions, plan versions. Needs objective.read."
+    )]
+    pub async fn list_objectives(
+        &self,
+        Parameters(NoInput {}): Parameters<NoInput>,
+    ) -> Result<Json<Objectives>, ToolError> {
+        let stored = self.authorized(Permission::ObjectiveRead).await?;
+        Ok(Json(Objectives {
+            objectives: stored.state.objectives().iter().map(brief).collect(),
+        }))
+    }
+
+    /// Posts an owner message as the caller (POST /v1/rooms/{room}/events, `owner_message`).
+    #[tool(
+        name = "post_owner_message",
+        description = "Post a message to the Room as yourself (POST /v1/rooms/{room}/events, \
+                       kind owner_message): stored, then decided. Only the owner's messages \
+                       create objectives (O9): anyone else's is refused by that rule when it is \
+                       decided. Where this server runs no agents (stdio), the message is \
+                       stored and the host coordinating the Room decides it. Give an \
+                       idempotency_key to post it once whatever the retries. Needs event.post."
+    )]
+    pub async fn post_owner_message(
+        &self,
+        Parameters(input): Parameters<PostOwnerMessage>,
+    ) -> Result<Json<Posted>, ToolError> {
+        let chars = input.text.chars().count();
+        if chars > MAX_TEXT_CHARS {
+            return Err(ToolError::InvalidInput(format!(
+                "text has {chars} characters; the most is {MAX_TEXT_CHARS}"
+            )));
+        }
+        if let Some(key) = &input.idempotency_key {
+            let chars = key.chars().count();
+            if chars == 0 || chars > MAX_KEY_CHARS || key.chars().any(char::is_control) {
+                return Err(ToolError::InvalidInput(format!(
+                    "idempotency_key must have 1 to {MAX_KEY_CHARS} characters and no control \
+                     characters"
+                )));
+            }
+        }
+        self.authorized(Permission::EventPost).await?;
+        let body = EventBody::OwnerMessage { text: input.text };
+        let input_id = match &input.idempotency_key {
+            Some(key) => InputId::named(&format!(
+                "mcp/{}/{}/event/{body:?}/{key}",
+                self.room(),
+                self.principal()
+            )),
+            None => self.coordinator.fresh_input_id()?,
+        };
+        let id = EventId::from_uuid(*input_id.as_uuid());
+        let event = Event {
+            id,
+            room: self.room().clone(),
+            author: self.principal().clone(),
+            body,
+        };
+        if self.posting == Posting::Record {
+            self.coordinator.record(&event).await?;
+            return Ok(Json(Posted {
+                event: id.to_string(),
+                recorded: true,
+                decided: false,
+                revision: None,
+                log: Vec::new(),
+            }));
+        }
+        let outcome = self.coordinator.post(&event).await?;
+        let (decided_now, revision) = match &outcome {
+            Outcome::Decided { revision, .. } => (true, Some(revision.0)),
+            Outcome::AlreadyDecided { revision, .. } => (false, Some(revision.0)),
+            Outcome::AlreadyDone => (false, None),
+        };
+        // The event's own verdict is the log's first entry: a rejection by a rule (O9: not
+        // the owner) is the caller's refusal, with the rule and words REST's log shows.
+        if let Some(first) = outcome.log().first()
+            && first.verdict == Verdict::Rejected
+            && let Some(rule) = first.rule
+        {
+            return Err(ToolError::RuleRefused {
+                rule,
+                message: first.message.clone(),
+                revision,
+            });
+        }
+        Ok(Json(Posted {
+            event: id.to_string(),
+            recorded: true,
+            decided: decided_now,
+            revision,
+            log: outcome.log().iter().map(decided).collect(),
+        }))
+    }
+
+    /// The hosted specialist work waiting for the caller.
+    #[tool(
+        name = "list_my_assignments",
+        description = "The hosted specialist calls waiting for your result in this process \
+                       (GET /v1/rooms/{room}/assignments): each call's operation, objective, \
+                       reservation, task and the dependency content and sources it may cite. \
+                       Needs task.update_own."
+    )]
+    pub async fn list_my_assignments(
+        &self,
+        Parameters(NoInput {}): Parameters<NoInput>,
+    ) -> Result<Json<Assignments>, ToolError> {
+        self.authorized(Permission::TaskUpdateOwn).await?;
+        let calls = self
+            .coordinator
+            .assignments(self.room(), self.principal())
+            .await?;
+        let mut assignments = Vec::with_capacity(calls.len());
+        for call in calls {
+            assignments.push(Assignment {
+                operation: call.op.to_string(),
+                objective: call.objective.map(|id| id.to_string()),
+                reservation_micros: call.reservation.micros(),
+                task: json(&call.task)?,
+                context: json(&call.context)?,
+            });
+        }
+        Ok(Json(Assignments { assignments }))
+    }
+}
