@@ -12,6 +12,7 @@ mod demo;
 mod drill;
 mod event;
 mod host;
+mod mcp;
 mod migrate;
 mod operations;
 mod operator;
@@ -83,6 +84,25 @@ enum Command {
         /// The Room the session acts in.
         #[arg(long, default_value = "local", value_parser = RoomId::parse)]
         room: RoomId,
+        #[command(flatten)]
+        store: store::StoreArgs,
+    },
+    /// Serve the Model Context Protocol on stdin/stdout for one Room, as the principal of a
+    /// bearer token read from --token-file or AGENTROOM_TOKEN (never an argument): tools
+    /// authorized by the principal's current role, as the REST API's routes are. This process
+    /// runs no agents: an event a tool posts is stored for the host coordinating the Room
+    /// (`serve`) to decide.
+    Mcp {
+        /// Speak MCP over stdin/stdout (the only transport of this command so far).
+        #[arg(long, required = true)]
+        stdio: bool,
+        /// The Room: the token's own (another is refused as not found).
+        #[arg(long, value_parser = RoomId::parse)]
+        room: RoomId,
+        /// A file holding the bearer token (`ar_…`); without it, the environment variable
+        /// AGENTROOM_TOKEN. There is no --token argument: it would show in `ps`.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<std::path::PathBuf>,
         #[command(flatten)]
         store: store::StoreArgs,
     },
@@ -316,6 +336,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             room,
             store,
         } => current_thread()?.block_on(stdio::run(&store, room))?,
+        Command::Mcp {
+            stdio: _,
+            room,
+            token_file,
+            store,
+        } => current_thread()?.block_on(mcp::run(&store, room, token_file.as_deref()))?,
         Command::Serve {
             listen,
             rooms,
