@@ -242,17 +242,36 @@ async fn t1_t3_mcp_stdio_serves_the_rooms_tools_to_the_tokens_principal() {
     assert_eq!(again["event"], posted["event"]);
     assert_eq!(stored_events(root).await.len(), 1);
 
-    // An unknown field is refused whole, naming it (a tool error the model can read and
-    // correct); nothing is stored.
-    let refused = call(
-        &client,
-        "post_owner_message",
-        json!({"text": "x", "author": "sam"}),
-    )
-    .await;
-    assert_eq!(refused.is_error, Some(true), "{refused:?}");
-    let words = refused.content[0].as_text().unwrap().text.clone();
-    assert!(words.contains("unknown field `author`"), "{words}");
+    // An unknown field is refused whole, naming it, with REST's code for a body that does
+    // not fit; nothing is stored.
+    let refused = content(
+        &call(
+            &client,
+            "post_owner_message",
+            json!({"text": "x", "author": "sam"}),
+        )
+        .await,
+        true,
+    );
+    assert_eq!(refused["error"], "invalid_body", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `author`"),
+        "{refused}"
+    );
+    let extra = content(
+        &call(&client, "list_objectives", json!({"limit": 5})).await,
+        true,
+    );
+    assert!(
+        extra["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `limit`"),
+        "{extra}"
+    );
     // So is an over-long text, with REST's code for a body that does not fit.
     let long = content(
         &call(

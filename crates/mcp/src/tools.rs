@@ -20,6 +20,40 @@ pub const MAX_TEXT_CHARS: usize = 16_000;
 /// The longest idempotency key, in characters (REST's `Idempotency-Key` bound).
 pub const MAX_KEY_CHARS: usize = 128;
 
+/// A tool's input as it arrived: `T`, or why it is not one. rmcp refuses arguments that do not
+/// deserialize with its own plain-text error; read through this, they are refused as every
+/// other tool error is, with REST's code for a body that does not fit (`invalid_body`). Its
+/// JSON Schema is `T`'s.
+#[derive(Debug)]
+pub struct Checked<T>(Result<T, String>);
+
+impl<T> Checked<T> {
+    /// The input, or [`ToolError::InvalidInput`] naming what is wrong (an unknown or missing
+    /// field, a wrong type).
+    pub fn input(self) -> Result<T, ToolError> {
+        self.0.map_err(ToolError::InvalidInput)
+    }
+}
+
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Checked<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Ok(Checked(
+            serde_json::from_value(value).map_err(|error| error.to_string()),
+        ))
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Checked<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
 /// A tool that takes no input: any field is refused.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -211,8 +245,9 @@ impl RoomTools {
     )]
     pub async fn room_overview(
         &self,
-        Parameters(NoInput {}): Parameters<NoInput>,
+        Parameters(input): Parameters<Checked<NoInput>>,
     ) -> Result<Json<RoomOverview>, ToolError> {
+        let NoInput {} = input.input()?;
         let stored = self.authorized(Permission::ObjectiveRead).await?;
         let state = &stored.state;
         let principal = self.principal();
@@ -263,8 +298,9 @@ impl RoomTools {
     )]
     pub async fn list_objectives(
         &self,
-        Parameters(NoInput {}): Parameters<NoInput>,
+        Parameters(input): Parameters<Checked<NoInput>>,
     ) -> Result<Json<Objectives>, ToolError> {
+        let NoInput {} = input.input()?;
         let stored = self.authorized(Permission::ObjectiveRead).await?;
         Ok(Json(Objectives {
             objectives: stored.state.objectives().iter().map(brief).collect(),
@@ -283,8 +319,9 @@ impl RoomTools {
     )]
     pub async fn post_owner_message(
         &self,
-        Parameters(input): Parameters<PostOwnerMessage>,
+        Parameters(input): Parameters<Checked<PostOwnerMessage>>,
     ) -> Result<Json<Posted>, ToolError> {
+        let input = input.input()?;
         let chars = input.text.chars().count();
         if chars > MAX_TEXT_CHARS {
             return Err(ToolError::InvalidInput(format!(
@@ -364,8 +401,9 @@ impl RoomTools {
     )]
     pub async fn list_my_assignments(
         &self,
-        Parameters(NoInput {}): Parameters<NoInput>,
+        Parameters(input): Parameters<Checked<NoInput>>,
     ) -> Result<Json<Assignments>, ToolError> {
+        let NoInput {} = input.input()?;
         self.authorized(Permission::TaskUpdateOwn).await?;
         let calls = self
             .coordinator
