@@ -22,17 +22,8 @@ mod support;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use support::model::{ModelSite, get, post, prompts, wait_for, wait_until};
+use support::model::{ModelSite, README_MESSAGE, ask, get, post, reasoner_prompt_with, wait_for};
 use support::ok;
-
-/// README's owner message: what to do, the criteria and the corpus its specialist uses.
-const MESSAGE: &str = "Summarize how the Hamlin runtime recovers after a crash
-Criteria:
-- recovery-figure: states the 2026 recovery figure \"recovered 4,000 in-flight calls in 1.2 s\"
-- cites-sources: every claim cites a source
-Corpus:
-[s1] https://example.org/hamlin-2026 | Hamlin 2026 benchmark | In 2026 the Hamlin runtime recovered 4,000 in-flight calls in 1.2 s after a SIGKILL.
-[s2] https://example.org/leases | Leases in practice | Hamlin fences stale writers with leases that carry a generation.";
 
 const REMEMBERED: &str = "Hamlin's recovery figure is 4,000 in-flight calls in 1.2 s";
 
@@ -51,29 +42,8 @@ fn memory(address: &str, token: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// The reasoner prompt that carries `text` (the owner message posted to ask for it).
-fn reasoner_prompt_with(site: &ModelSite, text: &str) -> String {
-    wait_until(&format!("a reasoner prompt with {text:?}"), || {
-        prompts(&site.requests(), "You are the reasoner")
-            .into_iter()
-            .find(|p| p.contains(text))
-            .ok_or_else(|| "none yet".to_owned())
-    })
-}
-
-fn ask(address: &str, owner: &str, text: &str) {
-    let (status, answer) = support::model::request(
-        address,
-        "POST",
-        "/v1/rooms/lab/events",
-        owner,
-        Some(&json!({"kind": "owner_message", "text": text})),
-    );
-    assert_eq!(status, 202, "{answer}");
-}
-
 fn an_entry_reaches_the_next_reasoner_prompt_until_retracted(site: &ModelSite) {
-    let started = site.start_with(MESSAGE, &[]);
+    let started = site.start_with(README_MESSAGE, &[]);
     let (address, owner) = (started.address.clone(), started.owner.clone());
     let objective = wait_for(&address, &owner, |o| {
         ["completed", "waiting_for_owner", "stopped_for_attention"]

@@ -21,63 +21,23 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use agentroom_ports::Revision;
 use agentroom_ports::domain::artifact::ContentDigest;
 use agentroom_ports::domain::ids::RoomId;
 use serde_json::{Value, json};
-use support::model::{ModelSite, get, post, prompts, request, wait_for, wait_until};
+use support::model::{
+    ModelSite, README_MESSAGE, ask, get, operator, post, reasoner_prompt_with, request, wait_for,
+    wait_until,
+};
 use support::ok;
-
-/// README's owner message: what to do, the criteria and the corpus its specialist uses.
-const MESSAGE: &str = "Summarize how the Hamlin runtime recovers after a crash
-Criteria:
-- recovery-figure: states the 2026 recovery figure \"recovered 4,000 in-flight calls in 1.2 s\"
-- cites-sources: every claim cites a source
-Corpus:
-[s1] https://example.org/hamlin-2026 | Hamlin 2026 benchmark | In 2026 the Hamlin runtime recovered 4,000 in-flight calls in 1.2 s after a SIGKILL.
-[s2] https://example.org/leases | Leases in practice | Hamlin fences stale writers with leases that carry a generation.";
 
 /// A memory text that holds a secret.
 const SECRET: &str = "The Hamlin staging password is tulip-0451";
 
-/// `agentroom SUBCOMMAND ARGS` against the host at `address`, as the bearer of `token`.
-fn operator(address: &str, token: &str, args: &[&str]) -> Output {
-    let url = format!("http://{address}");
-    Command::new(env!("CARGO_BIN_EXE_agentroom"))
-        .args(args)
-        .args(["--host", &url, "--room", "lab"])
-        .env("AGENTROOM_TOKEN", token)
-        .env_remove("AGENTROOM_HOST")
-        .env_remove("AGENTROOM_ROOM")
-        .env_remove("AGENTROOM_LOG")
-        .output()
-        .unwrap()
-}
-
-fn ask(address: &str, owner: &str, text: &str) {
-    let (status, answer) = request(
-        address,
-        "POST",
-        "/v1/rooms/lab/events",
-        owner,
-        Some(&json!({"kind": "owner_message", "text": text})),
-    );
-    assert_eq!(status, 202, "{answer}");
-}
-
-fn reasoner_prompt_with(site: &ModelSite, text: &str) -> String {
-    wait_until(&format!("a reasoner prompt with {text:?}"), || {
-        prompts(&site.requests(), "You are the reasoner")
-            .into_iter()
-            .find(|p| p.contains(text))
-            .ok_or_else(|| "none yet".to_owned())
-    })
-}
-
 fn redacted_content_is_gone_and_history_still_replays(site: &ModelSite) {
-    let started = site.start_with(MESSAGE, &[]);
+    let started = site.start_with(README_MESSAGE, &[]);
     let (address, owner) = (started.address.clone(), started.owner.clone());
     let objective = wait_for(&address, &owner, |o| {
         ["completed", "waiting_for_owner", "stopped_for_attention"]
@@ -229,7 +189,7 @@ fn redacted_content_is_gone_and_history_still_replays(site: &ModelSite) {
     // The same request again: the deterministic model writes the same report, whose content
     // the owner redacted. It is not stored again (its record answers for it), so no model
     // reviews the redacted words; the report shows the record instead of its body.
-    ask(&address, &owner, MESSAGE);
+    ask(&address, &owner, README_MESSAGE);
     let again = wait_until("the report of the repeated request", || {
         let list = get(&address, "/v1/rooms/lab/objectives", &owner);
         let repeated = list["items"]

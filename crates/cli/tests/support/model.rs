@@ -378,3 +378,48 @@ pub fn prompts(requests: &[Value], role: &str) -> Vec<String> {
         .map(|r| r["messages"][1]["content"].as_str().unwrap().to_owned())
         .collect()
 }
+
+/// README's owner message: what to do, the criteria and the corpus its specialist uses.
+pub const README_MESSAGE: &str = "Summarize how the Hamlin runtime recovers after a crash
+Criteria:
+- recovery-figure: states the 2026 recovery figure \"recovered 4,000 in-flight calls in 1.2 s\"
+- cites-sources: every claim cites a source
+Corpus:
+[s1] https://example.org/hamlin-2026 | Hamlin 2026 benchmark | In 2026 the Hamlin runtime recovered 4,000 in-flight calls in 1.2 s after a SIGKILL.
+[s2] https://example.org/leases | Leases in practice | Hamlin fences stale writers with leases that carry a generation.";
+
+/// `agentroom ARGS` against the host at `address` (Room `lab`), as the bearer of `token`.
+pub fn operator(address: &str, token: &str, args: &[&str]) -> Output {
+    let url = format!("http://{address}");
+    Command::new(env!("CARGO_BIN_EXE_agentroom"))
+        .args(args)
+        .args(["--host", &url, "--room", "lab"])
+        .env("AGENTROOM_TOKEN", token)
+        .env_remove("AGENTROOM_HOST")
+        .env_remove("AGENTROOM_ROOM")
+        .env_remove("AGENTROOM_LOG")
+        .output()
+        .unwrap()
+}
+
+/// The owner posts `text` to Room `lab` over REST (202).
+pub fn ask(address: &str, owner: &str, text: &str) {
+    let (status, answer) = request(
+        address,
+        "POST",
+        "/v1/rooms/lab/events",
+        owner,
+        Some(&serde_json::json!({"kind": "owner_message", "text": text})),
+    );
+    assert_eq!(status, 202, "{answer}");
+}
+
+/// The reasoner prompt that carries `text` (the owner message posted to ask for it).
+pub fn reasoner_prompt_with(site: &ModelSite, text: &str) -> String {
+    wait_until(&format!("a reasoner prompt with {text:?}"), || {
+        prompts(&site.requests(), "You are the reasoner")
+            .into_iter()
+            .find(|p| p.contains(text))
+            .ok_or_else(|| "none yet".to_owned())
+    })
+}
