@@ -1100,3 +1100,60 @@ async fn board_posts_the_owners_correction_through_its_form() {
         )
         .await;
 }
+
+/// B8 on the board (issue 18): a member with `budget.read` sees the gauge of the pool the
+/// Room draws on, its figures as the API gives them; a member without it is shown none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn board_shows_the_pool_gauge_to_those_who_read_the_budget() {
+    let Some(binary) = chromium() else { return };
+    let app = spawn_app().await;
+    let pool = agentroom_ports::domain::ids::PoolId::parse("campaign").unwrap();
+    app.coordinator
+        .create_pool(&pool, UsdMicros::new(5_000_000))
+        .await
+        .unwrap();
+    let room = RoomId::parse("local").unwrap();
+    app.coordinator
+        .attach_pool(&room, InputId::named("attach campaign"), Some(pool.clone()))
+        .await
+        .unwrap();
+    let budget = app.get("olive", "/v1/rooms/local/budget?limit=1").await;
+    assert_eq!(budget["pool"]["id"], "campaign", "{budget}");
+
+    let mut olive = board_as(&app, binary, "olive").await;
+    olive
+        .wait_for(r#"document.getElementById("pool").hidden === false"#)
+        .await;
+    assert_eq!(
+        olive
+            .eval(r#"document.getElementById("pool-title").textContent"#)
+            .await,
+        json!("Pool campaign")
+    );
+    assert_eq!(
+        olive
+            .eval(r#"document.querySelector('#pool-figures [data-field="limit"]').dataset.micros"#)
+            .await,
+        json!("5000000")
+    );
+    assert_eq!(
+        olive
+            .eval(
+                r#"document.querySelector('#pool-figures [data-field="available"]').dataset.micros"#
+            )
+            .await,
+        json!(budget["pool"]["balances"]["available"].to_string())
+    );
+    drop(olive);
+
+    // A specialist holds no budget.read: the API refuses it the budget, the board shows none.
+    let refused = app
+        .call(Method::GET, "/v1/rooms/local/budget", Some("sam"), "")
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    let mut sam = board_as(&app, binary, "sam").await;
+    assert_eq!(
+        sam.eval(r#"document.getElementById("pool").hidden"#).await,
+        json!(true)
+    );
+}
