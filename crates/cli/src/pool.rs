@@ -132,9 +132,6 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
             by_micros,
             store,
         } => {
-            if by_micros <= 0 {
-                bail!("--by-micros {by_micros}: a raise must be positive (B4)");
-            }
             let coordinator = coordinator(&store, Missing::Refuse).await?;
             let changed = coordinator
                 .raise_pool(&pool, UsdMicros::new(by_micros))

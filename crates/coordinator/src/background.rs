@@ -158,6 +158,7 @@ impl Coordinator {
     pub async fn pass(&self, rooms: &[RoomId]) -> Result<Pass, CoordinatorError> {
         let mut pass = Pass::default();
         let mut first = None;
+        let full = self.shared.pool_scan.full_pass();
         for room in rooms {
             match self.accept_pending(room).await {
                 Ok(n) => pass.accepted += n,
@@ -166,7 +167,11 @@ impl Coordinator {
                     first.get_or_insert(err);
                 }
             }
-            // B8: work that waits on a pool other Rooms have freed since goes ahead.
+            // B8: work that waits on a pool other Rooms have freed since goes ahead. Only the
+            // Rooms known to draw on a pool are read each pass; every Room now and then.
+            if !full && !self.shared.pool_scan.pooled(room) {
+                continue;
+            }
             match self.resume_on_pool(room).await {
                 Ok(resumed) => pass.resumed += usize::from(resumed),
                 Err(err) => {

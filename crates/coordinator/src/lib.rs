@@ -206,6 +206,7 @@ impl CoordinatorBuilder {
                 in_flight,
                 watchers: Mutex::new(Vec::new()),
                 gate: shutdown::Gate::default(),
+                pool_scan: pools::PoolScan::default(),
                 running: shutdown::RunningCalls::default(),
             }),
         }
@@ -283,6 +284,9 @@ pub(crate) struct Shared {
     pub(crate) gate: shutdown::Gate,
     /// The calls running in this process, for a graceful stop to release.
     pub(crate) running: shutdown::RunningCalls,
+    /// What the background passes know of which Rooms draw on a pool (B8), so that a pass
+    /// reads only those, and every Room once in [`pools::POOL_SCAN_EVERY`] passes.
+    pub(crate) pool_scan: pools::PoolScan,
 }
 
 /// The coordinator of one process: one actor per Room, calls run through workflows. Cheap to

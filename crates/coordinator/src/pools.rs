@@ -4,6 +4,10 @@
 //! [`BudgetLedger`]: every change is decided there and committed with compare-and-swap on the
 //! pool's revision; a Room's decisions move it in their own commits (the stores).
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
+
 use agentroom_ports::domain::engine::{Effect, Env, Input, decide};
 use agentroom_ports::domain::ids::{DerivedIds, PoolId, RoomId};
 use agentroom_ports::domain::ledger::BudgetLedger;
@@ -12,6 +16,44 @@ use agentroom_ports::domain::review::NoContents;
 use agentroom_ports::{PoolChange, PoolChangeError, PoolLogEntry, StoreError, StoredPool};
 
 use crate::{Coordinator, CoordinatorError, InputId, OperatorInput, Outcome};
+
+/// A background pass reads every Room's pool this often (in passes); in between, only the
+/// Rooms the last reading found drawing on one. A pool attached by another process is seen
+/// within this many passes.
+pub(crate) const POOL_SCAN_EVERY: u32 = 10;
+
+/// Which Rooms draw on a pool, as the background passes last read them.
+#[derive(Debug, Default)]
+pub(crate) struct PoolScan {
+    passes: AtomicU32,
+    pooled: Mutex<HashSet<RoomId>>,
+}
+
+impl PoolScan {
+    /// Whether this pass reads every Room (counted once per pass).
+    pub(crate) fn full_pass(&self) -> bool {
+        self.passes
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(POOL_SCAN_EVERY)
+    }
+
+    /// Whether `room` drew on a pool when last read.
+    pub(crate) fn pooled(&self, room: &RoomId) -> bool {
+        self.pooled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(room)
+    }
+
+    fn note(&self, room: &RoomId, pooled: bool) {
+        let mut known = self.pooled.lock().unwrap_or_else(PoisonError::into_inner);
+        if pooled {
+            known.insert(room.clone());
+        } else {
+            known.remove(room);
+        }
+    }
+}
 
 /// A pool's log checked against its ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,6 +216,9 @@ impl Coordinator {
     /// reserves a call is submitted, so an idle Room writes nothing. Returns whether it did.
     pub async fn resume_on_pool(&self, room: &RoomId) -> Result<bool, CoordinatorError> {
         let stored = self.room(room).await?;
+        self.shared
+            .pool_scan
+            .note(room, stored.state.pool().is_some());
         let Some(id) = stored.state.pool() else {
             return Ok(false);
         };
