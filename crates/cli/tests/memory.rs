@@ -22,6 +22,7 @@ mod support;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
+use support::model::bare;
 use support::model::{ModelSite, README_MESSAGE, ask, get, post, reasoner_prompt_with, wait_for};
 use support::ok;
 
@@ -137,15 +138,6 @@ fn m1_c1_the_same_on_postgres() {
 
 #[test]
 fn memory_commands_document_their_exit_codes_and_refuse_bad_arguments_before_any_request() {
-    let bare = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_agentroom"))
-            .args(args)
-            .env_remove("AGENTROOM_HOST")
-            .env_remove("AGENTROOM_ROOM")
-            .env_remove("AGENTROOM_TOKEN")
-            .output()
-            .unwrap()
-    };
     for sub in [
         &["memory"][..],
         &["memory", "list"],

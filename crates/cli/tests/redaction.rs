@@ -21,12 +21,11 @@
 
 mod support;
 
-use std::process::Command;
-
 use agentroom_ports::Revision;
 use agentroom_ports::domain::artifact::ContentDigest;
 use agentroom_ports::domain::ids::RoomId;
 use serde_json::{Value, json};
+use support::model::bare;
 use support::model::{
     ModelSite, README_MESSAGE, ask, get, operator, post, reasoner_prompt_with, request, wait_for,
     wait_until,
@@ -271,15 +270,6 @@ fn m1_the_same_on_postgres() {
 
 #[test]
 fn redact_commands_document_their_exit_codes_and_refuse_bad_arguments_before_any_request() {
-    let bare = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_agentroom"))
-            .args(args)
-            .env_remove("AGENTROOM_HOST")
-            .env_remove("AGENTROOM_ROOM")
-            .env_remove("AGENTROOM_TOKEN")
-            .output()
-            .unwrap()
-    };
     for sub in [
         &["redact"][..],
         &["redact", "artifact"],

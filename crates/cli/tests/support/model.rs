@@ -423,3 +423,14 @@ pub fn reasoner_prompt_with(site: &ModelSite, text: &str) -> String {
             .ok_or_else(|| "none yet".to_owned())
     })
 }
+
+/// `agentroom ARGS` with no host, Room or token in the environment (usage and help checks).
+pub fn bare(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentroom"))
+        .args(args)
+        .env_remove("AGENTROOM_HOST")
+        .env_remove("AGENTROOM_ROOM")
+        .env_remove("AGENTROOM_TOKEN")
+        .output()
+        .unwrap()
+}
