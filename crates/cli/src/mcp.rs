@@ -31,7 +31,7 @@ pub(crate) async fn run(
         }
         Err(error) => return Err(error).context("cannot authenticate the token"),
     };
-    tracing::info!(room = %tools.room(), principal = %tools.principal(), "serving MCP on stdio");
+    tracing::info!(%room, principal = ?tools.principal(), "serving MCP on stdio");
     tools
         .serve(tokio::io::stdin(), tokio::io::stdout())
         .await

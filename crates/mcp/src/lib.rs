@@ -10,14 +10,15 @@
 mod error;
 mod tools;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use agentroom_coordinator::Coordinator;
 use agentroom_domain::ids::{PrincipalId, RoomId};
 use agentroom_domain::room::Permission;
+use agentroom_planning::PlanningService;
 use agentroom_ports::{AuthError, StoredRoom};
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{Extensions, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleServer, ServerHandler, ServiceExt, tool_handler};
 
@@ -57,22 +58,52 @@ pub enum Posting {
     Record,
 }
 
+/// Who a session's calls act for.
+#[derive(Clone)]
+enum Identity {
+    /// The token the session was opened with (stdio: one process, one token), checked again
+    /// on every call.
+    Fixed {
+        token: Token,
+        room: RoomId,
+        principal: PrincipalId,
+    },
+    /// Each request's own `Authorization: Bearer` header (streamable HTTP). The session
+    /// belongs to the Room and principal of its first authenticated call: another token's
+    /// call on it is refused as if the session did not exist.
+    Bearer {
+        bound: Arc<OnceLock<(RoomId, PrincipalId)>>,
+    },
+}
+
+/// The Room and principal a call acts for, authenticated for this call.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    pub(crate) room: RoomId,
+    pub(crate) principal: PrincipalId,
+}
+
 /// The tools of one Room, for the principal a bearer token authenticates.
 #[derive(Clone)]
 pub struct RoomTools {
     coordinator: Coordinator,
     posting: Posting,
-    token: Token,
-    room: RoomId,
-    principal: PrincipalId,
+    identity: Identity,
+    /// The planning messages' service, when this process serves them.
+    planning: Option<Arc<PlanningService>>,
     tool_router: ToolRouter<Self>,
 }
 
 impl std::fmt::Debug for RoomTools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RoomTools")
-            .field("room", &self.room)
-            .field("principal", &self.principal)
+        let mut debug = f.debug_struct("RoomTools");
+        if let Identity::Fixed {
+            room, principal, ..
+        } = &self.identity
+        {
+            debug.field("room", room).field("principal", principal);
+        }
+        debug
             .field("posting", &self.posting)
             .finish_non_exhaustive()
     }
@@ -82,44 +113,113 @@ impl RoomTools {
     /// The tools of `room` for the principal `token` authenticates, checked by the token
     /// store as REST checks a bearer token: [`ToolError::Unauthenticated`] for a malformed,
     /// unknown, expired or revoked token; [`ToolError::NotFound`] when `room` is not the
-    /// token's Room (it sees only its own).
+    /// token's Room (it sees only its own). Every call authenticates the token again.
     pub async fn open(
         coordinator: Coordinator,
         posting: Posting,
         token: Token,
         room: &RoomId,
     ) -> Result<Self, ToolError> {
-        let (room, principal) = authenticate(&coordinator, &token, room).await?;
+        let (room, principal) = authenticate_in(&coordinator, &token, room).await?;
         Ok(RoomTools {
             coordinator,
             posting,
-            token,
-            room,
-            principal,
-            tool_router: Self::tool_router(),
+            identity: Identity::Fixed {
+                token,
+                room,
+                principal,
+            },
+            planning: None,
+            tool_router: Self::routers(),
         })
     }
 
-    /// The Room these tools act in.
-    pub fn room(&self) -> &RoomId {
-        &self.room
+    /// The tools of one streamable HTTP session: every call acts for the bearer token of the
+    /// HTTP request that carries it, in that token's Room, and the session belongs to the
+    /// principal of its first authenticated call.
+    pub fn per_request(coordinator: Coordinator, posting: Posting) -> Self {
+        RoomTools {
+            coordinator,
+            posting,
+            identity: Identity::Bearer {
+                bound: Arc::new(OnceLock::new()),
+            },
+            planning: None,
+            tool_router: Self::routers(),
+        }
     }
 
-    /// The principal they act for.
-    pub fn principal(&self) -> &PrincipalId {
-        &self.principal
+    /// Serves the six A2E planning messages as tools through `planning` (without it they
+    /// answer that this process does not serve them).
+    pub fn with_planning(mut self, planning: Arc<PlanningService>) -> Self {
+        self.planning = Some(planning);
+        self
     }
 
-    /// The Room as it is now, if the token is still valid and one of the principal's current
-    /// roles holds `permission` (the domain's `RoomState::may`): REST's guard, per call.
-    async fn authorized(&self, permission: Permission) -> Result<StoredRoom, ToolError> {
-        authenticate(&self.coordinator, &self.token, &self.room).await?;
-        let stored = self.coordinator.room(&self.room).await?;
-        if !stored.state.may(&self.principal, permission) {
-            tracing::info!(principal = %self.principal, %permission, "forbidden");
+    /// Every tool: each group's router.
+    fn routers() -> ToolRouter<Self> {
+        Self::room_router()
+            + Self::specialist_router()
+            + Self::review_router()
+            + Self::operator_router()
+            + Self::planning_router()
+    }
+
+    /// The Room these tools act in, for a session opened with its token.
+    pub fn room(&self) -> Option<&RoomId> {
+        match &self.identity {
+            Identity::Fixed { room, .. } => Some(room),
+            Identity::Bearer { .. } => None,
+        }
+    }
+
+    /// The principal they act for, for a session opened with its token.
+    pub fn principal(&self) -> Option<&PrincipalId> {
+        match &self.identity {
+            Identity::Fixed { principal, .. } => Some(principal),
+            Identity::Bearer { .. } => None,
+        }
+    }
+
+    /// Who this call acts for: the session's token, or the bearer header of the HTTP request
+    /// that carries it, authenticated now (T3: a revoked or expired token is refused at its
+    /// next call).
+    pub(crate) async fn caller(&self, context: &Extensions) -> Result<Caller, ToolError> {
+        match &self.identity {
+            Identity::Fixed { token, room, .. } => {
+                let (room, principal) = authenticate_in(&self.coordinator, token, room).await?;
+                Ok(Caller { room, principal })
+            }
+            Identity::Bearer { bound } => {
+                let token = bearer(context).ok_or(ToolError::Unauthenticated)?;
+                let (room, principal) = authenticate(&self.coordinator, &token).await?;
+                let (bound_room, bound_principal) =
+                    bound.get_or_init(|| (room.clone(), principal.clone()));
+                if bound_room != &room || bound_principal != &principal {
+                    tracing::info!(%principal, "a session used with another principal's token");
+                    return Err(ToolError::NotFound(
+                        "no such session for this token; open your own".to_owned(),
+                    ));
+                }
+                Ok(Caller { room, principal })
+            }
+        }
+    }
+
+    /// The caller and the Room as it is now, if one of the caller's current roles holds
+    /// `permission` (the domain's `RoomState::may`): REST's guard, per call.
+    pub(crate) async fn authorized(
+        &self,
+        context: &Extensions,
+        permission: Permission,
+    ) -> Result<(Caller, StoredRoom), ToolError> {
+        let caller = self.caller(context).await?;
+        let stored = self.coordinator.room(&caller.room).await?;
+        if !stored.state.may(&caller.principal, permission) {
+            tracing::info!(principal = %caller.principal, %permission, "forbidden");
             return Err(ToolError::Forbidden(permission));
         }
-        Ok(stored)
+        Ok((caller, stored))
     }
 
     /// Serves these tools on `read`/`write` (stdin and stdout for `agentroom mcp --stdio`),
@@ -143,43 +243,71 @@ impl RoomTools {
     }
 }
 
+/// The bearer token of the HTTP request a call arrived on, if it has one.
+fn bearer(context: &Extensions) -> Option<Token> {
+    let parts = context.get::<http::request::Parts>()?;
+    let value = parts
+        .headers
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| Token::new(token))
+}
+
 /// Why an MCP session could not start or ended abnormally.
 #[derive(Debug, thiserror::Error)]
 #[error("the MCP session failed: {0}")]
 pub struct ServeError(String);
 
-/// The Room and principal `token` authenticates, if `room` is its Room.
+/// The Room and principal `token` authenticates.
 async fn authenticate(
+    coordinator: &Coordinator,
+    token: &Token,
+) -> Result<(RoomId, PrincipalId), ToolError> {
+    match coordinator.authenticate(&token.0).await {
+        Ok(authenticated) => Ok((authenticated.room, authenticated.principal)),
+        Err(AuthError::Store(error)) => Err(ToolError::Internal(Box::new(error))),
+        Err(reason) => {
+            tracing::info!(%reason, "bearer token refused");
+            Err(ToolError::Unauthenticated)
+        }
+    }
+}
+
+/// The Room and principal `token` authenticates, if `room` is its Room.
+async fn authenticate_in(
     coordinator: &Coordinator,
     token: &Token,
     room: &RoomId,
 ) -> Result<(RoomId, PrincipalId), ToolError> {
-    let authenticated = match coordinator.authenticate(&token.0).await {
-        Ok(authenticated) => authenticated,
-        Err(AuthError::Store(error)) => return Err(ToolError::Internal(Box::new(error))),
-        Err(reason) => {
-            tracing::info!(%reason, "bearer token refused");
-            return Err(ToolError::Unauthenticated);
-        }
-    };
+    let (own, principal) = authenticate(coordinator, token).await?;
     // A token sees its own Room only: another Room is "not found", whether it exists or not.
-    if &authenticated.room != room {
+    if &own != room {
         return Err(ToolError::NotFound(format!(
             "no room {room} for this token"
         )));
     }
-    Ok((authenticated.room, authenticated.principal))
+    Ok((own, principal))
 }
+
+const AUTHORIZED: &str = "Every tool is authorized by your current role in the Room; a refusal \
+                          carries the REST API's error code, rule and message.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for RoomTools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("agentroom", env!("CARGO_PKG_VERSION")))
-            .with_instructions(format!(
-                "agentroom Room `{}`, acting as `{}`. Every tool is authorized by your current \
-                 role in the Room; a refusal carries the REST API's error code, rule and message.",
-                self.room, self.principal
-            ))
+            .with_instructions(match &self.identity {
+                Identity::Fixed {
+                    room, principal, ..
+                } => format!("agentroom Room `{room}`, acting as `{principal}`. {AUTHORIZED}"),
+                Identity::Bearer { .. } => {
+                    format!(
+                        "agentroom: the Room of your bearer token, as its principal. {AUTHORIZED}"
+                    )
+                }
+            })
     }
 }

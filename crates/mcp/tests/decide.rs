@@ -22,6 +22,7 @@ use agentroom_mcp::{Checked, PostOwnerMessage, Posting, RoomTools, Token, ToolEr
 use agentroom_ports::NewToken;
 use agentroom_ports::memory::MemoryStore;
 use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::Extensions;
 use serde_json::json;
 
 fn p(name: &str) -> PrincipalId {
@@ -95,7 +96,10 @@ async fn o9_the_owners_message_is_decided_and_a_reviewers_is_refused_by_its_rule
     .await
     .unwrap();
     let posted = tools
-        .post_owner_message(message("Summarize durable runtimes."))
+        .post_owner_message(
+            Extensions::default(),
+            message("Summarize durable runtimes."),
+        )
         .await
         .unwrap()
         .0;
@@ -111,7 +115,7 @@ async fn o9_the_owners_message_is_decided_and_a_reviewers_is_refused_by_its_rule
     .await
     .unwrap();
     let Err(refused) = tools
-        .post_owner_message(message("Start an objective for me."))
+        .post_owner_message(Extensions::default(), message("Start an objective for me."))
         .await
     else {
         panic!("a reviewer's owner message was not refused")
@@ -143,11 +147,14 @@ async fn t3_a_token_revoked_mid_session_is_refused_at_its_next_call() {
     .await
     .unwrap();
     let none = || Parameters(serde_json::from_value(json!({})).unwrap());
-    tools.list_objectives(none()).await.unwrap();
+    tools
+        .list_objectives(Extensions::default(), none())
+        .await
+        .unwrap();
     let listed = coordinator.tokens(&lab).await.unwrap();
     let token = listed.iter().find(|t| t.principal == p("rita")).unwrap();
     coordinator.revoke_token(&token.id).await.unwrap();
-    let Err(refused) = tools.list_objectives(none()).await else {
+    let Err(refused) = tools.list_objectives(Extensions::default(), none()).await else {
         panic!("a revoked token still lists objectives")
     };
     assert_eq!(refused.code(), "unauthenticated", "{refused}");

@@ -9,11 +9,19 @@ use agentroom_domain::ids::{EventId, InputId};
 use agentroom_domain::objective::Objective;
 use agentroom_domain::room::Permission;
 use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::Extensions;
 use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{Posting, RoomTools, ToolError};
+
+mod operator;
+mod planning;
+mod review;
+mod specialist;
+
+pub use specialist::*;
 
 /// The longest owner message a tool takes, in characters.
 pub const MAX_TEXT_CHARS: usize = 16_000;
@@ -181,29 +189,7 @@ pub struct Posted {
     pub log: Vec<Decided>,
 }
 
-/// A hosted assignment waiting for the caller's result (REST's `AssignmentView`).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Assignment {
-    /// The operation (submit the result under it).
-    pub operation: String,
-    /// The objective its task serves.
-    pub objective: Option<String>,
-    /// Its reservation: the most the call may cost, in USD micros.
-    pub reservation_micros: i64,
-    /// The task: key, title, capability and inputs.
-    pub task: serde_json::Value,
-    /// The Room content the task may use: its dependencies' contributions and sources.
-    pub context: serde_json::Value,
-}
-
-/// `list_my_assignments`'s answer.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Assignments {
-    /// The calls waiting for the caller's result in this process.
-    pub assignments: Vec<Assignment>,
-}
-
-fn brief(objective: &Objective) -> ObjectiveBrief {
+pub(crate) fn brief(objective: &Objective) -> ObjectiveBrief {
     ObjectiveBrief {
         id: objective.id().to_string(),
         title: objective.title().to_owned(),
@@ -215,7 +201,7 @@ fn brief(objective: &Objective) -> ObjectiveBrief {
     }
 }
 
-fn decided(entry: &LogEntry) -> Decided {
+pub(crate) fn decided(entry: &LogEntry) -> Decided {
     Decided {
         verdict: match entry.verdict {
             Verdict::Accepted => "accepted",
@@ -228,11 +214,11 @@ fn decided(entry: &LogEntry) -> Decided {
     }
 }
 
-fn json<T: Serialize>(value: &T) -> Result<serde_json::Value, ToolError> {
+pub(crate) fn json<T: Serialize>(value: &T) -> Result<serde_json::Value, ToolError> {
     serde_json::to_value(value).map_err(|error| ToolError::Internal(Box::new(error)))
 }
 
-#[tool_router(router = tool_router, vis = "pub(crate)")]
+#[tool_router(router = room_router, vis = "pub(crate)")]
 impl RoomTools {
     /// The Room as the caller may see it: revision, your roles, objectives, the budget
     /// (with `budget.read`) and pending owner messages (for overseers).
@@ -245,12 +231,13 @@ impl RoomTools {
     )]
     pub async fn room_overview(
         &self,
+        context: Extensions,
         Parameters(input): Parameters<Checked<NoInput>>,
     ) -> Result<Json<RoomOverview>, ToolError> {
         let NoInput {} = input.input()?;
-        let stored = self.authorized(Permission::ObjectiveRead).await?;
+        let (caller, stored) = self.authorized(&context, Permission::ObjectiveRead).await?;
         let state = &stored.state;
-        let principal = self.principal();
+        let principal = &caller.principal;
         let balances = state.ledger().balances();
         Ok(Json(RoomOverview {
             room: state.room().to_string(),
@@ -298,10 +285,11 @@ impl RoomTools {
     )]
     pub async fn list_objectives(
         &self,
+        context: Extensions,
         Parameters(input): Parameters<Checked<NoInput>>,
     ) -> Result<Json<Objectives>, ToolError> {
         let NoInput {} = input.input()?;
-        let stored = self.authorized(Permission::ObjectiveRead).await?;
+        let (_, stored) = self.authorized(&context, Permission::ObjectiveRead).await?;
         Ok(Json(Objectives {
             objectives: stored.state.objectives().iter().map(brief).collect(),
         }))
@@ -319,6 +307,7 @@ impl RoomTools {
     )]
     pub async fn post_owner_message(
         &self,
+        context: Extensions,
         Parameters(input): Parameters<Checked<PostOwnerMessage>>,
     ) -> Result<Json<Posted>, ToolError> {
         let input = input.input()?;
@@ -337,21 +326,20 @@ impl RoomTools {
                 )));
             }
         }
-        self.authorized(Permission::EventPost).await?;
+        let (caller, _) = self.authorized(&context, Permission::EventPost).await?;
         let body = EventBody::OwnerMessage { text: input.text };
         let input_id = match &input.idempotency_key {
             Some(key) => InputId::named(&format!(
                 "mcp/{}/{}/event/{body:?}/{key}",
-                self.room(),
-                self.principal()
+                caller.room, caller.principal
             )),
             None => self.coordinator.fresh_input_id()?,
         };
         let id = EventId::from_uuid(*input_id.as_uuid());
         let event = Event {
             id,
-            room: self.room().clone(),
-            author: self.principal().clone(),
+            room: caller.room.clone(),
+            author: caller.principal.clone(),
             body,
         };
         if self.posting == Posting::Record {
@@ -389,36 +377,5 @@ impl RoomTools {
             revision,
             log: outcome.log().iter().map(decided).collect(),
         }))
-    }
-
-    /// The hosted specialist work waiting for the caller.
-    #[tool(
-        name = "list_my_assignments",
-        description = "The hosted specialist calls waiting for your result in this process \
-                       (GET /v1/rooms/{room}/assignments): each call's operation, objective, \
-                       reservation, task and the dependency content and sources it may cite. \
-                       Needs task.update_own."
-    )]
-    pub async fn list_my_assignments(
-        &self,
-        Parameters(input): Parameters<Checked<NoInput>>,
-    ) -> Result<Json<Assignments>, ToolError> {
-        let NoInput {} = input.input()?;
-        self.authorized(Permission::TaskUpdateOwn).await?;
-        let calls = self
-            .coordinator
-            .assignments(self.room(), self.principal())
-            .await?;
-        let mut assignments = Vec::with_capacity(calls.len());
-        for call in calls {
-            assignments.push(Assignment {
-                operation: call.op.to_string(),
-                objective: call.objective.map(|id| id.to_string()),
-                reservation_micros: call.reservation.micros(),
-                task: json(&call.task)?,
-                context: json(&call.context)?,
-            });
-        }
-        Ok(Json(Assignments { assignments }))
     }
 }
