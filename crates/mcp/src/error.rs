@@ -43,6 +43,15 @@ pub enum ToolError {
         /// The revision that committed the refusal, when one did.
         revision: Option<i64>,
     },
+    /// The planning service refused a planning message by one of its rules (the A2E reply's
+    /// `code` and `message`).
+    #[error("{code}: {message}")]
+    PlanningRefused {
+        /// The A2E refusal code (`unknown_plan`, `rule_refused`, …).
+        code: &'static str,
+        /// Why, naming the offending value.
+        message: String,
+    },
     /// The Room refuses what an event says, by a rule of its kind, before storing it.
     #[error("{0}")]
     EventRefused(agentroom_domain::event::EventRefusal),
@@ -79,6 +88,7 @@ impl ToolError {
             ToolError::Refused(_) => "refused",
             ToolError::WrongState(_) => "wrong_state",
             ToolError::RuleRefused { .. } => "rule_refused",
+            ToolError::PlanningRefused { code, .. } => code,
             ToolError::EventRefused(refusal) => match refusal.kind() {
                 RefusalKind::Unknown => "not_found",
                 RefusalKind::NotAllowed => "refused",
@@ -113,6 +123,7 @@ impl ToolError {
             ToolError::RuleRefused {
                 message, revision, ..
             } => (message.clone(), *revision),
+            ToolError::PlanningRefused { message, .. } => (message.clone(), None),
             other => (other.to_string(), None),
         };
         ErrorContent {

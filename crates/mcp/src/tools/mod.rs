@@ -16,11 +16,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Posting, RoomTools, ToolError};
 
+mod decision;
 mod operator;
 mod planning;
 mod review;
 mod specialist;
 
+pub use decision::Decision;
+pub use operator::*;
+pub use planning::*;
 pub use specialist::*;
 
 /// The longest owner message a tool takes, in characters.
