@@ -136,6 +136,23 @@ impl ToolError {
     }
 }
 
+impl ToolError {
+    /// The error as a JSON-RPC error (for requests other than tool calls: resources), its
+    /// data the same content a tool error carries.
+    pub fn into_error_data(self) -> rmcp::ErrorData {
+        let data = serde_json::to_value(self.content()).ok();
+        let message = self.to_string();
+        match self {
+            ToolError::NotFound(_) => rmcp::ErrorData::resource_not_found(message, data),
+            ToolError::Internal(_) | ToolError::Unavailable(_) => {
+                tracing::error!(error = %self, cause = ?std::error::Error::source(&self), "request failed");
+                rmcp::ErrorData::internal_error(message, data)
+            }
+            _ => rmcp::ErrorData::invalid_params(message, data),
+        }
+    }
+}
+
 impl IntoCallToolResult for ToolError {
     fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
         if matches!(self, ToolError::Internal(_) | ToolError::Unavailable(_)) {

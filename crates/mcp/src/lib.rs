@@ -8,6 +8,7 @@
 //! as at its next REST request (T3).
 
 mod error;
+mod resources;
 mod tools;
 
 use std::sync::{Arc, OnceLock};
@@ -18,11 +19,17 @@ use agentroom_domain::room::Permission;
 use agentroom_planning::PlanningService;
 use agentroom_ports::{AuthError, StoredRoom};
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{Extensions, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    ErrorData, Extensions, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleServer, ServerHandler, ServiceExt, tool_handler};
 
 pub use error::ToolError;
+pub use resources::MAX_SUBSCRIPTIONS;
 pub use tools::*;
 
 /// The largest JSON-RPC message (one line on stdio) a session reads; a longer one is dropped
@@ -91,6 +98,8 @@ pub struct RoomTools {
     identity: Identity,
     /// The planning messages' service, when this process serves them.
     planning: Option<Arc<PlanningService>>,
+    /// The resources this session subscribed to.
+    subscriptions: Arc<resources::Subscriptions>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -130,6 +139,7 @@ impl RoomTools {
                 principal,
             },
             planning: None,
+            subscriptions: Arc::default(),
             tool_router: Self::routers(),
         })
     }
@@ -145,6 +155,7 @@ impl RoomTools {
                 bound: Arc::new(OnceLock::new()),
             },
             planning: None,
+            subscriptions: Arc::default(),
             tool_router: Self::routers(),
         }
     }
@@ -206,6 +217,14 @@ impl RoomTools {
         }
     }
 
+    /// The token this call authenticates with: the session's, or the HTTP request's.
+    pub(crate) fn token_of(&self, context: &Extensions) -> Option<Token> {
+        match &self.identity {
+            Identity::Fixed { token, .. } => Some(token.clone()),
+            Identity::Bearer { .. } => bearer(context),
+        }
+    }
+
     /// The caller and the Room as it is now, if one of the caller's current roles holds
     /// `permission` (the domain's `RoomState::may`): REST's guard, per call.
     pub(crate) async fn authorized(
@@ -261,7 +280,7 @@ fn bearer(context: &Extensions) -> Option<Token> {
 pub struct ServeError(String);
 
 /// The Room and principal `token` authenticates.
-async fn authenticate(
+pub(crate) async fn authenticate(
     coordinator: &Coordinator,
     token: &Token,
 ) -> Result<(RoomId, PrincipalId), ToolError> {
@@ -297,17 +316,86 @@ const AUTHORIZED: &str = "Every tool is authorized by your current role in the R
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for RoomTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("agentroom", env!("CARGO_PKG_VERSION")))
-            .with_instructions(match &self.identity {
-                Identity::Fixed {
-                    room, principal, ..
-                } => format!("agentroom Room `{room}`, acting as `{principal}`. {AUTHORIZED}"),
-                Identity::Bearer { .. } => {
-                    format!(
-                        "agentroom: the Room of your bearer token, as its principal. {AUTHORIZED}"
-                    )
-                }
-            })
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(Implementation::new("agentroom", env!("CARGO_PKG_VERSION")))
+        .with_instructions(match &self.identity {
+            Identity::Fixed {
+                room, principal, ..
+            } => format!("agentroom Room `{room}`, acting as `{principal}`. {AUTHORIZED}"),
+            Identity::Bearer { .. } => {
+                format!("agentroom: the Room of your bearer token, as its principal. {AUTHORIZED}")
+            }
+        })
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .resources(&context.extensions)
+            .await
+            .map_err(ToolError::into_error_data)?;
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            Self::resource_templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read(&context.extensions, &request.uri)
+            .await
+            .map(Into::into)
+            .map_err(ToolError::into_error_data)
+    }
+
+    #[allow(
+        deprecated,
+        reason = "resources/subscribe is what clients of protocol versions before 2026-07-28 send"
+    )]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        RoomTools::subscribe(
+            self,
+            &context.extensions,
+            &request.uri,
+            context.peer.clone(),
+        )
+        .await
+        .map_err(ToolError::into_error_data)
+    }
+
+    #[allow(
+        deprecated,
+        reason = "resources/unsubscribe is what clients of protocol versions before 2026-07-28 send"
+    )]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        RoomTools::unsubscribe(self, &request.uri);
+        Ok(())
     }
 }

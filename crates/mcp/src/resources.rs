@@ -1,0 +1,286 @@
+//! Resources: each objective's board (`agentroom://objectives/{objective}/board`), readable by
+//! those who may read objectives, holding the tasks the reader may see (the domain decides
+//! which, as for A2E's `planning/plan/board`). A client that subscribes to one is told when
+//! it changes (`notifications/resources/updated`): after each decision of the Room where this
+//! process decides, by polling where it only records. A subscription lives as long as the
+//! session and its token: a revoked token's subscriptions end at the next change.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agentroom_domain::ids::ObjectiveId;
+use agentroom_domain::room::Permission;
+use agentroom_planning::CoordinatorPlans;
+use agentroom_planning::wire::Board;
+use rmcp::model::{
+    Extensions, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResourceUpdatedNotificationParam,
+};
+use rmcp::{Peer, RoleServer};
+
+use crate::{Caller, Posting, RoomTools, Token, ToolError};
+
+/// The scheme and authority of this server's resource URIs.
+const PREFIX: &str = "agentroom://objectives/";
+/// How often a process that only records looks for changes of subscribed resources.
+const POLL: Duration = Duration::from_secs(1);
+/// The most resources one session may subscribe to.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
+
+/// The board template, as listed.
+pub(crate) const BOARD_TEMPLATE: &str = "agentroom://objectives/{objective}/board";
+
+/// A resource this server serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResourceId {
+    /// An objective's board.
+    Board(ObjectiveId),
+}
+
+impl ResourceId {
+    /// The resource `uri` names, or why it names none.
+    pub(crate) fn parse(uri: &str) -> Result<Self, ToolError> {
+        let unknown = || ToolError::NotFound(format!("no resource {uri}"));
+        let rest = uri.strip_prefix(PREFIX).ok_or_else(unknown)?;
+        match rest.split('/').collect::<Vec<_>>().as_slice() {
+            [objective, "board"] => {
+                Ok(ResourceId::Board(objective.parse().map_err(|_| unknown())?))
+            }
+            _ => Err(unknown()),
+        }
+    }
+
+    /// Its URI.
+    pub(crate) fn uri(self) -> String {
+        match self {
+            ResourceId::Board(objective) => format!("{PREFIX}{objective}/board"),
+        }
+    }
+}
+
+/// A session's subscriptions.
+#[derive(Debug, Default)]
+pub(crate) struct Subscriptions {
+    uris: Mutex<BTreeSet<String>>,
+    /// Whether the task that follows the Room for this session runs.
+    following: AtomicBool,
+}
+
+impl Subscriptions {
+    fn snapshot(&self) -> Vec<String> {
+        self.uris
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    fn add(&self, uri: String) -> Result<(), ToolError> {
+        let mut uris = self
+            .uris
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !uris.contains(&uri) && uris.len() >= MAX_SUBSCRIPTIONS {
+            return Err(ToolError::InvalidInput(format!(
+                "a session subscribes to at most {MAX_SUBSCRIPTIONS} resources"
+            )));
+        }
+        uris.insert(uri);
+        Ok(())
+    }
+
+    fn remove(&self, uri: &str) {
+        self.uris
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(uri);
+    }
+
+    fn clear(&self) {
+        self.uris
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
+}
+
+impl RoomTools {
+    /// The resources the caller may read now: the board of each objective with a plan.
+    pub(crate) async fn resources(&self, context: &Extensions) -> Result<Vec<Resource>, ToolError> {
+        let (_, stored) = self.authorized(context, Permission::ObjectiveRead).await?;
+        Ok(stored
+            .state
+            .objectives()
+            .iter()
+            .filter(|objective| objective.current_plan().is_some())
+            .map(|objective| {
+                Resource::new(
+                    ResourceId::Board(objective.id()).uri(),
+                    format!("board of {}", objective.id()),
+                )
+                .with_title(format!("Board: {}", objective.title()))
+                .with_mime_type("application/json")
+            })
+            .collect())
+    }
+
+    /// The resource templates.
+    pub(crate) fn resource_templates() -> Vec<ResourceTemplate> {
+        vec![
+            ResourceTemplate::new(BOARD_TEMPLATE, "objective board")
+                .with_mime_type("application/json"),
+        ]
+    }
+
+    /// Reads `uri` for the caller.
+    pub(crate) async fn read(
+        &self,
+        context: &Extensions,
+        uri: &str,
+    ) -> Result<ReadResourceResult, ToolError> {
+        let id = ResourceId::parse(uri)?;
+        let caller = self.caller(context).await?;
+        let text = self.render(&caller, id).await?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, uri).with_mime_type("application/json"),
+        ]))
+    }
+
+    /// `id`'s content as `caller` may see it.
+    async fn render(&self, caller: &Caller, id: ResourceId) -> Result<String, ToolError> {
+        let stored = self.coordinator.room(&caller.room).await?;
+        match id {
+            ResourceId::Board(objective) => {
+                if !stored
+                    .state
+                    .may(&caller.principal, Permission::ObjectiveRead)
+                {
+                    return Err(ToolError::Forbidden(Permission::ObjectiveRead));
+                }
+                let plan = CoordinatorPlans::plan(
+                    &self.coordinator,
+                    &caller.room,
+                    &objective.to_string(),
+                    Some(&caller.principal),
+                )
+                .await
+                .map_err(|error| ToolError::Internal(Box::new(error)))?
+                .ok_or_else(|| {
+                    ToolError::NotFound(format!("objective {objective} has no plan in this room"))
+                })?;
+                let board = Board::new(
+                    plan.plan_id,
+                    plan.name,
+                    plan.columns.names().to_vec(),
+                    plan.rows,
+                )
+                .ok_or_else(|| {
+                    ToolError::Internal("a task is in a column the board lacks".into())
+                })?;
+                serde_json::to_string(&board).map_err(|error| ToolError::Internal(Box::new(error)))
+            }
+        }
+    }
+
+    /// Subscribes the session to `uri` (readable by the caller now), and starts following the
+    /// Room for it if nothing does yet.
+    pub(crate) async fn subscribe(
+        &self,
+        context: &Extensions,
+        uri: &str,
+        peer: Peer<RoleServer>,
+    ) -> Result<(), ToolError> {
+        let id = ResourceId::parse(uri)?;
+        let caller = self.caller(context).await?;
+        self.render(&caller, id).await?;
+        self.subscriptions.add(id.uri())?;
+        if !self.subscriptions.following.swap(true, Ordering::SeqCst) {
+            let token = self.token_of(context).ok_or(ToolError::Unauthenticated)?;
+            let tools = self.clone();
+            tokio::spawn(async move { tools.follow(token, caller, peer).await });
+        }
+        Ok(())
+    }
+
+    /// Ends the session's subscription to `uri`.
+    pub(crate) fn unsubscribe(&self, uri: &str) {
+        if let Ok(id) = ResourceId::parse(uri) {
+            self.subscriptions.remove(&id.uri());
+        }
+    }
+
+    /// Tells `peer` each time a subscribed resource changes, until the session ends or the
+    /// token no longer authenticates `caller`.
+    async fn follow(self, token: Token, caller: Caller, peer: Peer<RoleServer>) {
+        let mut last: HashMap<String, u64> = HashMap::new();
+        for uri in self.subscriptions.snapshot() {
+            if let Ok(id) = ResourceId::parse(&uri)
+                && let Ok(text) = self.render(&caller, id).await
+            {
+                last.insert(uri, fingerprint(&text));
+            }
+        }
+        let mut commits = (self.posting == Posting::Decide).then(|| self.coordinator.watch());
+        loop {
+            match &mut commits {
+                Some(receiver) => match receiver.recv().await {
+                    None => return,
+                    Some(commit) if commit.room != caller.room => continue,
+                    Some(_) => {
+                        // A burst of decisions is one change to tell.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        while receiver.try_recv().is_ok() {}
+                    }
+                },
+                None => tokio::time::sleep(POLL).await,
+            }
+            if peer.is_transport_closed() {
+                return;
+            }
+            let uris = self.subscriptions.snapshot();
+            if uris.is_empty() {
+                continue;
+            }
+            // T3: a subscription ends with its token.
+            match crate::authenticate(&self.coordinator, &token).await {
+                Ok((room, principal)) if room == caller.room && principal == caller.principal => {}
+                _ => {
+                    tracing::info!(principal = %caller.principal, "subscriptions end with their token");
+                    self.subscriptions.clear();
+                    return;
+                }
+            }
+            for uri in uris {
+                let Ok(id) = ResourceId::parse(&uri) else {
+                    continue;
+                };
+                let now = match self.render(&caller, id).await {
+                    Ok(text) => fingerprint(&text),
+                    Err(ToolError::Forbidden(_) | ToolError::NotFound(_)) => 0,
+                    Err(error) => {
+                        tracing::warn!(%error, %uri, "a subscribed resource could not be read");
+                        continue;
+                    }
+                };
+                if last.insert(uri.clone(), now) != Some(now)
+                    && peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn fingerprint(text: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
