@@ -1,10 +1,17 @@
 //! The agent-host desk as the service offers it: the hosted specialist calls of a Room waiting
 //! for a principal's result, and the submission of that result (checked against the Room's
 //! own operation first: another Room's call is not found, another specialist's is refused).
+//! [`ReportedResult`] is the one reading of what an agent host reports, whichever edge it
+//! came through (REST's result body, the MCP tool `submit_result`).
 
-use agentroom_ports::domain::engine::SpecialistResult;
-use agentroom_ports::domain::ids::{OperationId, PrincipalId, RoomId};
-use agentroom_ports::domain::review::ContributionRefusal;
+use agentroom_ports::desk::contribution_id;
+use agentroom_ports::domain::artifact::NotADigest;
+use agentroom_ports::domain::engine::{Charge, SpecialistResult};
+use agentroom_ports::domain::ids::{ContributionId, OperationId, PrincipalId, RoomId, Timestamp};
+use agentroom_ports::domain::money::UsdMicros;
+use agentroom_ports::domain::review::{
+    Artifact, Body, ContributionDraft, ContributionRefusal, DocumentDraft, SourceDraft,
+};
 use agentroom_ports::domain::state::{CallRole, Purpose};
 use agentroom_ports::{HostedDesk, SpecialistCall, Submission, SubmitError};
 
@@ -110,5 +117,162 @@ impl Coordinator {
         }
         desk.submit(principal, op, submission)?;
         Ok(())
+    }
+}
+
+/// A source an agent host's result cites, as an edge reads it (a document's digest still text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportedSource {
+    /// A contribution of the Room.
+    Contribution {
+        /// Its id.
+        id: ContributionId,
+    },
+    /// An external document named only by its address and digest.
+    External {
+        /// Where it is.
+        url: String,
+        /// Its content digest.
+        digest: String,
+    },
+    /// A document read for the work, with the excerpt the contribution relies on.
+    Document {
+        /// Its id within the contribution (what verdicts cite), e.g. `s1`.
+        id: String,
+        /// Where it is.
+        uri: String,
+        /// Its title.
+        title: String,
+        /// The words relied on.
+        excerpt: String,
+        /// When it was read, in Unix milliseconds.
+        retrieved_at: i64,
+        /// `sha256:` and 64 lowercase hex digits.
+        content_digest: String,
+    },
+}
+
+/// What an agent host reports for one assignment, as an edge reads it: a contribution or a
+/// failure, with what the work cost (none: the whole reservation, B3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReportedResult {
+    /// The work's result.
+    Contribution {
+        /// Its body: text or Markdown.
+        body: Option<String>,
+        /// `text/markdown` (the default) or `text/plain`.
+        media_type: Option<String>,
+        /// Named pieces of text (the form before bodies).
+        artifacts: Vec<Artifact>,
+        /// What it cites.
+        sources: Vec<ReportedSource>,
+        /// Its outputs by name.
+        outputs: serde_json::Map<String, serde_json::Value>,
+        /// What it cost, in USD micros.
+        usage_micros: Option<i64>,
+    },
+    /// The work failed.
+    Failure {
+        /// Why: not blank.
+        reason: String,
+        /// What it cost, in USD micros.
+        usage_micros: Option<i64>,
+    },
+}
+
+impl ReportedResult {
+    /// The submission this result makes for the call `op`:
+    /// [`CoordinatorError::InvalidResult`] for a negative usage or one no call can cost, a
+    /// blank failure reason, a document digest that is not one. What the Room keeps of a
+    /// contribution (its bounds, its outputs) is checked by [`Coordinator::submit_result`].
+    pub fn into_submission(self, op: OperationId) -> Result<Submission, CoordinatorError> {
+        match self {
+            ReportedResult::Contribution {
+                body,
+                media_type,
+                artifacts,
+                sources,
+                outputs,
+                usage_micros,
+            } => {
+                let sources = sources
+                    .into_iter()
+                    .map(ReportedSource::into_draft)
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Submission {
+                    charge: charge(usage_micros)?,
+                    result: SpecialistResult::Contribution(ContributionDraft {
+                        id: contribution_id(op),
+                        artifacts,
+                        body: body.map(|text| Body {
+                            media_type: media_type.unwrap_or_else(|| "text/markdown".to_owned()),
+                            text,
+                        }),
+                        sources,
+                        outputs,
+                    }),
+                })
+            }
+            ReportedResult::Failure {
+                reason,
+                usage_micros,
+            } => {
+                if reason.trim().is_empty() {
+                    return Err(CoordinatorError::InvalidResult(
+                        "a failure needs a non-empty reason".to_owned(),
+                    ));
+                }
+                Ok(Submission {
+                    charge: charge(usage_micros)?,
+                    result: SpecialistResult::Failure { reason },
+                })
+            }
+        }
+    }
+}
+
+impl ReportedSource {
+    /// The source as the domain takes it; a document's digest must be one.
+    fn into_draft(self) -> Result<SourceDraft, CoordinatorError> {
+        Ok(match self {
+            ReportedSource::Contribution { id } => SourceDraft::Contribution { id },
+            ReportedSource::External { url, digest } => SourceDraft::External { url, digest },
+            ReportedSource::Document {
+                id,
+                uri,
+                title,
+                excerpt,
+                retrieved_at,
+                content_digest,
+            } => SourceDraft::Document(DocumentDraft {
+                content_digest: content_digest.parse().map_err(|err: NotADigest| {
+                    CoordinatorError::InvalidResult(format!("source `{id}`: content_digest: {err}"))
+                })?,
+                retrieved_at: Timestamp::from_millis(retrieved_at),
+                id,
+                uri,
+                title,
+                excerpt,
+            }),
+        })
+    }
+}
+
+/// The charge a reported usage makes: none reported is the whole reservation (B3).
+fn charge(usage: Option<i64>) -> Result<Charge, CoordinatorError> {
+    match usage {
+        None => Ok(Charge::NoUsage),
+        Some(micros) if micros < 0 => Err(CoordinatorError::InvalidResult(format!(
+            "usage_micros must not be negative (got {micros})"
+        ))),
+        // Usage no call can cost is refused here, before anything is recorded (issue 17).
+        Some(micros) if micros > UsdMicros::MAX_CHARGE.micros() => {
+            Err(CoordinatorError::InvalidResult(format!(
+                "usage_micros {micros} is above the largest charge a call may report ({} micros)",
+                UsdMicros::MAX_CHARGE.micros()
+            )))
+        }
+        // Above the reservation is allowed: it is charged and stops admissions (B3, B5).
+        Some(micros) => Ok(Charge::Actual(UsdMicros::new(micros))),
     }
 }

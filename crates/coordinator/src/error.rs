@@ -1,7 +1,9 @@
 //! The coordinator's typed errors.
 
 use agentroom_ports::domain::engine::InputError;
-use agentroom_ports::domain::ids::{EventId, OperationId, PoolId, PrincipalId, RoomId};
+use agentroom_ports::domain::ids::{
+    EventId, ObjectiveId, OperationId, PoolId, PrincipalId, RoomId, TaskIdentity,
+};
 use agentroom_ports::domain::ledger::LedgerError;
 use agentroom_ports::domain::room::Role;
 use agentroom_ports::{CommitError, NoRandomness, Revision, StoreError, SubmitError, TokenError};
@@ -103,6 +105,52 @@ pub enum CoordinatorError {
     /// No hosted specialist call of this Room waits here under that operation.
     #[error("no assignment of operation {0}")]
     NoAssignment(OperationId),
+    /// What an agent host reported cannot be a result (a negative usage, a blank failure
+    /// reason, a digest that is not one); nothing was recorded.
+    #[error("{0}")]
+    InvalidResult(String),
+    /// The objective has no report of that version.
+    #[error("objective {objective} has no report version {version}")]
+    NoReportVersion {
+        /// The objective.
+        objective: ObjectiveId,
+        /// The version asked for.
+        version: u32,
+    },
+    /// R7: a verdict's evidence names a source the report version reviewed does not cite;
+    /// the review is refused as written and nothing is decided.
+    #[error(
+        "the verdict on `{criterion}` names source `{source_id}`, which is not a source of report v{version} (its sources: {})",
+        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+    )]
+    UnknownEvidenceSource {
+        /// The criterion whose verdict names it.
+        criterion: String,
+        /// The source named.
+        source_id: String,
+        /// The report version reviewed.
+        version: u32,
+        /// The ids of that version's sources.
+        known: Vec<String>,
+    },
+    /// No task of that identity in the objective's current plan.
+    #[error("no task {task} in the current plan of {objective}")]
+    NoTask {
+        /// The objective.
+        objective: ObjectiveId,
+        /// The task asked for.
+        task: TaskIdentity,
+    },
+    /// T2: an agent updates only its own tasks; nothing was decided.
+    #[error("{principal} may update only its own tasks; {task} is assigned to {assignee}")]
+    NotYourTask {
+        /// Who asked.
+        principal: PrincipalId,
+        /// The task.
+        task: TaskIdentity,
+        /// Its assignee.
+        assignee: PrincipalId,
+    },
     /// The agent-host desk refused a submission; nothing was recorded.
     #[error(transparent)]
     Submit(#[from] SubmitError),

@@ -30,9 +30,11 @@ mod plans;
 mod pools;
 mod queries;
 mod redaction;
+mod reviews;
 mod setup;
 mod shutdown;
 mod signals;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -65,15 +67,18 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// The runner's settings, part of [`CoordinatorConfig`].
 pub use agentroom_workflows::RunnerConfig;
 pub use background::{Admission, BackgroundConfig, Coordinated, Pass};
+pub use desk::{ReportedResult, ReportedSource};
 pub use error::CoordinatorError;
 pub use ids::InputId;
 pub use members::{MemberAdded, TokenTerms};
 pub use notify::CollectingNotifier;
 pub use pools::PoolAudit;
 pub use queries::{BudgetBreakdown, ResolveOutcome};
+pub use reviews::{ContributionContent, HumanReview, SourceContent, SourceKind};
 pub use setup::{FirstToken, NewMember};
 pub use shutdown::ShutdownReport;
 pub use signals::{AssignmentSignal, Correction, CorrectionHistory};
+pub use tasks::TaskUpdate;
 
 use actor::{Command, Guard};
 use ids::IdSeed;

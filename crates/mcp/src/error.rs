@@ -194,6 +194,15 @@ impl From<CoordinatorError> for ToolError {
             CoordinatorError::NoAssignment(op) => {
                 ToolError::NotFound(format!("no assignment of operation {op}"))
             }
+            error
+            @ (CoordinatorError::NoReportVersion { .. } | CoordinatorError::NoTask { .. }) => {
+                ToolError::NotFound(error.to_string())
+            }
+            CoordinatorError::InvalidResult(message) => ToolError::InvalidInput(message),
+            error @ CoordinatorError::UnknownEvidenceSource { .. } => {
+                ToolError::InvalidInput(error.to_string())
+            }
+            error @ CoordinatorError::NotYourTask { .. } => ToolError::Refused(error.to_string()),
             CoordinatorError::Submit(SubmitError::NotYours { op, .. }) => {
                 ToolError::Refused(format!(
                     "operation {op} is assigned to another specialist; only its own specialist may submit its result"

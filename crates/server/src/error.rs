@@ -385,6 +385,15 @@ impl From<CoordinatorError> for ApiError {
             CoordinatorError::NoAssignment(op) => {
                 ApiError::NotFound(format!("no assignment of operation {op}"))
             }
+            error
+            @ (CoordinatorError::NoReportVersion { .. } | CoordinatorError::NoTask { .. }) => {
+                ApiError::NotFound(error.to_string())
+            }
+            CoordinatorError::InvalidResult(message) => ApiError::InvalidBody(message),
+            error @ CoordinatorError::UnknownEvidenceSource { .. } => {
+                ApiError::InvalidBody(error.to_string())
+            }
+            error @ CoordinatorError::NotYourTask { .. } => ApiError::Refused(error.to_string()),
             CoordinatorError::Submit(SubmitError::NotYours { op, .. }) => {
                 ApiError::Refused(format!(
                     "operation {op} is assigned to another specialist; only its own specialist may submit its result"

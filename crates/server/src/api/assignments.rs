@@ -9,16 +9,10 @@
 
 use agentroom_api_model::requests::{ReceiptBody, SourceBody, SubmissionBody, WaitBody};
 use agentroom_api_model::responses::{AssignmentView, ContextItemView, Decision, Page, Recorded};
-use agentroom_coordinator::AssignmentSignal;
-use agentroom_domain::artifact::NotADigest;
-use agentroom_domain::engine::{Charge, SpecialistResult};
+use agentroom_coordinator::{AssignmentSignal, ReportedResult, ReportedSource};
 use agentroom_domain::ids::EventId;
 use agentroom_domain::ids::OperationId;
-use agentroom_domain::ids::Timestamp;
-use agentroom_domain::money::UsdMicros;
-use agentroom_domain::review::{Artifact, Body, ContributionDraft, DocumentDraft, SourceDraft};
-use agentroom_ports::Submission;
-use agentroom_ports::desk::contribution_id;
+use agentroom_domain::review::Artifact;
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
@@ -64,26 +58,8 @@ pub(crate) async fn list(
     Ok(page.of(&items))
 }
 
-fn charge(usage: Option<i64>) -> Result<Charge, ApiError> {
-    match usage {
-        None => Ok(Charge::NoUsage),
-        Some(micros) if micros < 0 => Err(ApiError::InvalidBody(format!(
-            "usage_micros must not be negative (got {micros})"
-        ))),
-        // Usage no call can cost is refused here, before anything is recorded (issue 17).
-        Some(micros) if micros > UsdMicros::MAX_CHARGE.micros() => {
-            Err(ApiError::InvalidBody(format!(
-                "usage_micros {micros} is above the largest charge a call may report ({} micros)",
-                UsdMicros::MAX_CHARGE.micros()
-            )))
-        }
-        // Above the reservation is allowed: it is charged and stops admissions (B3, B5).
-        Some(micros) => Ok(Charge::Actual(UsdMicros::new(micros))),
-    }
-}
-
-/// The submission `body` makes for the call `op`.
-fn into_submission(body: SubmissionBody, op: OperationId) -> Result<Submission, ApiError> {
+/// The result `body` reports, as the service reads every edge's (it checks it).
+fn reported(body: SubmissionBody) -> ReportedResult {
     match body {
         SubmissionBody::Contribution {
             body,
@@ -92,53 +68,34 @@ fn into_submission(body: SubmissionBody, op: OperationId) -> Result<Submission, 
             sources,
             outputs,
             usage_micros,
-        } => {
-            let sources = sources
+        } => ReportedResult::Contribution {
+            body,
+            media_type,
+            artifacts: artifacts
                 .into_iter()
-                .map(source_draft)
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Submission {
-                charge: charge(usage_micros)?,
-                result: SpecialistResult::Contribution(ContributionDraft {
-                    id: contribution_id(op),
-                    artifacts: artifacts
-                        .into_iter()
-                        .map(|a| Artifact {
-                            name: a.name,
-                            content: a.content,
-                        })
-                        .collect(),
-                    body: body.map(|text| Body {
-                        media_type: media_type.unwrap_or_else(|| "text/markdown".to_owned()),
-                        text,
-                    }),
-                    sources,
-                    outputs,
-                }),
-            })
-        }
+                .map(|a| Artifact {
+                    name: a.name,
+                    content: a.content,
+                })
+                .collect(),
+            sources: sources.into_iter().map(reported_source).collect(),
+            outputs,
+            usage_micros,
+        },
         SubmissionBody::Failure {
             reason,
             usage_micros,
-        } => {
-            if reason.trim().is_empty() {
-                return Err(ApiError::InvalidBody(
-                    "a failure needs a non-empty reason".to_owned(),
-                ));
-            }
-            Ok(Submission {
-                charge: charge(usage_micros)?,
-                result: SpecialistResult::Failure { reason },
-            })
-        }
+        } => ReportedResult::Failure {
+            reason,
+            usage_micros,
+        },
     }
 }
 
-/// A submitted source as the domain takes it; a document's digest must be one.
-fn source_draft(source: SourceBody) -> Result<SourceDraft, ApiError> {
-    Ok(match source {
-        SourceBody::Contribution { id } => SourceDraft::Contribution { id },
-        SourceBody::External { url, digest } => SourceDraft::External { url, digest },
+fn reported_source(source: SourceBody) -> ReportedSource {
+    match source {
+        SourceBody::Contribution { id } => ReportedSource::Contribution { id },
+        SourceBody::External { url, digest } => ReportedSource::External { url, digest },
         SourceBody::Document {
             id,
             uri,
@@ -146,17 +103,15 @@ fn source_draft(source: SourceBody) -> Result<SourceDraft, ApiError> {
             excerpt,
             retrieved_at,
             content_digest,
-        } => SourceDraft::Document(DocumentDraft {
-            content_digest: content_digest.parse().map_err(|err: NotADigest| {
-                ApiError::InvalidBody(format!("source `{id}`: content_digest: {err}"))
-            })?,
-            retrieved_at: Timestamp::from_millis(retrieved_at),
+        } => ReportedSource::Document {
             id,
             uri,
             title,
             excerpt,
-        }),
-    })
+            retrieved_at,
+            content_digest,
+        },
+    }
 }
 
 /// `{operation}` in an assignment's path: a specialist call of the caller's Room that a
@@ -194,7 +149,7 @@ pub(crate) async fn submit(
     Assignment { op }: Assignment,
     StrictJson(body): StrictJson<SubmissionBody>,
 ) -> Result<(StatusCode, Json<Recorded>), ApiError> {
-    let submission = into_submission(body, op)?;
+    let submission = reported(body).into_submission(op)?;
     api.rooms
         .submit_result(&caller.room, &caller.principal, op, submission)
         .await?;

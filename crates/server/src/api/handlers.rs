@@ -15,15 +15,16 @@ use agentroom_api_model::responses::{
     PendingMessage, PlanDiff, PlanVersionView, PoolGauge, QuotesView, RedactionView, ReportContent,
     ReportView, ResolutionView, Resolved, ReviewView, Reviews, RoomView, SourceView, TaskView, You,
 };
-use agentroom_coordinator::{InputId, OperatorInput, Outcome, ResolveOutcome};
-use agentroom_domain::artifact::ContentDigest;
+use agentroom_coordinator::{
+    ContributionContent, HumanReview, InputId, OperatorInput, Outcome, ResolveOutcome, TaskUpdate,
+};
 use agentroom_domain::engine::{self, LogEntry};
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{EventId, ObjectiveId, OperationId, PrincipalId, TaskKey};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::objective::{Criterion, Objective, ObservedRevisions};
 use agentroom_domain::plan::{Column, PlanVersion, Task};
-use agentroom_domain::review::{Contribution, CriterionVerdict, ReviewSubmission, Source};
+use agentroom_domain::review::{Contribution, CriterionVerdict};
 use agentroom_domain::room::Permission;
 use agentroom_domain::state::{OperationState, RoomState};
 use agentroom_planning::{Session, Step};
@@ -540,85 +541,56 @@ pub(crate) async fn contribution(
     }))
 }
 
-/// A report's content for its reviewers: as [`content_of`], with every cited contribution's
-/// body as that source's excerpt (what a verdict may quote, R7).
+/// A report's content for its reviewers, as the service reads it (its cited contributions'
+/// bodies as their excerpts, R7).
 async fn report_content(
     api: &ApiState,
     caller: &Caller,
     report: &Contribution,
 ) -> Result<ReportContent, ApiError> {
-    let mut content = content_of(api, caller, report).await?;
-    let contributions = caller.stored.state.contributions();
-    for source in &mut content.sources {
-        let cited = source
-            .id
-            .as_deref()
-            .filter(|_| source.kind == "contribution")
-            .and_then(|id| id.parse().ok())
-            .and_then(|id| contributions.get(&id));
-        if let Some(cited) = cited {
-            let body = content_of(api, caller, cited).await?;
-            source.title = Some(format!("{} by {}", cited.task(), cited.author()));
-            source.excerpt = body.body;
-        }
-    }
-    Ok(content)
+    let content = api
+        .rooms
+        .report_content(&caller.stored.state, report)
+        .await?;
+    Ok(content_view(content))
 }
 
-/// What `contribution` holds, its content read from the Room's store.
+/// What `contribution` holds, its content read from the Room's store by the service.
 async fn content_of(
     api: &ApiState,
     caller: &Caller,
     contribution: &Contribution,
 ) -> Result<ReportContent, ApiError> {
-    // Redacted content is never shown, even should its bytes be in the store again.
-    let redactions = caller.stored.state.redactions();
-    let shown: Vec<&ContentDigest> = contribution
-        .digests()
-        .into_iter()
-        .filter(|digest| redactions.of_content(digest).is_none())
-        .collect();
-    let texts = api.rooms.texts(&caller.room, shown).await?;
-    let text = |digest: &ContentDigest| texts.get(digest).cloned();
-    let sources = contribution
-        .sources()
-        .iter()
-        .map(|source| match source {
-            Source::Document(d) => SourceView {
-                kind: "document".to_owned(),
-                id: Some(d.id.clone()),
-                uri: Some(d.uri.clone()),
-                title: Some(d.title.clone()),
-                excerpt: text(&d.excerpt),
-                retrieved_at: Some(d.retrieved_at.as_millis()),
-                content_digest: Some(d.content_digest.to_string()),
-                excerpt_digest: Some(d.excerpt.to_string()),
-            },
-            Source::Contribution { id } => SourceView {
-                kind: "contribution".to_owned(),
-                id: Some(id.to_string()),
-                ..SourceView::default()
-            },
-            Source::External { url, digest } => SourceView {
-                kind: "external".to_owned(),
-                uri: Some(url.clone()),
-                content_digest: Some(digest.clone()),
-                ..SourceView::default()
-            },
-        })
-        .collect();
-    Ok(ReportContent {
-        author: contribution.author().clone(),
-        body: contribution.body().and_then(|b| text(&b.digest)),
-        media_type: contribution.body().map(|b| b.media_type.clone()),
-        body_digest: contribution.body().map(|b| b.digest.to_string()),
-        artifacts: contribution.artifacts().to_vec(),
-        sources,
-        outputs: contribution
-            .outputs()
-            .and_then(|o| text(&o.digest))
-            .and_then(|json| serde_json::from_str(&json).ok()),
-    })
+    let content = api
+        .rooms
+        .contribution_content(&caller.stored.state, contribution)
+        .await?;
+    Ok(content_view(content))
+}
+
+fn content_view(content: ContributionContent) -> ReportContent {
+    ReportContent {
+        author: content.author,
+        body: content.body,
+        media_type: content.media_type,
+        body_digest: content.body_digest,
+        artifacts: content.artifacts,
+        sources: content
+            .sources
+            .into_iter()
+            .map(|source| SourceView {
+                kind: source.kind.as_str().to_owned(),
+                id: source.id,
+                uri: source.uri,
+                title: source.title,
+                excerpt: source.excerpt,
+                retrieved_at: source.retrieved_at,
+                content_digest: source.content_digest,
+                excerpt_digest: source.excerpt_digest,
+            })
+            .collect(),
+        outputs: content.outputs,
+    }
 }
 
 /// `GET /v1/rooms/{room}/objectives/{objective}/plans`: each version with its diff.
@@ -836,40 +808,23 @@ pub(crate) async fn update_task(
     key: IdempotencyKey,
     StrictJson(update): StrictJson<TaskUpdateBody>,
 ) -> Result<Json<Decision>, ApiError> {
-    let found = find_objective(&caller, objective)?;
-    let task = found
-        .current_plan()
-        .and_then(|plan| plan.task(&update.task))
-        .ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "no task {} in the current plan of {objective}",
-                update.task
-            ))
-        })?;
-    if task.assignee() != &caller.principal {
-        return Err(ApiError::Refused(format!(
-            "{} may update only its own tasks; {} is assigned to {}",
-            caller.principal,
-            update.task,
-            task.assignee()
-        )));
-    }
+    let id = input_id(
+        &api,
+        &caller,
+        &key,
+        &format!(
+            "task/{objective}/{}/{:?}/{:?}",
+            update.task, update.status, update.contribution
+        ),
+    )?;
     let outcome = api
         .rooms
-        .submit(
+        .update_own_task(
             &caller.room,
-            input_id(
-                &api,
-                &caller,
-                &key,
-                &format!(
-                    "task/{objective}/{}/{:?}/{:?}",
-                    update.task, update.status, update.contribution
-                ),
-            )?,
-            OperatorInput::UpdateTask {
-                by: caller.principal.clone(),
-                objective,
+            id,
+            caller.principal.clone(),
+            objective,
+            TaskUpdate {
                 task: update.task,
                 status: update.status,
                 contribution: update.contribution,
@@ -937,21 +892,10 @@ pub(crate) async fn record_review(
     key: IdempotencyKey,
     StrictJson(review): StrictJson<ReviewBody>,
 ) -> Result<Json<Decision>, ApiError> {
-    let found = find_objective(&caller, objective)?;
-    let report = found
-        .reports()
-        .iter()
-        .find(|r| r.version == review.report_version)
-        .cloned()
-        .ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "objective {objective} has no report version {}",
-                review.report_version
-            ))
-        })?;
-    let submission = ReviewSubmission {
-        model: None,
-        report,
+    // R2 and R7 over REST: bound to the report version named, the evidence naming its
+    // sources (the service refuses it as written otherwise).
+    let submission = HumanReview {
+        report_version: review.report_version,
         observed: ObservedRevisions {
             objective: review.observed.objective,
             control: review.observed.control,
@@ -967,31 +911,8 @@ pub(crate) async fn record_review(
                 quote: v.quote,
             })
             .collect(),
-    };
-    // R7 over REST: the evidence names sources of the report version reviewed, or the
-    // review is refused as written (a quote that is not found is the domain's to decide).
-    if let Some(report) = caller
-        .stored
-        .state
-        .contributions()
-        .get(&submission.report.contribution)
-    {
-        let known: Vec<String> = report.sources().iter().filter_map(Source::id).collect();
-        for verdict in &submission.verdicts {
-            if let Some(unknown) = verdict.sources.iter().find(|s| !known.contains(s)) {
-                return Err(ApiError::InvalidBody(format!(
-                    "the verdict on `{}` names source `{unknown}`, which is not a source of report v{} (its sources: {})",
-                    verdict.criterion,
-                    submission.report.version,
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                )));
-            }
-        }
     }
+    .bind(&caller.stored.state, objective)?;
     let outcome = api
         .rooms
         .submit(
