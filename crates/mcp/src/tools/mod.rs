@@ -5,8 +5,9 @@
 use agentroom_coordinator::Outcome;
 use agentroom_domain::engine::{LogEntry, Verdict};
 use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{EventId, InputId};
-use agentroom_domain::objective::Objective;
+use agentroom_domain::ids::{CriterionId, EventId, InputId};
+use agentroom_domain::objective::{Criterion, Objective};
+use agentroom_domain::plan::Column;
 use agentroom_domain::room::Permission;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::Extensions;
@@ -14,17 +15,16 @@ use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{Posting, RoomTools, ToolError};
+use crate::{Caller, Posting, RoomTools, ToolError};
 
-mod decision;
 mod operator;
 mod planning;
 mod review;
 mod specialist;
 
-pub use decision::Decision;
 pub use operator::*;
 pub use planning::*;
+pub use review::*;
 pub use specialist::*;
 
 /// The longest owner message a tool takes, in characters.
@@ -79,6 +79,100 @@ pub struct PostOwnerMessage {
     #[schemars(length(min = 1, max = 16000))]
     pub text: String,
     /// A key of the caller's choosing: the same key posts the same message once.
+    #[schemars(length(min = 1, max = 128))]
+    pub idempotency_key: Option<String>,
+}
+
+/// `read_objective`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadObjective {
+    /// The objective.
+    pub objective: String,
+}
+
+/// A task on a board, as the caller may see it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BoardTask {
+    /// Its identity (what `update_my_task` names).
+    pub identity: String,
+    /// Its key in the plan.
+    pub key: String,
+    /// Its title.
+    pub title: String,
+    /// The capability it needs.
+    pub capability: String,
+    /// `production` or `report`.
+    pub kind: serde_json::Value,
+    /// Who it is assigned to.
+    pub assignee: String,
+    /// The keys it waits on.
+    pub deps: Vec<String>,
+    /// Its engine state (waiting, running, completed with its contribution, …).
+    pub state: serde_json::Value,
+    /// Whether it was reused unchanged from the previous plan version (O3).
+    pub reused: bool,
+}
+
+/// One column of a board.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BoardColumn {
+    /// `backlog`, `todo`, `in_progress` or `done`.
+    pub column: String,
+    /// Its tasks the caller sees.
+    pub tasks: Vec<BoardTask>,
+}
+
+/// The current plan's board.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Board {
+    /// The plan version it shows.
+    pub plan_version: u32,
+    /// Its columns.
+    pub columns: Vec<BoardColumn>,
+}
+
+/// `read_objective`'s answer: what `GET …/objectives/{objective}` shows the caller.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ObjectiveDetail {
+    /// The objective in brief.
+    pub brief: ObjectiveBrief,
+    /// Its criteria: id and text.
+    pub criteria: Vec<CriterionView>,
+    /// Its counters (replans without progress, interpretations, failed report versions).
+    pub counters: serde_json::Value,
+    /// Its current plan's board: only the tasks the caller sees (an overseer every one, a
+    /// specialist its own).
+    pub board: Option<Board>,
+    /// The report awaiting review, if one.
+    pub awaiting_review: Option<serde_json::Value>,
+}
+
+/// A criterion of an owner correction.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CriterionInput {
+    /// Its id: 1 to 64 of `a-z 0-9 - _`.
+    #[schemars(regex(pattern = r"^[a-z0-9_-]{1,64}$"))]
+    pub id: String,
+    /// What must hold: not blank.
+    #[schemars(length(min = 1, max = 2000))]
+    pub text: String,
+}
+
+/// `correct_objective`'s input (REST's `owner_correction` event).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CorrectObjective {
+    /// The objective: active (a completed or canceled one is not reopened).
+    pub objective: String,
+    /// The correction: not blank.
+    #[schemars(length(min = 1, max = 16000))]
+    pub text: String,
+    /// The criteria that replace the frozen ones (at least one); absent: they stay.
+    #[schemars(length(min = 1))]
+    pub criteria: Option<Vec<CriterionInput>>,
+    /// A key of your choosing: the same key posts the same correction once.
     #[schemars(length(min = 1, max = 128))]
     pub idempotency_key: Option<String>,
 }
@@ -193,6 +287,145 @@ pub struct Posted {
     pub log: Vec<Decided>,
 }
 
+/// `update_my_task`'s and `record_review`'s answer: the decision (REST's `Decision`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Applied {
+    /// Whether it was decided now: false when sent before under the same key.
+    pub decided: bool,
+    /// The Room's revision after the decision.
+    pub revision: Option<i64>,
+    /// The decision log: the input's own verdict first, then what it set off.
+    pub log: Vec<Decided>,
+}
+
+/// The error of a tool that needs the process coordinating the Room, here where events are
+/// only recorded (`agentroom mcp --stdio`).
+pub(crate) fn needs_host(what: &str) -> ToolError {
+    ToolError::WrongState(format!(
+        "{what} is decided by the process that coordinates the Room, and this MCP server only \
+         records events (`agentroom mcp --stdio` on a store); connect through the host with your \
+         token instead: its MCP endpoint over HTTP (`agentroom serve`, /mcp), or \
+         `agentroom mcp --stdio --host URL`; nothing was changed"
+    ))
+}
+
+/// An idempotency key: 1 to [`MAX_KEY_CHARS`] characters and no control characters.
+pub(crate) fn check_key(key: Option<&str>) -> Result<(), ToolError> {
+    if let Some(key) = key {
+        let chars = key.chars().count();
+        if chars == 0 || chars > MAX_KEY_CHARS || key.chars().any(char::is_control) {
+            return Err(ToolError::InvalidInput(format!(
+                "idempotency_key must have 1 to {MAX_KEY_CHARS} characters and no control \
+                 characters"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A decided input's answer, or its refusal: when the domain refused the input itself (its
+/// first log entry, the input's own verdict, is a rejection by a rule), the caller's error
+/// with that rule and its words, as REST answers it.
+pub(crate) fn refused_or_decided(outcome: &Outcome) -> Result<(bool, Option<i64>), ToolError> {
+    let (decided_now, revision) = match outcome {
+        Outcome::Decided { revision, .. } => (true, Some(revision.0)),
+        Outcome::AlreadyDecided { revision, .. } => (false, Some(revision.0)),
+        Outcome::AlreadyDone => (false, None),
+    };
+    if let Some(first) = outcome.log().first()
+        && first.verdict == Verdict::Rejected
+        && let Some(rule) = first.rule
+    {
+        return Err(ToolError::RuleRefused {
+            rule,
+            message: first.message.clone(),
+            revision,
+        });
+    }
+    Ok((decided_now, revision))
+}
+
+/// [`refused_or_decided`] as the answer of a decided input.
+pub(crate) fn applied(outcome: &Outcome) -> Result<Applied, ToolError> {
+    let (decided, revision) = refused_or_decided(outcome)?;
+    Ok(Applied {
+        decided,
+        revision,
+        log: outcome.log().iter().map(decided_entry).collect(),
+    })
+}
+
+impl RoomTools {
+    /// Refuses an input that needs deciding where this process only records: a decision
+    /// here could reserve calls no agent of this process would run.
+    pub(crate) fn deciding(&self, what: &str) -> Result<(), ToolError> {
+        match self.posting {
+            Posting::Decide => Ok(()),
+            Posting::Record => Err(needs_host(what)),
+        }
+    }
+
+    /// The input id of `what` sent by `caller`: derived from its idempotency key (the same
+    /// key and request are the same input, decided once), fresh otherwise.
+    pub(crate) fn input_id(
+        &self,
+        caller: &Caller,
+        key: Option<&str>,
+        what: &str,
+    ) -> Result<InputId, ToolError> {
+        Ok(match key {
+            Some(key) => InputId::named(&format!(
+                "mcp/{}/{}/{what}/{key}",
+                caller.room, caller.principal
+            )),
+            None => self.coordinator.fresh_input_id()?,
+        })
+    }
+
+    /// Posts `body` as `caller`'s event: stored, then decided (`Posting::Decide`), or stored
+    /// for the host coordinating the Room to decide (`Posting::Record`). A rejection of the
+    /// event by a rule is the caller's refusal.
+    pub(crate) async fn post_event(
+        &self,
+        caller: &Caller,
+        key: Option<&str>,
+        body: EventBody,
+    ) -> Result<Posted, ToolError> {
+        let input_id = self.input_id(caller, key, &format!("event/{body:?}"))?;
+        let id = EventId::from_uuid(*input_id.as_uuid());
+        let event = Event {
+            id,
+            room: caller.room.clone(),
+            author: caller.principal.clone(),
+            body,
+        };
+        if self.posting == Posting::Record {
+            self.coordinator.record(&event).await?;
+            return Ok(Posted {
+                event: id.to_string(),
+                recorded: true,
+                decided: false,
+                revision: None,
+                log: Vec::new(),
+            });
+        }
+        let outcome = self.coordinator.post(&event).await?;
+        posted(id, &outcome)
+    }
+}
+
+/// What posting the event `id` answers, once decided.
+pub(crate) fn posted(id: EventId, outcome: &Outcome) -> Result<Posted, ToolError> {
+    let (decided, revision) = refused_or_decided(outcome)?;
+    Ok(Posted {
+        event: id.to_string(),
+        recorded: true,
+        decided,
+        revision,
+        log: outcome.log().iter().map(decided_entry).collect(),
+    })
+}
+
 pub(crate) fn brief(objective: &Objective) -> ObjectiveBrief {
     ObjectiveBrief {
         id: objective.id().to_string(),
@@ -205,7 +438,7 @@ pub(crate) fn brief(objective: &Objective) -> ObjectiveBrief {
     }
 }
 
-pub(crate) fn decided(entry: &LogEntry) -> Decided {
+pub(crate) fn decided_entry(entry: &LogEntry) -> Decided {
     Decided {
         verdict: match entry.verdict {
             Verdict::Accepted => "accepted",
@@ -321,65 +554,141 @@ impl RoomTools {
                 "text has {chars} characters; the most is {MAX_TEXT_CHARS}"
             )));
         }
-        if let Some(key) = &input.idempotency_key {
-            let chars = key.chars().count();
-            if chars == 0 || chars > MAX_KEY_CHARS || key.chars().any(char::is_control) {
-                return Err(ToolError::InvalidInput(format!(
-                    "idempotency_key must have 1 to {MAX_KEY_CHARS} characters and no control \
-                     characters"
-                )));
-            }
-        }
+        check_key(input.idempotency_key.as_deref())?;
         let (caller, _) = self.authorized(&context, Permission::EventPost).await?;
         let body = EventBody::OwnerMessage { text: input.text };
-        let input_id = match &input.idempotency_key {
-            Some(key) => InputId::named(&format!(
-                "mcp/{}/{}/event/{body:?}/{key}",
-                caller.room, caller.principal
-            )),
-            None => self.coordinator.fresh_input_id()?,
+        let posted = self
+            .post_event(&caller, input.idempotency_key.as_deref(), body)
+            .await?;
+        Ok(Json(posted))
+    }
+
+    /// An objective with its criteria and its current plan's board.
+    #[tool(
+        name = "read_objective",
+        description = "Read an objective and its board (GET \
+                       /v1/rooms/{room}/objectives/{objective}): its brief, criteria, counters, \
+                       the report awaiting review, and the current plan's columns (backlog, todo, \
+                       in_progress, done) with the tasks you may see. Needs objective.read."
+    )]
+    pub async fn read_objective(
+        &self,
+        context: Extensions,
+        Parameters(input): Parameters<Checked<ReadObjective>>,
+    ) -> Result<Json<ObjectiveDetail>, ToolError> {
+        let input = input.input()?;
+        let (caller, stored) = self.authorized(&context, Permission::ObjectiveRead).await?;
+        let id = specialist::objective_id(&input.objective)?;
+        let state = &stored.state;
+        let objective = state
+            .objective(id)
+            .ok_or_else(|| ToolError::NotFound(format!("no objective {id} in this room")))?;
+        let board = match objective.current_plan() {
+            Some(plan) => {
+                let mut columns = Vec::new();
+                for column in [
+                    Column::Backlog,
+                    Column::Todo,
+                    Column::InProgress,
+                    Column::Done,
+                ] {
+                    let mut tasks = Vec::new();
+                    for task in plan.tasks().iter().filter(|task| {
+                        plan.column_of(task) == column && state.sees_task(&caller.principal, task)
+                    }) {
+                        tasks.push(BoardTask {
+                            identity: task.identity().to_string(),
+                            key: task.key().to_string(),
+                            title: task.spec().title.clone(),
+                            capability: task.capability().to_owned(),
+                            kind: json(&task.kind())?,
+                            assignee: task.assignee().to_string(),
+                            deps: task.spec().deps.iter().map(ToString::to_string).collect(),
+                            state: json(task.state())?,
+                            reused: task.is_reused(),
+                        });
+                    }
+                    columns.push(BoardColumn {
+                        column: column.as_str().to_owned(),
+                        tasks,
+                    });
+                }
+                Some(Board {
+                    plan_version: plan.number(),
+                    columns,
+                })
+            }
+            None => None,
         };
-        let id = EventId::from_uuid(*input_id.as_uuid());
-        let event = Event {
-            id,
-            room: caller.room.clone(),
-            author: caller.principal.clone(),
-            body,
-        };
-        if self.posting == Posting::Record {
-            self.coordinator.record(&event).await?;
-            return Ok(Json(Posted {
-                event: id.to_string(),
-                recorded: true,
-                decided: false,
-                revision: None,
-                log: Vec::new(),
-            }));
-        }
-        let outcome = self.coordinator.post(&event).await?;
-        let (decided_now, revision) = match &outcome {
-            Outcome::Decided { revision, .. } => (true, Some(revision.0)),
-            Outcome::AlreadyDecided { revision, .. } => (false, Some(revision.0)),
-            Outcome::AlreadyDone => (false, None),
-        };
-        // The event's own verdict is the log's first entry: a rejection by a rule (O9: not
-        // the owner) is the caller's refusal, with the rule and words REST's log shows.
-        if let Some(first) = outcome.log().first()
-            && first.verdict == Verdict::Rejected
-            && let Some(rule) = first.rule
-        {
-            return Err(ToolError::RuleRefused {
-                rule,
-                message: first.message.clone(),
-                revision,
-            });
-        }
-        Ok(Json(Posted {
-            event: id.to_string(),
-            recorded: true,
-            decided: decided_now,
-            revision,
-            log: outcome.log().iter().map(decided).collect(),
+        Ok(Json(ObjectiveDetail {
+            brief: brief(objective),
+            criteria: objective
+                .criteria()
+                .iter()
+                .map(|c| CriterionView {
+                    id: c.id.to_string(),
+                    text: c.text.clone(),
+                })
+                .collect(),
+            counters: json(&objective.counters())?,
+            board,
+            awaiting_review: objective
+                .awaiting_review()
+                .map(|r| json(r.report()))
+                .transpose()?,
         }))
+    }
+
+    /// Corrects an objective as its owner (O14).
+    #[tool(
+        name = "correct_objective",
+        description = "Correct an active objective as the Room's owner (POST \
+                       /v1/rooms/{room}/events, kind owner_correction; O14, R6): what you say \
+                       now, and optionally the criteria that replace the frozen ones. Only the \
+                       owner's corrections enter the correction history; anyone else's, or one \
+                       of a completed or canceled objective, is refused and nothing is stored. \
+                       Where this server runs no agents (stdio), it is stored for the host to \
+                       decide. Give an idempotency_key to post it once. Needs event.post."
+    )]
+    pub async fn correct_objective(
+        &self,
+        context: Extensions,
+        Parameters(input): Parameters<Checked<CorrectObjective>>,
+    ) -> Result<Json<Posted>, ToolError> {
+        let input = input.input()?;
+        let chars = input.text.chars().count();
+        if chars > MAX_TEXT_CHARS {
+            return Err(ToolError::InvalidInput(format!(
+                "text has {chars} characters; the most is {MAX_TEXT_CHARS}"
+            )));
+        }
+        check_key(input.idempotency_key.as_deref())?;
+        let criteria = match input.criteria {
+            Some(criteria) => Some(
+                criteria
+                    .into_iter()
+                    .map(|c| {
+                        Ok(Criterion {
+                            id: CriterionId::parse(&c.id).map_err(|error| {
+                                ToolError::InvalidInput(format!("criteria: {error}"))
+                            })?,
+                            text: c.text,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, ToolError>>()?,
+            ),
+            None => None,
+        };
+        let (caller, _) = self.authorized(&context, Permission::EventPost).await?;
+        let objective = specialist::objective_id(&input.objective)?;
+        let body = EventBody::OwnerCorrection {
+            objective,
+            text: input.text,
+            criteria,
+        };
+        let posted = self
+            .post_event(&caller, input.idempotency_key.as_deref(), body)
+            .await?;
+        Ok(Json(posted))
     }
 }

@@ -17,8 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use super::decision::{Decision, check_key, decision};
-use super::{Balances, Checked, json};
+use super::{Applied, Balances, Checked, applied, check_key, json};
 use crate::{RoomTools, ToolError};
 
 /// The most ledger entries `budget_show` answers with.
@@ -314,7 +313,7 @@ impl RoomTools {
         &self,
         context: Extensions,
         Parameters(input): Parameters<Checked<BudgetRaise>>,
-    ) -> Result<Json<Decision>, ToolError> {
+    ) -> Result<Json<Applied>, ToolError> {
         let input = input.input()?;
         if input.amount_micros <= 0 {
             return Err(ToolError::InvalidInput(format!(
@@ -339,7 +338,7 @@ impl RoomTools {
                 UsdMicros::new(input.amount_micros),
             )
             .await?;
-        Ok(Json(decision(&outcome)?))
+        Ok(Json(applied(&outcome)?))
     }
 
     /// Acknowledges the Room's overrun.
@@ -354,7 +353,7 @@ impl RoomTools {
         &self,
         context: Extensions,
         Parameters(input): Parameters<Checked<KeyOnly>>,
-    ) -> Result<Json<Decision>, ToolError> {
+    ) -> Result<Json<Applied>, ToolError> {
         let input = input.input()?;
         check_key(input.idempotency_key.as_deref())?;
         let (caller, _) = self
@@ -372,7 +371,7 @@ impl RoomTools {
                 },
             )
             .await?;
-        Ok(Json(decision(&outcome)?))
+        Ok(Json(applied(&outcome)?))
     }
 
     /// Pauses, resumes or cancels an objective.
@@ -387,7 +386,7 @@ impl RoomTools {
         &self,
         context: Extensions,
         Parameters(input): Parameters<Checked<ControlObjective>>,
-    ) -> Result<Json<Decision>, ToolError> {
+    ) -> Result<Json<Applied>, ToolError> {
         let input = input.input()?;
         check_key(input.idempotency_key.as_deref())?;
         let (caller, stored) = self
@@ -415,7 +414,7 @@ impl RoomTools {
                 action,
             )
             .await?;
-        Ok(Json(decision(&outcome)?))
+        Ok(Json(applied(&outcome)?))
     }
 
     /// The results held after a control change.
@@ -456,7 +455,7 @@ impl RoomTools {
         &self,
         context: Extensions,
         Parameters(input): Parameters<Checked<DecideLateResult>>,
-    ) -> Result<Json<Decision>, ToolError> {
+    ) -> Result<Json<Applied>, ToolError> {
         let input = input.input()?;
         check_key(input.idempotency_key.as_deref())?;
         let (caller, stored) = self
@@ -482,7 +481,7 @@ impl RoomTools {
             .coordinator
             .decide_late_result(&caller.room, id, caller.principal.clone(), op, decision_of)
             .await?;
-        Ok(Json(decision(&outcome)?))
+        Ok(Json(applied(&outcome)?))
     }
 
     /// The Room's uncertain and dead-lettered operations.
