@@ -309,6 +309,30 @@ pub(crate) fn needs_host(what: &str) -> ToolError {
     ))
 }
 
+/// A text a person wrote: at most [`MAX_TEXT_CHARS`] characters (a blank one is the domain's
+/// to refuse).
+pub(crate) fn check_text(text: &str) -> Result<(), ToolError> {
+    let chars = text.chars().count();
+    if chars > MAX_TEXT_CHARS {
+        return Err(ToolError::InvalidInput(format!(
+            "text has {chars} characters; the most is {MAX_TEXT_CHARS}"
+        )));
+    }
+    Ok(())
+}
+
+/// An objective's criteria as a tool shows them.
+pub(crate) fn criteria(objective: &Objective) -> Vec<CriterionView> {
+    objective
+        .criteria()
+        .iter()
+        .map(|c| CriterionView {
+            id: c.id.to_string(),
+            text: c.text.clone(),
+        })
+        .collect()
+}
+
 /// An idempotency key: 1 to [`MAX_KEY_CHARS`] characters and no control characters.
 pub(crate) fn check_key(key: Option<&str>) -> Result<(), ToolError> {
     if let Some(key) = key {
@@ -548,12 +572,7 @@ impl RoomTools {
         Parameters(input): Parameters<Checked<PostOwnerMessage>>,
     ) -> Result<Json<Posted>, ToolError> {
         let input = input.input()?;
-        let chars = input.text.chars().count();
-        if chars > MAX_TEXT_CHARS {
-            return Err(ToolError::InvalidInput(format!(
-                "text has {chars} characters; the most is {MAX_TEXT_CHARS}"
-            )));
-        }
+        check_text(&input.text)?;
         check_key(input.idempotency_key.as_deref())?;
         let (caller, _) = self.authorized(&context, Permission::EventPost).await?;
         let body = EventBody::OwnerMessage { text: input.text };
@@ -622,14 +641,7 @@ impl RoomTools {
         };
         Ok(Json(ObjectiveDetail {
             brief: brief(objective),
-            criteria: objective
-                .criteria()
-                .iter()
-                .map(|c| CriterionView {
-                    id: c.id.to_string(),
-                    text: c.text.clone(),
-                })
-                .collect(),
+            criteria: criteria(objective),
             counters: json(&objective.counters())?,
             board,
             awaiting_review: objective
@@ -656,12 +668,7 @@ impl RoomTools {
         Parameters(input): Parameters<Checked<CorrectObjective>>,
     ) -> Result<Json<Posted>, ToolError> {
         let input = input.input()?;
-        let chars = input.text.chars().count();
-        if chars > MAX_TEXT_CHARS {
-            return Err(ToolError::InvalidInput(format!(
-                "text has {chars} characters; the most is {MAX_TEXT_CHARS}"
-            )));
-        }
+        check_text(&input.text)?;
         check_key(input.idempotency_key.as_deref())?;
         let criteria = match input.criteria {
             Some(criteria) => Some(

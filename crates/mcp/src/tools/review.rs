@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::specialist::objective_id;
-use super::{Applied, Checked, applied, check_key, json};
+use super::{Applied, Checked, applied, check_key, criteria, json};
 use crate::{RoomTools, ToolError};
 
 /// `read_report`'s input.
@@ -247,14 +247,7 @@ impl RoomTools {
         Ok(Json(ReportVersion {
             objective: id.to_string(),
             status: objective.status().as_str().to_owned(),
-            criteria: objective
-                .criteria()
-                .iter()
-                .map(|c| CriterionView {
-                    id: c.id.to_string(),
-                    text: c.text.clone(),
-                })
-                .collect(),
+            criteria: criteria(objective),
             observed: Observed {
                 objective: observed.objective,
                 control: observed.control,
