@@ -103,6 +103,13 @@ enum Command {
         /// AGENTROOM_TOKEN. There is no --token argument: it would show in `ps`.
         #[arg(long, value_name = "FILE")]
         token_file: Option<std::path::PathBuf>,
+        /// Bridge to a running `agentroom serve` at this base URL instead of the store: the
+        /// session is forwarded to its `/mcp` with the token as the bearer header, so the
+        /// tools act on the host that runs the agents (events decided at once; a specialist's
+        /// assignments wait there). Without it, the tools work on the store (--root or
+        /// --database-url) and only record events.
+        #[arg(long, value_name = "URL")]
+        host: Option<String>,
         #[command(flatten)]
         store: store::StoreArgs,
     },
@@ -181,6 +188,8 @@ enum Command {
         anonymous_planning: bool,
         #[command(flatten)]
         connections: serve::ConnectionArgs,
+        #[command(flatten)]
+        mcp: Box<serve::McpArgs>,
     },
     /// Create a Room on the store.
     Room {
@@ -340,6 +349,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             stdio: _,
             room,
             token_file,
+            host: Some(host),
+            store: _,
+        } => current_thread()?.block_on(mcp::bridge(&host, room, token_file))?,
+        Command::Mcp {
+            stdio: _,
+            room,
+            token_file,
+            host: None,
             store,
         } => current_thread()?.block_on(mcp::run(&store, room, token_file.as_deref()))?,
         Command::Serve {
@@ -360,6 +377,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             uncertain_hold,
             anonymous_planning,
             connections,
+            mcp,
         } => {
             // A bad policy file stops the host before it listens, naming file, line, field.
             let policies = policies::PolicyFiles::new(policies)?;
@@ -400,6 +418,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     coordinator,
                     anonymous_planning,
                     connections,
+                    mcp,
                 ))?
         }
         Command::Room { command } => {

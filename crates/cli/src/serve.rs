@@ -99,10 +99,12 @@ pub(crate) async fn run(
     coordinator: CoordinatorArgs,
     anonymous_planning: bool,
     connections: ConnectionArgs,
+    mcp: Box<McpArgs>,
 ) -> anyhow::Result<()> {
     // Before anything is opened: owner-level planning without tokens is for one local user.
     refuse_anonymous_off_loopback(listen, anonymous_planning)?;
     let limits = connections.limits()?;
+    let mcp = mcp.config(listen);
     tracing::info!(permissions = ?policies.access, "policies loaded");
     // A missing embedded file is created and migrated (D5), then opened once for both.
     let (rooms, repo) = store.open_host().await?;
@@ -116,8 +118,9 @@ pub(crate) async fn run(
         planning: repo,
         session_room,
         anonymous_planning,
+        mcp,
     };
-    let (app, background) =
+    let (app, background, mcp_stop) =
         start_coordinator(rooms, &policies, &coordinator, http, stop_rx.clone()).await?;
 
     let listener = tokio::net::TcpListener::bind(listen)
@@ -129,6 +132,8 @@ pub(crate) async fn run(
     crate::output::print_line(&format!("agentroom listening on http://{bound}"))?;
     let stopping = async move {
         stop_signal().await;
+        // MCP sessions end first: their open streams would hold the graceful stop open.
+        mcp_stop.shut_down();
         let _ = stop_tx.send(true);
     };
     agentroom_server::serve_with(listener, app, limits, stopping).await?;
@@ -219,6 +224,65 @@ impl ConnectionArgs {
     }
 }
 
+/// How `serve` bounds `/mcp` (issue 20): sessions and requests per token, idle sessions,
+/// the `Host` names it answers.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct McpArgs {
+    /// The most MCP sessions (`/mcp`) one bearer token may hold at once; one more
+    /// `initialize` is answered `429 too_many_sessions` (end one with `DELETE /mcp`, or let it
+    /// expire).
+    #[arg(long, value_name = "N", default_value_t = agentroom_mcp::DEFAULT_SESSIONS_PER_TOKEN as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) mcp_sessions_per_token: u32,
+    /// The most MCP sessions at once, all tokens together; one more is `503
+    /// too_many_sessions`.
+    #[arg(long, value_name = "N", default_value_t = agentroom_mcp::DEFAULT_MAX_SESSIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) mcp_max_sessions: u32,
+    /// Requests per second one token may make to `/mcp`, sustained; beyond it (and the
+    /// burst) a request is answered `429 rate_limited` with `Retry-After`.
+    #[arg(long, value_name = "N", default_value_t = agentroom_mcp::DEFAULT_REQUESTS_PER_SECOND, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) mcp_requests_per_second: u32,
+    /// Requests one token may make to `/mcp` at once after a quiet spell.
+    #[arg(long, value_name = "N", default_value_t = agentroom_mcp::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) mcp_burst: u32,
+    /// An MCP session with no message for this long ends (its id then answers 404).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub(crate) mcp_session_idle_timeout: Duration,
+    /// A `Host` name `/mcp` answers besides the loopback names and the --listen address
+    /// (repeat for several): the names clients reach a public host by (`agents.example.com`).
+    /// Any other `Host` is refused with 403 (DNS rebinding).
+    #[arg(long = "mcp-allowed-host", value_name = "HOST")]
+    pub(crate) mcp_allowed_hosts: Vec<String>,
+}
+
+impl McpArgs {
+    /// The bounds of `/mcp`, for a host listening on `listen`.
+    fn config(&self, listen: SocketAddr) -> agentroom_mcp::HttpConfig {
+        // rmcp checks each request's `Host` against this list before anything else: a web
+        // page whose name an attacker rebinds to 127.0.0.1 (DNS rebinding) sends its own name
+        // as the Host, so a browser on this machine cannot be made to reach a local /mcp.
+        // Tokens are required anyway (the browser has none to send); this closes the door
+        // before the guard. Loopback names, the address listened on (unless it is a
+        // wildcard, which names no host) and the names the operator gives.
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        if !listen.ip().is_unspecified() {
+            hosts.push(listen.ip().to_string());
+        }
+        hosts.extend(self.mcp_allowed_hosts.iter().cloned());
+        hosts.dedup();
+        let mut config = agentroom_mcp::HttpConfig::new(hosts);
+        config.sessions_per_token =
+            usize::try_from(self.mcp_sessions_per_token).unwrap_or(usize::MAX);
+        config.max_sessions = usize::try_from(self.mcp_max_sessions).unwrap_or(usize::MAX);
+        config.requests_per_second = self.mcp_requests_per_second;
+        config.burst = self.mcp_burst;
+        config.session_idle_timeout = self.mcp_session_idle_timeout;
+        config
+    }
+}
+
 /// What the HTTP host is built from besides the coordinator.
 struct Host {
     /// The planning messages' repository (standalone plans).
@@ -228,22 +292,41 @@ struct Host {
     /// Serve the A2E transport and `/v1/planning` without tokens (every caller acts as the
     /// owner of `session_room`).
     anonymous_planning: bool,
+    /// The bounds of `/mcp`.
+    mcp: agentroom_mcp::HttpConfig,
 }
 
 /// The HTTP routes, in one place: the A2E transport and `/v1/planning` (behind bearer tokens
 /// unless `--anonymous-planning`), the REST API under `/v1/rooms`, the web board at `/`,
-/// `/metrics`; a request id on every response.
-fn router(api: Api, host: &Host) -> agentroom_server::Router {
+/// `/metrics` (a request id on each of their responses), and MCP's streamable HTTP at `/mcp`
+/// (always behind bearer tokens); with the handle that ends the MCP sessions.
+fn router(api: Api, host: &Host) -> (agentroom_server::Router, agentroom_mcp::McpShutdown) {
     let config = ServerConfig::new(host.session_room.clone());
     let a2e = if host.anonymous_planning {
         agentroom_server::router(Arc::clone(&api.planning), config)
     } else {
         agentroom_server::authenticated_router(config, &api)
     };
-    agentroom_server::api::with_request_ids(a2e).merge(agentroom_server::api::router(api))
+    let (mcp, mcp_stop) = agentroom_mcp::McpHttp::new(
+        api.rooms.clone(),
+        Arc::clone(&api.planning),
+        host.mcp.clone(),
+    );
+    let app = agentroom_server::api::with_request_ids(a2e)
+        .merge(agentroom_server::api::router(api))
+        .route_service("/mcp", mcp);
+    (app, mcp_stop)
 }
 
 type Background = tokio::task::JoinHandle<agentroom_coordinator::ShutdownReport>;
+
+/// What [`start_coordinator`] hands back: the routes, the coordinator's loops, and the
+/// handle that ends the MCP sessions at the stop.
+type Started = (
+    agentroom_server::Router,
+    Background,
+    agentroom_mcp::McpShutdown,
+);
 
 /// Builds the coordinator over `store`, recovers, spawns its loops (which, without `--room`,
 /// pick up the Rooms created later: a fresh store serves the planning messages and the API
@@ -254,7 +337,7 @@ async fn start_coordinator(
     args: &CoordinatorArgs,
     http: Host,
     stop: watch::Receiver<bool>,
-) -> anyhow::Result<(agentroom_server::Router, Background)> {
+) -> anyhow::Result<Started> {
     // The agents' configuration is checked even when there is no Room to coordinate yet.
     let (agents, reconciler, served) = host::agents(&args.agents, &policies.prices)?;
     say_what_is_served(&served, &args.hosted, args.notes);
@@ -312,7 +395,7 @@ async fn start_coordinator(
         feed,
     };
     // The API watches the coordinator's commits from here on, before recovery decides.
-    let app = router(api, &http);
+    let (app, mcp_stop) = router(api, &http);
     let report = coordinator.recover().await?;
     tracing::info!(?report, "recovered");
     for room in &rooms {
@@ -338,7 +421,7 @@ async fn start_coordinator(
         );
         report
     });
-    Ok((app, background))
+    Ok((app, background, mcp_stop))
 }
 
 /// One line per role (and per specialist with a model of its own): endpoint name, URL, model

@@ -9,6 +9,7 @@
 
 mod error;
 mod resources;
+mod streamable;
 mod tools;
 
 use std::sync::{Arc, OnceLock};
@@ -30,6 +31,10 @@ use rmcp::{RoleServer, ServerHandler, ServiceExt, tool_handler};
 
 pub use error::ToolError;
 pub use resources::MAX_SUBSCRIPTIONS;
+pub use streamable::{
+    DEFAULT_BURST, DEFAULT_MAX_SESSIONS, DEFAULT_REQUESTS_PER_SECOND, DEFAULT_SESSION_IDLE_TIMEOUT,
+    DEFAULT_SESSIONS_PER_TOKEN, HttpConfig, HttpResponse, McpHttp, McpShutdown,
+};
 pub use tools::*;
 
 /// The largest JSON-RPC message (one line on stdio) a session reads; a longer one is dropped

@@ -241,6 +241,27 @@ pub(crate) enum MessageCommand {
     },
 }
 
+/// The bearer token for `room` on the host at `host` (from `token_file` or
+/// `AGENTROOM_TOKEN`), once the host has shown the Room to it (`GET /v1/rooms/{room}`): an
+/// unreachable host, a refused token or another Room's name is an error before anything else
+/// is done (`agentroom mcp --stdio --host`).
+pub(crate) async fn token_for_room(
+    host: &str,
+    room: &RoomId,
+    token_file: Option<PathBuf>,
+) -> Result<String, OperatorError> {
+    let target = Target {
+        host: host.to_owned(),
+        room: room.clone(),
+        token_file,
+        json: true,
+    };
+    let client = Client::new(&target)?;
+    let answer = client.get(&format!("../{room}"), &[]).await?;
+    let _: RoomView = typed("GET room", &answer)?;
+    read_token(&target)
+}
+
 /// Runs `agentroom message …`.
 pub(crate) async fn message(command: MessageCommand) -> Result<String, OperatorError> {
     match command {
