@@ -50,7 +50,15 @@ const MATRIX: &[(&str, &str, [bool; 5])] = &[
     ("room_overview", "objective.read", [Y, Y, Y, Y, Y]),
     ("list_objectives", "objective.read", [Y, Y, Y, Y, Y]),
     ("post_owner_message", "event.post", [Y, Y, Y, Y, Y]),
+    ("read_objective", "objective.read", [Y, Y, Y, Y, Y]),
+    ("correct_objective", "event.post", [Y, Y, Y, Y, Y]),
     ("list_my_assignments", "task.update_own", [N, N, N, Y, Y]),
+    ("submit_result", "task.update_own", [N, N, N, Y, Y]),
+    ("post_wait", "task.update_own", [N, N, N, Y, Y]),
+    ("post_receipt", "task.update_own", [N, N, N, Y, Y]),
+    ("update_my_task", "task.update_own", [N, N, N, Y, Y]),
+    ("read_report", "report.read", [Y, Y, Y, N, N]),
+    ("record_review", "review.record", [N, N, Y, N, N]),
     ("budget_show", "budget.read", [Y, Y, N, N, N]),
     ("budget_raise", "budget.raise", [N, Y, N, N, N]),
     ("budget_acknowledge", "budget.acknowledge", [N, Y, N, N, N]),
@@ -78,6 +86,20 @@ const NOTHING: &str = "00000000-0000-4000-8000-000000000001";
 fn arguments(tool: &str) -> Value {
     match tool {
         "post_owner_message" => json!({"text": "What is on the board?"}),
+        "read_objective" | "read_report" => json!({"objective": NOTHING}),
+        "correct_objective" => json!({"objective": NOTHING, "text": "Narrower, please."}),
+        "submit_result" => {
+            json!({"operation": NOTHING, "result": {"outcome": "failure", "reason": "no"}})
+        }
+        "post_wait" => json!({"operation": NOTHING, "reason": "waiting on a vendor"}),
+        "post_receipt" => json!({"operation": NOTHING, "note": "sent the mail"}),
+        "update_my_task" => json!({"objective": NOTHING, "task": "T-1", "status": "in_progress"}),
+        "record_review" => json!({
+            "objective": NOTHING,
+            "report_version": 1,
+            "observed": {"objective": 1, "control": 0},
+            "verdicts": [{"criterion": "c1", "verdict": "met", "evidence": "it holds"}],
+        }),
         "budget_raise" => json!({"amount_micros": 1}),
         "control_objective" => json!({"objective": NOTHING, "action": "pause"}),
         "decide_late_result" => json!({"operation": NOTHING, "decision": "discard"}),
