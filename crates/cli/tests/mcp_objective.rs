@@ -6,7 +6,8 @@
 //! the board through rmcp's client over streamable HTTP, each with its own token. The agents
 //! work only from what the tools answer them. The objective completes with rita's approving
 //! review, distinct from the authors (R1), bound to the report's sources (R2, R7); the board
-//! resource told its subscriber as it changed; the ledger adds up (B1).
+//! resource told its subscriber as it changed, and the report version is a resource; the
+//! ledger adds up (B1).
 #![allow(
     unreachable_pub,
     clippy::unwrap_used,
@@ -459,6 +460,29 @@ async fn r1_r2_r7_b1_an_objective_completes_with_mcp_specialists_and_an_mcp_revi
         .await
         .unwrap();
     assert_eq!(board.contents.len(), 1);
+    // The report version is a resource too, for a reader with report.read.
+    let listed: Vec<String> = olive
+        .list_all_resources()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.uri.clone())
+        .collect();
+    let report_uri = format!("agentroom://objectives/{id}/reports/1");
+    assert!(
+        listed.contains(&uri) && listed.contains(&report_uri),
+        "{listed:?}"
+    );
+    let read = olive
+        .read_resource(ReadResourceRequestParams::new(report_uri.clone()))
+        .await
+        .unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("not text: {read:?}")
+    };
+    let resource: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(resource["reviews"][0]["reviewer"], "rita", "{resource}");
+    assert_eq!(resource["body"], report["body"], "{resource}");
     let updates = watcher.0.lock().unwrap().clone();
     assert!(updates.contains(&uri), "no update of {uri}: {updates:?}");
 

@@ -1,6 +1,8 @@
 //! Resources: each objective's board (`agentroom://objectives/{objective}/board`), readable by
 //! those who may read objectives, holding the tasks the reader may see (the domain decides
-//! which, as for A2E's `planning/plan/board`). A client that subscribes to one is told when
+//! which, as for A2E's `planning/plan/board`), and each report version
+//! (`agentroom://objectives/{objective}/reports/{version}`), readable with `report.read`: what
+//! `read_report` answers for it (body, sources with their excerpts, criteria, reviews). A client that subscribes to one is told when
 //! it changes (`notifications/resources/updated`): after each decision of the Room where this
 //! process decides, by polling where it only records. A subscription lives as long as the
 //! session and its token: a revoked token's subscriptions end at the next change.
@@ -32,12 +34,16 @@ pub const MAX_SUBSCRIPTIONS: usize = 64;
 
 /// The board template, as listed.
 pub(crate) const BOARD_TEMPLATE: &str = "agentroom://objectives/{objective}/board";
+/// The report version template, as listed.
+pub(crate) const REPORT_TEMPLATE: &str = "agentroom://objectives/{objective}/reports/{version}";
 
 /// A resource this server serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ResourceId {
     /// An objective's board.
     Board(ObjectiveId),
+    /// A report version of an objective.
+    Report(ObjectiveId, u32),
 }
 
 impl ResourceId {
@@ -49,6 +55,14 @@ impl ResourceId {
             [objective, "board"] => {
                 Ok(ResourceId::Board(objective.parse().map_err(|_| unknown())?))
             }
+            [objective, "reports", version] => Ok(ResourceId::Report(
+                objective.parse().map_err(|_| unknown())?,
+                version
+                    .parse()
+                    .ok()
+                    .filter(|v: &u32| *v > 0)
+                    .ok_or_else(unknown)?,
+            )),
             _ => Err(unknown()),
         }
     }
@@ -57,6 +71,9 @@ impl ResourceId {
     pub(crate) fn uri(self) -> String {
         match self {
             ResourceId::Board(objective) => format!("{PREFIX}{objective}/board"),
+            ResourceId::Report(objective, version) => {
+                format!("{PREFIX}{objective}/reports/{version}")
+            }
         }
     }
 }
@@ -109,29 +126,46 @@ impl Subscriptions {
 }
 
 impl RoomTools {
-    /// The resources the caller may read now: the board of each objective with a plan.
+    /// The resources the caller may read now: the board of each objective with a plan, and
+    /// with `report.read` each report version.
     pub(crate) async fn resources(&self, context: &Extensions) -> Result<Vec<Resource>, ToolError> {
-        let (_, stored) = self.authorized(context, Permission::ObjectiveRead).await?;
-        Ok(stored
-            .state
-            .objectives()
-            .iter()
-            .filter(|objective| objective.current_plan().is_some())
-            .map(|objective| {
-                Resource::new(
-                    ResourceId::Board(objective.id()).uri(),
-                    format!("board of {}", objective.id()),
-                )
-                .with_title(format!("Board: {}", objective.title()))
-                .with_mime_type("application/json")
-            })
-            .collect())
+        let (caller, stored) = self.authorized(context, Permission::ObjectiveRead).await?;
+        let reports = stored.state.may(&caller.principal, Permission::ReportRead);
+        let mut resources = Vec::new();
+        for objective in stored.state.objectives().iter() {
+            let title = objective.title().lines().next().unwrap_or_default();
+            if objective.current_plan().is_some() {
+                resources.push(
+                    Resource::new(
+                        ResourceId::Board(objective.id()).uri(),
+                        format!("board of {}", objective.id()),
+                    )
+                    .with_title(format!("Board: {title}"))
+                    .with_mime_type("application/json"),
+                );
+            }
+            if reports {
+                for report in objective.reports() {
+                    resources.push(
+                        Resource::new(
+                            ResourceId::Report(objective.id(), report.version).uri(),
+                            format!("report v{} of {}", report.version, objective.id()),
+                        )
+                        .with_title(format!("Report v{}: {title}", report.version))
+                        .with_mime_type("application/json"),
+                    );
+                }
+            }
+        }
+        Ok(resources)
     }
 
     /// The resource templates.
     pub(crate) fn resource_templates() -> Vec<ResourceTemplate> {
         vec![
             ResourceTemplate::new(BOARD_TEMPLATE, "objective board")
+                .with_mime_type("application/json"),
+            ResourceTemplate::new(REPORT_TEMPLATE, "report version")
                 .with_mime_type("application/json"),
         ]
     }
@@ -182,6 +216,15 @@ impl RoomTools {
                     ToolError::Internal("a task is in a column the board lacks".into())
                 })?;
                 serde_json::to_string(&board).map_err(|error| ToolError::Internal(Box::new(error)))
+            }
+            ResourceId::Report(objective, version) => {
+                if !stored.state.may(&caller.principal, Permission::ReportRead) {
+                    return Err(ToolError::Forbidden(Permission::ReportRead));
+                }
+                let report = self
+                    .report_version(&stored.state, objective, Some(version))
+                    .await?;
+                serde_json::to_string(&report).map_err(|error| ToolError::Internal(Box::new(error)))
             }
         }
     }

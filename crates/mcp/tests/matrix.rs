@@ -286,3 +286,40 @@ async fn t3_a_rooms_token_never_opens_or_reaches_another_room() {
         .unwrap();
     assert_eq!(result.structured_content.unwrap()["room"], "lab");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t3_a_report_resource_needs_report_read_and_a_bad_uri_is_not_found() {
+    let coordinator = Coordinator::builder(
+        Arc::new(MemoryStore::new()),
+        CoordinatorConfig::for_command("mcp-matrix"),
+    )
+    .build();
+    let tokens = room(&coordinator, "lab").await;
+    let report = format!("agentroom://objectives/{NOTHING}/reports/1");
+    let error = |result: Result<_, rmcp::ServiceError>| match result {
+        Err(rmcp::ServiceError::McpError(error)) => error.data.unwrap()["error"].clone(),
+        other => panic!("not refused: {other:?}"),
+    };
+    // sam, a specialist, holds no report.read; rita, a reviewer, does and finds nothing.
+    let sam = session(&coordinator, &tokens[3], "lab").await;
+    let read = |uri: &str| rmcp::model::ReadResourceRequestParams::new(uri.to_owned());
+    assert_eq!(error(sam.read_resource(read(&report)).await), "forbidden");
+    let rita = session(&coordinator, &tokens[2], "lab").await;
+    assert_eq!(error(rita.read_resource(read(&report)).await), "not_found");
+    for bad in [
+        "agentroom://objectives/x/board",
+        &format!("agentroom://objectives/{NOTHING}/reports/0"),
+        &format!("agentroom://objectives/{NOTHING}/secrets"),
+        "file:///etc/passwd",
+    ] {
+        assert_eq!(
+            error(rita.read_resource(read(bad)).await),
+            "not_found",
+            "{bad}"
+        );
+    }
+    let templates = rita.list_all_resource_templates().await.unwrap();
+    assert_eq!(templates.len(), 2, "{templates:?}");
+    // No objective yet: nothing to list.
+    assert!(rita.list_all_resources().await.unwrap().is_empty());
+}

@@ -12,6 +12,9 @@ use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use agentroom_domain::ids::ObjectiveId;
+use agentroom_domain::state::RoomState;
+
 use super::specialist::objective_id;
 use super::{Applied, Checked, applied, check_key, criteria, json};
 use crate::{RoomTools, ToolError};
@@ -170,35 +173,24 @@ pub struct RecordReview {
     pub idempotency_key: Option<String>,
 }
 
-#[tool_router(router = review_router, vis = "pub(crate)")]
 impl RoomTools {
-    /// A report version with its body, sources, criteria and reviews.
-    #[tool(
-        name = "read_report",
-        description = "Read a report version of an objective (GET \
-                       /v1/rooms/{room}/objectives/{objective}/reviews): its body, its sources \
-                       with their excerpts, addresses and digests, its source-set digest, its \
-                       author, the objective's criteria, status and revisions, whether it awaits \
-                       review, and its reviews. Absent a version, the latest. Needs report.read."
-    )]
-    pub async fn read_report(
+    /// Report `version` (the latest without one) of `id` in `state`, as a reader with
+    /// `report.read` sees it: `read_report`'s answer and the report resource's content.
+    pub(crate) async fn report_version(
         &self,
-        context: Extensions,
-        Parameters(input): Parameters<Checked<ReadReport>>,
-    ) -> Result<Json<ReportVersion>, ToolError> {
-        let input = input.input()?;
-        let (_, stored) = self.authorized(&context, Permission::ReportRead).await?;
-        let id = objective_id(&input.objective)?;
-        let state = &stored.state;
+        state: &RoomState,
+        id: ObjectiveId,
+        version: Option<u32>,
+    ) -> Result<ReportVersion, ToolError> {
         let objective = state
             .objective(id)
             .ok_or_else(|| ToolError::NotFound(format!("no objective {id} in this room")))?;
         let reports = objective.reports();
-        let report = match input.version {
+        let report = match version {
             Some(version) => reports.iter().find(|r| r.version == version),
             None => reports.iter().max_by_key(|r| r.version),
         }
-        .ok_or_else(|| match input.version {
+        .ok_or_else(|| match version {
             Some(version) => {
                 ToolError::NotFound(format!("objective {id} has no report version {version}"))
             }
@@ -244,7 +236,7 @@ impl RoomTools {
             ),
             None => (None, None, None, None, Vec::new()),
         };
-        Ok(Json(ReportVersion {
+        Ok(ReportVersion {
             objective: id.to_string(),
             status: objective.status().as_str().to_owned(),
             criteria: criteria(objective),
@@ -266,7 +258,33 @@ impl RoomTools {
             body_digest,
             sources,
             reviews,
-        }))
+        })
+    }
+}
+
+#[tool_router(router = review_router, vis = "pub(crate)")]
+impl RoomTools {
+    /// A report version with its body, sources, criteria and reviews.
+    #[tool(
+        name = "read_report",
+        description = "Read a report version of an objective (GET \
+                       /v1/rooms/{room}/objectives/{objective}/reviews): its body, its sources \
+                       with their excerpts, addresses and digests, its source-set digest, its \
+                       author, the objective's criteria, status and revisions, whether it awaits \
+                       review, and its reviews. Absent a version, the latest. Needs report.read."
+    )]
+    pub async fn read_report(
+        &self,
+        context: Extensions,
+        Parameters(input): Parameters<Checked<ReadReport>>,
+    ) -> Result<Json<ReportVersion>, ToolError> {
+        let input = input.input()?;
+        let (_, stored) = self.authorized(&context, Permission::ReportRead).await?;
+        let id = objective_id(&input.objective)?;
+        Ok(Json(
+            self.report_version(&stored.state, id, input.version)
+                .await?,
+        ))
     }
 
     /// Records the caller's review of the report version awaiting review.
