@@ -36,15 +36,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 
 /// `agentroom ARGS` with none of the environment a developer may have set.
 fn command(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentroom"));
-    command
-        .args(args)
-        .env_remove("AGENTROOM_HOST")
-        .env_remove("AGENTROOM_ROOM")
-        .env_remove("AGENTROOM_TOKEN")
-        .env_remove("AGENTROOM_DATABASE_URL")
-        .env_remove("AGENTROOM_LOG");
-    command
+    support::agentroom(args)
 }
 
 fn ok(args: &[&str]) -> String {

@@ -50,16 +50,7 @@ fn repo(path: &str) -> PathBuf {
 
 /// `agentroom ARGS` with none of the environment a developer may have set.
 fn command(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentroom"));
-    command
-        .args(args)
-        .env_remove("AGENTROOM_HOST")
-        .env_remove("AGENTROOM_ROOM")
-        .env_remove("AGENTROOM_TOKEN")
-        .env_remove("AGENTROOM_DATABASE_URL")
-        .env_remove("AGENTROOM_CRASH_AT")
-        .env_remove("AGENTROOM_LOG");
-    command
+    support::agentroom(args)
 }
 
 fn ok(args: &[&str]) -> String {

@@ -179,6 +179,21 @@ impl Drop for Running {
     }
 }
 
+/// `agentroom ARGS` with none of the environment a developer may have set (host, Room,
+/// token, database, crash point, log filter).
+pub fn agentroom(args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_agentroom"));
+    command
+        .args(args)
+        .env_remove("AGENTROOM_HOST")
+        .env_remove("AGENTROOM_ROOM")
+        .env_remove("AGENTROOM_TOKEN")
+        .env_remove("AGENTROOM_DATABASE_URL")
+        .env_remove("AGENTROOM_CRASH_AT")
+        .env_remove("AGENTROOM_LOG");
+    command
+}
+
 /// `agentroom migrate up --database-url URL`.
 pub fn migrate_up(url: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_agentroom"))
