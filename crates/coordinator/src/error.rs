@@ -186,3 +186,143 @@ pub enum CoordinatorError {
     #[error("the actor of room {0} stopped: the host is shutting down")]
     ActorStopped(RoomId),
 }
+
+/// What a [`CoordinatorError`] means to a caller of an edge (REST, MCP): each edge maps these
+/// classes to its own codes, so every edge says the same thing about the same refusal.
+#[derive(Debug)]
+pub enum ErrorClass {
+    /// Something the request names is not in the caller's Room.
+    NotFound(String),
+    /// What the request names is not in a state it applies to (or another decision took it
+    /// first); nothing changed.
+    WrongState(String),
+    /// The request's content does not fit (a blank text, an unknown source, a bad result).
+    Invalid(String),
+    /// The caller may not do this to what it names (another specialist's assignment or task).
+    Refused(String),
+    /// The Room refuses what an event says, by a rule of its kind.
+    EventRefused(agentroom_ports::domain::event::EventRefusal),
+    /// The Room kept changing under the request; retry.
+    Conflicted(CoordinatorError),
+    /// The host cannot take it now (shutting down, no randomness); retry.
+    Unavailable(CoordinatorError),
+    /// A revocation committed but revoking its tokens failed; the same request finishes it.
+    TokensNotRevoked {
+        /// The revoked principal.
+        principal: PrincipalId,
+        /// The revision that committed the revocation.
+        revision: Revision,
+        /// Why revoking its tokens failed.
+        source: TokenError,
+    },
+    /// A bug or a failing store: logged, not told.
+    Internal(CoordinatorError),
+}
+
+impl CoordinatorError {
+    /// What this error means to a caller, with the words it is told.
+    pub fn classify(self) -> ErrorClass {
+        use CoordinatorError as E;
+        match self {
+            E::UnknownRoom(room) => ErrorClass::NotFound(format!("no room {room}")),
+            E::UnknownEvent { event, .. } => ErrorClass::NotFound(format!("no event {event}")),
+            E::WrongRoom { event, .. } => {
+                ErrorClass::NotFound(format!("no event {event} in this room"))
+            }
+            E::Input(InputError::UnknownObjective(id)) => {
+                ErrorClass::NotFound(format!("no objective {id} in this room"))
+            }
+            E::Input(error @ InputError::NotOpen(_)) => ErrorClass::NotFound(error.to_string()),
+            // A race lost to another decision on the same held result or pending message
+            // (readmit against discard, two retries): the request was fine when it was read,
+            // the Room moved on; a conflict, not a bad body.
+            E::Input(error @ (InputError::NothingHeld(_) | InputError::NotPending(_))) => {
+                ErrorClass::WrongState(format!(
+                    "{error}: another decision took it first; reload and look again"
+                ))
+            }
+            E::Input(error) => ErrorClass::Invalid(error.to_string()),
+            E::Content(error) => ErrorClass::Invalid(error.to_string()),
+            E::EventRefused(refusal) => ErrorClass::EventRefused(refusal),
+            error @ E::NothingServed => ErrorClass::WrongState(error.to_string()),
+            E::NoAssignment(op) => ErrorClass::NotFound(format!("no assignment of operation {op}")),
+            error @ (E::NoReportVersion { .. } | E::NoTask { .. }) => {
+                ErrorClass::NotFound(error.to_string())
+            }
+            E::InvalidResult(message) => ErrorClass::Invalid(message),
+            error @ E::UnknownEvidenceSource { .. } => ErrorClass::Invalid(error.to_string()),
+            error @ E::NotYourTask { .. } => ErrorClass::Refused(error.to_string()),
+            E::Submit(SubmitError::NotYours { op, .. }) => ErrorClass::Refused(format!(
+                "operation {op} is assigned to another specialist; only its own specialist may \
+                 submit its result"
+            )),
+            E::Submit(
+                error @ (SubmitError::AlreadySubmitted { .. } | SubmitError::NotWaiting { .. }),
+            ) => ErrorClass::WrongState(error.to_string()),
+            error @ E::Conflicted { .. } => ErrorClass::Conflicted(error),
+            error @ (E::ActorStopped(_) | E::NoRandomness(_)) => ErrorClass::Unavailable(error),
+            E::TokensNotRevoked {
+                principal,
+                revision,
+                source,
+                ..
+            } => ErrorClass::TokensNotRevoked {
+                principal,
+                revision,
+                source,
+            },
+            other => ErrorClass::Internal(other),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
+mod tests {
+    use agentroom_ports::domain::ids::{OperationId, PrincipalId, RoomId};
+
+    use super::*;
+
+    fn op() -> OperationId {
+        OperationId::from_uuid(uuid::Uuid::from_u128(7))
+    }
+
+    /// Every edge says the same about the same refusal: the class and its words are decided
+    /// here, once (REST's codes and MCP's tool errors both map these classes).
+    #[test]
+    fn t3_one_classification_for_every_edge() {
+        let lab = RoomId::parse("lab").unwrap();
+        match CoordinatorError::UnknownRoom(lab.clone()).classify() {
+            ErrorClass::NotFound(message) => assert_eq!(message, "no room lab"),
+            other => panic!("{other:?}"),
+        }
+        match CoordinatorError::Input(InputError::NothingHeld(op())).classify() {
+            ErrorClass::WrongState(message) => {
+                assert!(
+                    message.contains("another decision took it first"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let not_yours = CoordinatorError::Submit(SubmitError::NotYours {
+            op: op(),
+            principal: PrincipalId::parse("sue").unwrap(),
+        });
+        match not_yours.classify() {
+            ErrorClass::Refused(message) => assert!(
+                message.ends_with("only its own specialist may submit its result"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            CoordinatorError::ActorStopped(lab).classify(),
+            ErrorClass::Unavailable(_)
+        ));
+        assert!(matches!(
+            CoordinatorError::NoAssignment(op()).classify(),
+            ErrorClass::NotFound(_)
+        ));
+    }
+}

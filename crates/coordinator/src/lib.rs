@@ -68,7 +68,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub use agentroom_workflows::RunnerConfig;
 pub use background::{Admission, BackgroundConfig, Coordinated, Pass};
 pub use desk::{ReportedResult, ReportedSource};
-pub use error::CoordinatorError;
+pub use error::{CoordinatorError, ErrorClass};
 pub use ids::InputId;
 pub use members::{MemberAdded, TokenTerms};
 pub use notify::CollectingNotifier;

@@ -2,12 +2,10 @@
 //! permission and message as the REST API's `ErrorBody` for the same refusal, as a tool
 //! result with `isError: true` and structured content, so an agent can read and correct it.
 
-use agentroom_coordinator::CoordinatorError;
-use agentroom_domain::engine::InputError;
+use agentroom_coordinator::{CoordinatorError, ErrorClass};
 use agentroom_domain::event::RefusalKind;
 use agentroom_domain::room::Permission;
 use agentroom_domain::rules::Rule;
-use agentroom_ports::SubmitError;
 use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::model::{CallToolResponse, CallToolResult};
 use serde::Serialize;
@@ -168,53 +166,18 @@ impl IntoCallToolResult for ToolError {
 
 impl From<CoordinatorError> for ToolError {
     fn from(error: CoordinatorError) -> Self {
-        match error {
-            CoordinatorError::UnknownRoom(room) => ToolError::NotFound(format!("no room {room}")),
-            CoordinatorError::UnknownEvent { event, .. } => {
-                ToolError::NotFound(format!("no event {event}"))
+        match error.classify() {
+            ErrorClass::NotFound(message) => ToolError::NotFound(message),
+            ErrorClass::WrongState(message) => ToolError::WrongState(message),
+            ErrorClass::Invalid(message) => ToolError::InvalidInput(message),
+            ErrorClass::Refused(message) => ToolError::Refused(message),
+            ErrorClass::EventRefused(refusal) => ToolError::EventRefused(refusal),
+            ErrorClass::Conflicted(error) | ErrorClass::Unavailable(error) => {
+                ToolError::Unavailable(error)
             }
-            CoordinatorError::WrongRoom { event, .. } => {
-                ToolError::NotFound(format!("no event {event} in this room"))
-            }
-            CoordinatorError::Input(InputError::UnknownObjective(id)) => {
-                ToolError::NotFound(format!("no objective {id} in this room"))
-            }
-            CoordinatorError::Input(error @ InputError::NotOpen(_)) => {
-                ToolError::NotFound(error.to_string())
-            }
-            CoordinatorError::Input(
-                error @ (InputError::NothingHeld(_) | InputError::NotPending(_)),
-            ) => ToolError::WrongState(format!(
-                "{error}: another decision took it first; reload and look again"
-            )),
-            CoordinatorError::Input(error) => ToolError::InvalidInput(error.to_string()),
-            CoordinatorError::Content(error) => ToolError::InvalidInput(error.to_string()),
-            CoordinatorError::EventRefused(refusal) => ToolError::EventRefused(refusal),
-            error @ CoordinatorError::NothingServed => ToolError::WrongState(error.to_string()),
-            CoordinatorError::NoAssignment(op) => {
-                ToolError::NotFound(format!("no assignment of operation {op}"))
-            }
-            error
-            @ (CoordinatorError::NoReportVersion { .. } | CoordinatorError::NoTask { .. }) => {
-                ToolError::NotFound(error.to_string())
-            }
-            CoordinatorError::InvalidResult(message) => ToolError::InvalidInput(message),
-            error @ CoordinatorError::UnknownEvidenceSource { .. } => {
-                ToolError::InvalidInput(error.to_string())
-            }
-            error @ CoordinatorError::NotYourTask { .. } => ToolError::Refused(error.to_string()),
-            CoordinatorError::Submit(SubmitError::NotYours { op, .. }) => {
-                ToolError::Refused(format!(
-                    "operation {op} is assigned to another specialist; only its own specialist may submit its result"
-                ))
-            }
-            CoordinatorError::Submit(
-                error @ (SubmitError::AlreadySubmitted { .. } | SubmitError::NotWaiting { .. }),
-            ) => ToolError::WrongState(error.to_string()),
-            error @ (CoordinatorError::Conflicted { .. }
-            | CoordinatorError::ActorStopped(_)
-            | CoordinatorError::NoRandomness(_)) => ToolError::Unavailable(error),
-            other => ToolError::Internal(Box::new(other)),
+            // No MCP tool revokes members; should one, its tokens' failure is the server's.
+            ErrorClass::TokensNotRevoked { source, .. } => ToolError::Internal(Box::new(source)),
+            ErrorClass::Internal(error) => ToolError::Internal(Box::new(error)),
         }
     }
 }

@@ -11,12 +11,11 @@
 use std::fmt::Write as _;
 
 use agentroom_api_model::ErrorBody;
-use agentroom_coordinator::CoordinatorError;
-use agentroom_domain::engine::InputError;
+use agentroom_coordinator::{CoordinatorError, ErrorClass};
 use agentroom_domain::event::{EventRefusal, RefusalKind};
 use agentroom_domain::room::Permission;
 use agentroom_domain::rules::Rule;
-use agentroom_ports::{StoreError, SubmitError};
+use agentroom_ports::StoreError;
 use axum::Json;
 use axum::http::header::{CONNECTION, RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
@@ -352,67 +351,24 @@ impl IntoResponse for ApiError {
 
 impl From<CoordinatorError> for ApiError {
     fn from(error: CoordinatorError) -> Self {
-        match error {
-            CoordinatorError::UnknownRoom(room) => ApiError::NotFound(format!("no room {room}")),
-            CoordinatorError::UnknownEvent { event, .. } => {
-                ApiError::NotFound(format!("no event {event}"))
-            }
-            CoordinatorError::WrongRoom { event, .. } => {
-                ApiError::NotFound(format!("no event {event} in this room"))
-            }
-            CoordinatorError::Input(InputError::UnknownObjective(id)) => {
-                ApiError::NotFound(format!("no objective {id} in this room"))
-            }
-            CoordinatorError::Input(error @ InputError::NotOpen(_)) => {
-                ApiError::NotFound(error.to_string())
-            }
-            // A race lost to another decision on the same held result or pending message
-            // (readmit against discard, two retries): the request was fine when it was read,
-            // the Room moved on; a conflict, not a bad body.
-            CoordinatorError::Input(
-                error @ (InputError::NothingHeld(_) | InputError::NotPending(_)),
-            ) => ApiError::WrongState(format!(
-                "{error}: another decision took it first; reload and look again"
-            )),
-            CoordinatorError::Input(error) => ApiError::InvalidBody(error.to_string()),
-            error @ CoordinatorError::Conflicted { .. } => ApiError::Conflict(error),
-            error @ (CoordinatorError::ActorStopped(_) | CoordinatorError::NoRandomness(_)) => {
-                ApiError::unavailable(error)
-            }
-            CoordinatorError::Content(error) => ApiError::InvalidBody(error.to_string()),
-            CoordinatorError::EventRefused(refusal) => ApiError::EventRefused(refusal),
-            error @ CoordinatorError::NothingServed => ApiError::WrongState(error.to_string()),
-            CoordinatorError::NoAssignment(op) => {
-                ApiError::NotFound(format!("no assignment of operation {op}"))
-            }
-            error
-            @ (CoordinatorError::NoReportVersion { .. } | CoordinatorError::NoTask { .. }) => {
-                ApiError::NotFound(error.to_string())
-            }
-            CoordinatorError::InvalidResult(message) => ApiError::InvalidBody(message),
-            error @ CoordinatorError::UnknownEvidenceSource { .. } => {
-                ApiError::InvalidBody(error.to_string())
-            }
-            error @ CoordinatorError::NotYourTask { .. } => ApiError::Refused(error.to_string()),
-            CoordinatorError::Submit(SubmitError::NotYours { op, .. }) => {
-                ApiError::Refused(format!(
-                    "operation {op} is assigned to another specialist; only its own specialist may submit its result"
-                ))
-            }
-            CoordinatorError::Submit(
-                error @ (SubmitError::AlreadySubmitted { .. } | SubmitError::NotWaiting { .. }),
-            ) => ApiError::WrongState(error.to_string()),
-            CoordinatorError::TokensNotRevoked {
+        match error.classify() {
+            ErrorClass::NotFound(message) => ApiError::NotFound(message),
+            ErrorClass::WrongState(message) => ApiError::WrongState(message),
+            ErrorClass::Invalid(message) => ApiError::InvalidBody(message),
+            ErrorClass::Refused(message) => ApiError::Refused(message),
+            ErrorClass::EventRefused(refusal) => ApiError::EventRefused(refusal),
+            ErrorClass::Conflicted(error) => ApiError::Conflict(error),
+            ErrorClass::Unavailable(error) => ApiError::unavailable(error),
+            ErrorClass::TokensNotRevoked {
                 principal,
                 revision,
                 source,
-                ..
             } => ApiError::TokensNotRevoked {
                 principal: principal.to_string(),
                 revision: revision.0,
                 cause: source.into(),
             },
-            other => ApiError::internal(other),
+            ErrorClass::Internal(error) => ApiError::internal(error),
         }
     }
 }
@@ -460,7 +416,9 @@ mod tests {
     #[test]
     fn d4_a_lost_late_result_race_is_a_conflict_not_a_bad_body() {
         let op = agentroom_domain::ids::OperationId::from_uuid(uuid::Uuid::from_u128(7));
-        let error = ApiError::from(CoordinatorError::Input(InputError::NothingHeld(op)));
+        let error = ApiError::from(CoordinatorError::Input(
+            agentroom_domain::engine::InputError::NothingHeld(op),
+        ));
         assert_eq!(
             (error.status(), error.code()),
             (StatusCode::CONFLICT, "wrong_state")
