@@ -106,37 +106,77 @@ pub(crate) async fn run(
     let limits = connections.limits()?;
     let mcp = mcp.config(listen);
     tracing::info!(permissions = ?policies.access, "policies loaded");
-    // A missing embedded file is created and migrated (D5), then opened once for both.
-    let (rooms, repo) = store.open_host().await?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let session_room = coordinator
-        .rooms
-        .first()
-        .cloned()
-        .map_or_else(|| RoomId::parse(DEFAULT_ROOM), Ok)?;
-    let http = Host {
-        planning: repo,
-        session_room,
-        anonymous_planning,
-        mcp,
-    };
-    let (app, background, mcp_stop) =
-        start_coordinator(rooms, &policies, &coordinator, http, stop_rx.clone()).await?;
-
+    // Bound first (issue 21): while the store opens and the Rooms recover, `/health` answers
+    // "starting" and every other request 503 with Retry-After, so a supervisor sees the
+    // process alive from its first moments. The line below is printed once it serves all.
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
     let bound = listener.local_addr()?;
+    let (front, starting) = agentroom_server::starting();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mcp_stop: Arc<std::sync::Mutex<Option<agentroom_mcp::McpShutdown>>> = Arc::default();
+    let stopping = {
+        let mcp_stop = Arc::clone(&mcp_stop);
+        async move {
+            stop_signal().await;
+            // MCP sessions end first: their open streams would hold the graceful stop open.
+            if let Some(mcp) = mcp_stop
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+            {
+                mcp.shut_down();
+            }
+            let _ = stop_tx.send(true);
+        }
+    };
+    let server = tokio::spawn(agentroom_server::serve_with(
+        listener, front, limits, stopping,
+    ));
+    let started = async {
+        // A missing embedded file is created and migrated (D5), then opened once for both.
+        let (rooms, repo) = store.open_host().await?;
+        let session_room = coordinator
+            .rooms
+            .first()
+            .cloned()
+            .map_or_else(|| RoomId::parse(DEFAULT_ROOM), Ok)?;
+        let http = Host {
+            planning: repo,
+            session_room,
+            anonymous_planning,
+            mcp,
+        };
+        start_coordinator(rooms, &policies, &coordinator, http, stop_rx.clone()).await
+    };
+    let (app, background, mcp) = match started.await {
+        Ok(started) => started,
+        Err(error) => {
+            server.abort();
+            return Err(error);
+        }
+    };
+    *mcp_stop
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(mcp);
+    if *stop_rx.borrow() {
+        // Stopped while starting, before the stop could end the MCP sessions: now.
+        let mcp = mcp_stop
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(mcp) = mcp {
+            mcp.shut_down();
+        }
+    }
+    starting.ready(app);
     // The one line a supervisor (or a test that asked for port 0) reads to find us.
     // A supervisor that stopped reading does not stop the host.
     crate::output::print_line(&format!("agentroom listening on http://{bound}"))?;
-    let stopping = async move {
-        stop_signal().await;
-        // MCP sessions end first: their open streams would hold the graceful stop open.
-        mcp_stop.shut_down();
-        let _ = stop_tx.send(true);
-    };
-    agentroom_server::serve_with(listener, app, limits, stopping).await?;
+    server
+        .await
+        .map_err(|e| anyhow!("the HTTP server failed: {e}"))??;
     let report = background
         .await
         .map_err(|e| anyhow!("the coordinator loop failed: {e}"))?;

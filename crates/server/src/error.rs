@@ -158,6 +158,9 @@ pub(crate) enum ApiError {
     /// Its cause is logged, not told.
     #[error("the server cannot take this request now; try again")]
     Unavailable(#[source] Cause),
+    /// The host is starting: its Rooms are being recovered, and only `/health` answers yet.
+    #[error("the host is starting (recovering its Rooms); try again in a second")]
+    Starting,
 
     /// T6: the member was revoked (committed at `revision`: its access is refused already),
     /// but revoking its tokens failed; the same request with the same Idempotency-Key revokes
@@ -231,6 +234,7 @@ impl ApiError {
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::TooManySessions { .. }
             | ApiError::Unavailable(_)
+            | ApiError::Starting
             | ApiError::TokensNotRevoked { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -268,7 +272,7 @@ impl ApiError {
                 RefusalKind::WrongState => "rule_refused",
                 RefusalKind::Invalid => "invalid_body",
             },
-            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Unavailable(_) | ApiError::Starting => "unavailable",
             ApiError::TokensNotRevoked { .. } => "tokens_not_revoked",
             ApiError::Internal(_) => "internal_error",
         }
@@ -333,7 +337,8 @@ impl IntoResponse for ApiError {
             ApiError::SessionBufferFull { .. }
             | ApiError::TooManySessions { .. }
             | ApiError::TooManySessionsForPrincipal { .. }
-            | ApiError::TooManyStreams { .. } => {
+            | ApiError::TooManyStreams { .. }
+            | ApiError::Starting => {
                 response
                     .headers_mut()
                     .insert(RETRY_AFTER, HeaderValue::from_static("1"));

@@ -144,6 +144,56 @@ fn build(
         .with_state(state)
 }
 
+/// The host while it starts: a router that answers `/health` with `200 {"status":
+/// "starting"}` and every other request with `503 unavailable` (`Retry-After: 1`, nothing
+/// read or changed) until [`Starting::ready`] hands it the app, which then answers everything.
+/// Serve it on a listener bound first, so that a supervisor sees the process alive from its
+/// first moments while its Rooms are recovered (issue 21).
+pub fn starting() -> (Router, Starting) {
+    let slot: Arc<std::sync::RwLock<Option<Router>>> = Arc::default();
+    let app = Arc::clone(&slot);
+    let front = Router::new().fallback_service(tower::service_fn(
+        move |request: axum::extract::Request| {
+            let current = app
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            async move {
+                use axum::response::IntoResponse as _;
+                use tower::ServiceExt as _;
+                Ok::<_, std::convert::Infallible>(match current {
+                    Some(app) => app.oneshot(request).await.into_response(),
+                    None if request.uri().path() == "/health" => {
+                        axum::Json(serde_json::json!({"status": "starting"})).into_response()
+                    }
+                    None => ApiError::Starting.into_response(),
+                })
+            }
+        },
+    ));
+    (front, Starting(slot))
+}
+
+/// Hands the app to the router [`starting`] made.
+#[derive(Clone)]
+pub struct Starting(Arc<std::sync::RwLock<Option<Router>>>);
+
+impl std::fmt::Debug for Starting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Starting").finish_non_exhaustive()
+    }
+}
+
+impl Starting {
+    /// From now on every request goes to `app`.
+    pub fn ready(&self, app: Router) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(app);
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then stops gracefully: open
 /// streams end at once, requests in progress finish, and it returns. With the default
 /// [`ConnectionLimits`]; see [`serve_with`].
