@@ -72,26 +72,52 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> JournalError + '_ {
 /// The whole lines of the journal at `path` and the length of the prefix they take; a missing
 /// file is an empty journal.
 fn read(path: &Path) -> Result<(Vec<Execution>, u64), JournalError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+    let (executions, whole, _) = read_from(path, 0, 0)?;
+    Ok((executions, whole))
+}
+
+/// The whole lines of the journal at `path` from byte `offset` on (the end of a whole line,
+/// `lines` lines into the file), the offset past the last of them and the count of lines up
+/// to it. A missing file is an empty journal; a torn tail (no newline yet) is left for later.
+fn read_from(
+    path: &Path,
+    offset: u64,
+    lines: usize,
+) -> Result<(Vec<Execution>, u64, usize), JournalError> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Vec::new(), 0, 0));
+        }
         Err(err) => return Err(io(path)(err)),
     };
+    file.seek(SeekFrom::Start(offset)).map_err(io(path))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io(path))?;
     let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
     let mut executions = Vec::new();
-    for (i, line) in bytes[..whole].split(|b| *b == b'\n').enumerate() {
+    let mut count = lines;
+    for line in bytes[..whole].split(|b| *b == b'\n') {
+        if whole == 0 {
+            break;
+        }
+        count += 1;
         if line.is_empty() {
             continue;
         }
         let execution =
             serde_json::from_slice::<Execution>(line).map_err(|e| JournalError::Corrupt {
                 path: path.display().to_string(),
-                line: i + 1,
+                line: count,
                 reason: e.to_string(),
             })?;
         executions.push(execution);
     }
-    Ok((executions, u64::try_from(whole).unwrap_or(u64::MAX)))
+    // `split` yields one empty piece after the last newline.
+    let count = if whole == 0 { lines } else { count - 1 };
+    let read = u64::try_from(whole).unwrap_or(u64::MAX);
+    Ok((executions, offset.saturating_add(read), count))
 }
 
 /// The durable record of executed calls.
@@ -177,10 +203,7 @@ impl Journal {
     /// roles must all record here before they return, or "not recorded" would not mean "not
     /// executed".
     pub fn reconciler(&self, roles: &[CallRole]) -> JournalReconciler {
-        JournalReconciler {
-            path: self.path.clone(),
-            roles: roles.to_vec(),
-        }
+        JournalReconciler::new(self.path.clone(), roles)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, JournalState> {
@@ -190,12 +213,50 @@ impl Journal {
 
 /// Confirms uncertain calls from a journal file (D2): recorded → executed, with the recorded
 /// charge and result; not recorded → never executed, its reservation released. Calls of roles
-/// the journal does not cover stay unknown. It reads the file on every question, so it answers
-/// for a process that crashed as well as for this one.
+/// the journal does not cover stay unknown. Each question reads what was appended to the file
+/// since the last one (by this process or one that crashed) into an index by operation, so
+/// recovering n calls reads the file once, not n times (issue 21); a file shorter than what
+/// was read (replaced) is read again from its start.
 #[derive(Debug, Clone)]
 pub struct JournalReconciler {
     path: PathBuf,
     roles: Vec<CallRole>,
+    index: std::sync::Arc<Mutex<Index>>,
+}
+
+/// What a reconciler has read of its journal.
+#[derive(Debug, Default)]
+struct Index {
+    executions: std::collections::HashMap<OperationId, Execution>,
+    /// The byte offset past the last whole line read.
+    read_to: u64,
+    /// How many lines that is.
+    lines: usize,
+}
+
+impl Index {
+    /// Reads what was appended to the journal at `path` since the last time.
+    fn catch_up(&mut self, path: &Path) -> Result<(), JournalError> {
+        let length = match std::fs::metadata(path) {
+            Ok(metadata) => metadata.len(),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(err) => return Err(io(path)(err)),
+        };
+        if length < self.read_to {
+            *self = Index::default();
+        }
+        if length == self.read_to {
+            return Ok(());
+        }
+        let (executions, read_to, lines) = read_from(path, self.read_to, self.lines)?;
+        for execution in executions {
+            // An operation is recorded once; its first record stands.
+            self.executions.entry(execution.op).or_insert(execution);
+        }
+        self.read_to = read_to;
+        self.lines = lines;
+        Ok(())
+    }
 }
 
 impl JournalReconciler {
@@ -204,6 +265,7 @@ impl JournalReconciler {
         Self {
             path: path.into(),
             roles: roles.to_vec(),
+            index: std::sync::Arc::default(),
         }
     }
 }
@@ -218,14 +280,99 @@ impl Reconciler for JournalReconciler {
         if !self.roles.contains(&operation.request.role) {
             return Ok(None);
         }
-        let (executions, _) = read(&self.path).map_err(|e| ReconcileError(e.to_string()))?;
-        let op = operation.op();
-        Ok(Some(match executions.into_iter().find(|e| e.op == op) {
+        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        index
+            .catch_up(&self.path)
+            .map_err(|e| ReconcileError(e.to_string()))?;
+        Ok(Some(match index.executions.get(&operation.op()) {
             Some(execution) => Reconciliation::Executed {
                 charge: execution.charge,
-                result: execution.result,
+                result: execution.result.clone(),
             },
             None => Reconciliation::NotExecuted,
         }))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    fn op(n: u128) -> OperationId {
+        format!("00000000-0000-4000-8000-{n:012x}").parse().unwrap()
+    }
+
+    fn line(n: u128, reason: &str) -> String {
+        let op = op(n);
+        serde_json::json!({
+            "op": op,
+            "role": "specialist",
+            "principal": "sam",
+            "task": "p/gather",
+            "reply": 0,
+            "charge": {"charge": "actual", "micros": 5},
+            "result": {"role": "specialist", "value": {"result": "failure", "reason": reason}},
+        })
+        .to_string()
+    }
+
+    fn append(path: &Path, text: &str) {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn reason(index: &Index, n: u128) -> Option<String> {
+        index
+            .executions
+            .get(&op(n))
+            .map(|e| format!("{:?}", e.result))
+    }
+
+    /// D2 at scale (issue 21): the reconciler's index reads only what was appended since its
+    /// last question, a torn tail only once it is whole, keeps an operation's first record,
+    /// names a corrupt line by its number in the file, and starts over on a replaced file.
+    #[test]
+    fn d2_the_index_reads_each_line_once_in_file_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("executions.jsonl");
+        let mut index = Index::default();
+        index.catch_up(&path).unwrap();
+        assert!(index.executions.is_empty(), "a missing journal is empty");
+
+        append(&path, &format!("{}\n{}\n", line(1, "one"), line(2, "two")));
+        index.catch_up(&path).unwrap();
+        assert_eq!((index.executions.len(), index.lines), (2, 2));
+        let torn = line(3, "three");
+        let (head, tail) = torn.split_at(10);
+        append(&path, head);
+        index.catch_up(&path).unwrap();
+        assert!(reason(&index, 3).is_none(), "a torn tail is not read");
+        append(&path, &format!("{tail}\n{}\n", line(1, "again")));
+        index.catch_up(&path).unwrap();
+        assert!(reason(&index, 3).unwrap().contains("three"));
+        assert!(
+            reason(&index, 1).unwrap().contains("one"),
+            "the first record stands"
+        );
+        assert_eq!(index.read_to, std::fs::metadata(&path).unwrap().len());
+        assert_eq!(index.lines, 4);
+
+        append(&path, "not json\n");
+        match index.catch_up(&path) {
+            Err(JournalError::Corrupt { line: 5, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+
+        std::fs::write(&path, format!("{}\n", line(9, "nine"))).unwrap();
+        index.catch_up(&path).unwrap();
+        assert_eq!(index.executions.len(), 1, "a replaced journal is read anew");
+        assert!(reason(&index, 9).unwrap().contains("nine"));
     }
 }
