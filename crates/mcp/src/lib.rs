@@ -372,6 +372,19 @@ impl ServerHandler for RoomTools {
             .map_err(ToolError::into_error_data)
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(resources::acceptable(requested))
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        self.listen_to(context)
+            .await
+            .map_err(ToolError::into_error_data)
+    }
+
     #[allow(
         deprecated,
         reason = "resources/subscribe is what clients of protocol versions before 2026-07-28 send"

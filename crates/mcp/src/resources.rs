@@ -2,9 +2,10 @@
 //! those who may read objectives, holding the tasks the reader may see (the domain decides
 //! which, as for A2E's `planning/plan/board`), and each report version
 //! (`agentroom://objectives/{objective}/reports/{version}`), readable with `report.read`: what
-//! `read_report` answers for it (body, sources with their excerpts, criteria, reviews). A client that subscribes to one is told when
-//! it changes (`notifications/resources/updated`): after each decision of the Room where this
-//! process decides, by polling where it only records. A subscription lives as long as the
+//! `read_report` answers for it (body, sources with their excerpts, criteria, reviews). A
+//! client that subscribes to one (`resources/subscribe`, or `subscriptions/listen` of protocol
+//! 2026-07-28) is told when it changes (`notifications/resources/updated`): after each decision
+//! of the Room where this process decides, by polling where it only records. A subscription lives as long as the
 //! session and its token: a revoked token's subscriptions end at the next change.
 
 use std::collections::{BTreeSet, HashMap};
@@ -19,8 +20,10 @@ use agentroom_planning::CoordinatorPlans;
 use agentroom_planning::wire::Board;
 use rmcp::model::{
     Extensions, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ResourceUpdatedNotificationParam,
+    ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
+    SubscriptionFilter,
 };
+use rmcp::service::{SubscriptionContext, SubscriptionSink};
 use rmcp::{Peer, RoleServer};
 
 use crate::{Caller, Posting, RoomTools, Token, ToolError};
@@ -256,11 +259,47 @@ impl RoomTools {
         }
     }
 
+    /// Runs one `subscriptions/listen` subscription (protocol 2026-07-28): the resources it
+    /// accepted, each readable by the caller now, followed until the client cancels it or the
+    /// token no longer authenticates the caller.
+    pub(crate) async fn listen_to(&self, context: SubscriptionContext) -> Result<(), ToolError> {
+        let extensions = &context.request_context().extensions;
+        let caller = self.caller(extensions).await?;
+        let token = self
+            .token_of(extensions)
+            .ok_or(ToolError::Unauthenticated)?;
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        for uri in &uris {
+            self.render(&caller, ResourceId::parse(uri)?).await?;
+        }
+        let sink = Notify::Subscription(context.sink().clone());
+        tokio::select! {
+            () = context.cancelled() => {}
+            () = self.clone().follow_with(token, caller, Uris::Fixed(uris), sink) => {}
+        }
+        Ok(())
+    }
+
     /// Tells `peer` each time a subscribed resource changes, until the session ends or the
     /// token no longer authenticates `caller`.
     async fn follow(self, token: Token, caller: Caller, peer: Peer<RoleServer>) {
+        self.follow_with(token, caller, Uris::Session, Notify::Peer(peer))
+            .await;
+    }
+
+    /// Sends through `notify` each time one of `uris` changes, until it can no longer be
+    /// sent or the token no longer authenticates `caller`.
+    async fn follow_with(self, token: Token, caller: Caller, uris: Uris, notify: Notify) {
+        let watched = || match &uris {
+            Uris::Session => self.subscriptions.snapshot(),
+            Uris::Fixed(fixed) => fixed.clone(),
+        };
         let mut last: HashMap<String, u64> = HashMap::new();
-        for uri in self.subscriptions.snapshot() {
+        for uri in watched() {
             if let Ok(id) = ResourceId::parse(&uri)
                 && let Ok(text) = self.render(&caller, id).await
             {
@@ -281,10 +320,10 @@ impl RoomTools {
                 },
                 None => tokio::time::sleep(POLL).await,
             }
-            if peer.is_transport_closed() {
+            if notify.closed() {
                 return;
             }
-            let uris = self.subscriptions.snapshot();
+            let uris = watched();
             if uris.is_empty() {
                 continue;
             }
@@ -309,17 +348,67 @@ impl RoomTools {
                         continue;
                     }
                 };
-                if last.insert(uri.clone(), now) != Some(now)
-                    && peer
-                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                        .await
-                        .is_err()
-                {
+                if last.insert(uri.clone(), now) != Some(now) && !notify.updated(uri).await {
                     return;
                 }
             }
         }
     }
+}
+
+/// Which resources a follower watches.
+enum Uris {
+    /// The session's `resources/subscribe` set, as it changes.
+    Session,
+    /// A `subscriptions/listen` request's accepted set.
+    Fixed(Vec<String>),
+}
+
+/// Where a follower says a resource changed.
+enum Notify {
+    /// The session's peer (`resources/subscribe`).
+    Peer(Peer<RoleServer>),
+    /// A `subscriptions/listen` request's stream.
+    Subscription(SubscriptionSink),
+}
+
+impl Notify {
+    fn closed(&self) -> bool {
+        match self {
+            Notify::Peer(peer) => peer.is_transport_closed(),
+            Notify::Subscription(_) => false,
+        }
+    }
+
+    /// Whether the notification could be sent.
+    async fn updated(&self, uri: String) -> bool {
+        let param = ResourceUpdatedNotificationParam::new(uri);
+        match self {
+            Notify::Peer(peer) => peer.notify_resource_updated(param).await.is_ok(),
+            Notify::Subscription(sink) => sink
+                .send(ServerNotification::ResourceUpdatedNotification(
+                    ResourceUpdatedNotification::new(param),
+                ))
+                .await
+                .is_ok(),
+        }
+    }
+}
+
+/// The part of a `subscriptions/listen` filter this server accepts: at most
+/// [`MAX_SUBSCRIPTIONS`] of the resources it serves.
+pub(crate) fn acceptable(requested: &SubscriptionFilter) -> SubscriptionFilter {
+    let uris: Vec<String> = requested
+        .resource_subscriptions
+        .iter()
+        .flatten()
+        .filter(|uri| ResourceId::parse(uri).is_ok())
+        .take(MAX_SUBSCRIPTIONS)
+        .cloned()
+        .collect();
+    let mut accepted = SubscriptionFilter::new();
+    accepted.resource_subscriptions = Some(uris);
+    accepted
 }
 
 fn fingerprint(text: &str) -> u64 {

@@ -756,3 +756,72 @@ async fn o14_only_the_owner_corrects_an_objective_and_a_refused_correction_store
         "covers only work published in 2026"
     );
 }
+
+/// Protocol 2026-07-28's `subscriptions/listen` (rmcp's client in discover mode, over an
+/// in-memory pipe): a subscription to the objective's board is acknowledged for it and told
+/// when sam's result moves the board; a resource this server does not serve is left out of
+/// what it accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t3_a_listen_subscription_to_a_board_is_told_when_the_board_changes() {
+    use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+
+    let (lab, objective, gather) = Lab::with_gather().await;
+    let olive = lab.tools("olive").await;
+    let (client_side, server_side) = tokio::io::duplex(1 << 20);
+    let (read, write) = tokio::io::split(server_side);
+    tokio::spawn(async move { olive.serve(read, write).await });
+    let client = ()
+        .serve_with_lifecycle(
+            tokio::io::split(client_side),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let board = format!("agentroom://objectives/{objective}/board");
+    let mut subscription = client
+        .peer()
+        .listen(
+            SubscriptionFilter::builder()
+                .resource_subscription(board.clone())
+                .resource_subscription("file:///etc/passwd")
+                .build(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        subscription.acknowledged().resource_subscriptions,
+        Some(vec![board.clone()])
+    );
+
+    lab.tools("sam")
+        .await
+        .submit_result(
+            Extensions::default(),
+            args(json!({
+                "operation": gather.operation,
+                "result": {
+                    "outcome": "contribution",
+                    "body": "Two surveys describe leases on tool calls.",
+                    "sources": [document("s1", "Leases fence stale writers.")],
+                    "outputs": {"findings": ["leases on tool calls"]},
+                    "usage_micros": 3_400,
+                },
+            })),
+        )
+        .await
+        .unwrap();
+    let told = tokio::time::timeout(STEP, subscription.next())
+        .await
+        .expect("no notification of the board's change")
+        .unwrap()
+        .unwrap();
+    let ServerNotification::ResourceUpdatedNotification(updated) = told else {
+        panic!("{told:?}")
+    };
+    assert_eq!(updated.params.uri, board);
+    drop(subscription);
+    client.cancel().await.unwrap();
+}
