@@ -402,7 +402,8 @@ async fn r1_r2_r7_b1_an_objective_completes_with_mcp_specialists_and_an_mcp_revi
                 break objective;
             }
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Well under the per-token request rate of `/mcp` (20 a second).
+        tokio::time::sleep(Duration::from_millis(100)).await;
     };
     *stop.lock().unwrap() = true;
     let sue_did = sue_agent.await.unwrap();

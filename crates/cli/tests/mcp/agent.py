@@ -109,7 +109,8 @@ async def specialist(client):
             )
             done.add(operation)
             say(did="submit_result", operation=operation, facts=len(facts), error=failed, answer=answer)
-        await asyncio.sleep(0.1)
+        # Well under the per-token request rate of `/mcp` (20 a second).
+        await asyncio.sleep(0.2)
 
 
 def verdict(criterion, report):
@@ -166,7 +167,8 @@ async def reviewer(client):
             reviewed.add(key)
             say(did="record_review", objective=objective["id"], version=report["version"],
                 verdicts=verdicts, error=failed, answer=answer)
-        await asyncio.sleep(0.1)
+        # Well under the per-token request rate of `/mcp` (20 a second).
+        await asyncio.sleep(0.2)
 
 
 async def main():
