@@ -107,8 +107,9 @@ enum Command {
         /// session is forwarded to its `/mcp` with the token as the bearer header, so the
         /// tools act on the host that runs the agents (events decided at once; a specialist's
         /// assignments wait there). Without it, the tools work on the store (--root or
-        /// --database-url) and only record events.
-        #[arg(long, value_name = "URL")]
+        /// --database-url) and only record events. Refused with --root or --fsync, which
+        /// name a store it would not open.
+        #[arg(long, value_name = "URL", conflicts_with_all = ["root", "fsync"])]
         host: Option<String>,
         #[command(flatten)]
         store: store::StoreArgs,

@@ -358,4 +358,19 @@ fn t3_mcp_stdio_refuses_a_bad_token_before_serving_and_takes_none_as_an_argument
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+
+    // The bridge opens no store: naming one with it is a usage error, not silently ignored.
+    let mut both = args.to_vec();
+    both.extend(["--host", "http://127.0.0.1:9"]);
+    let refused = command(&both)
+        .env("AGENTROOM_TOKEN", "ar_x")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("cannot be used with") && stderr.contains("'--host <URL>'"),
+        "{stderr}"
+    );
 }
