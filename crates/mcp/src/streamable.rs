@@ -173,12 +173,24 @@ impl McpHttp {
             Err(refusal) => return refusal.response(),
         };
         let opens = session.is_none() && method == Method::POST;
-        if opens && let Err(refusal) = self.guard.reserve(&owner).await {
-            return refusal.response();
-        }
+        let reservation = if opens {
+            match self.guard.reserve(&owner).await {
+                Ok(()) => Some(Reservation {
+                    guard: &self.guard,
+                    owner: &owner,
+                    settled: false,
+                }),
+                Err(refusal) => return refusal.response(),
+            }
+        } else {
+            None
+        };
+        // A request whose client goes away is dropped in this await: the reservation's drop
+        // gives its place back, so a cancelled call never holds a session place for good.
         let response = self.rmcp.handle(request).await;
-        if opens {
+        if let Some(mut reservation) = reservation {
             let made = session_of(response.headers()).filter(|_| response.status().is_success());
+            reservation.settled = true;
             self.guard.opened(&owner, made);
         } else if let Some(session) = session
             && method == Method::DELETE
@@ -274,6 +286,22 @@ impl Bucket {
 
 /// Tokens remembered before idle ones are forgotten (a full bucket and no session).
 const REMEMBERED_TOKENS: usize = 4096;
+
+/// A place [`Guard::reserve`] held for a session a request may open: given back when it is
+/// dropped unsettled (the request's future was dropped before rmcp answered).
+struct Reservation<'a> {
+    guard: &'a Guard,
+    owner: &'a Owner,
+    settled: bool,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.guard.opened(self.owner, None);
+        }
+    }
+}
 
 struct Guard {
     coordinator: Coordinator,
@@ -531,6 +559,52 @@ impl Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// T3 bounds (issue 20): a request dropped while rmcp serves it (its client went away)
+    /// gives back the session place it held; without that, a token would be refused for good
+    /// after a few cancelled calls.
+    #[tokio::test]
+    async fn t3_a_place_held_for_a_dropped_request_is_given_back() {
+        use agentroom_coordinator::CoordinatorConfig;
+        let coordinator = Coordinator::builder(
+            Arc::new(agentroom_ports::memory::MemoryStore::new()),
+            CoordinatorConfig::for_command("mcp-guard-test"),
+        )
+        .build();
+        let config = HttpConfig::new(Vec::new());
+        let per_token = config.sessions_per_token;
+        let guard = Guard {
+            coordinator,
+            sessions: Arc::new(LocalSessionManager::default()),
+            config,
+            state: Mutex::default(),
+        };
+        let owner = Owner {
+            token: TokenId::parse("0123456789abcdef").unwrap(),
+            room: RoomId::parse("lab").unwrap(),
+            principal: PrincipalId::parse("sam").unwrap(),
+        };
+        for _ in 0..=per_token {
+            guard.reserve(&owner).await.unwrap();
+            drop(Reservation {
+                guard: &guard,
+                owner: &owner,
+                settled: false,
+            });
+        }
+        assert_eq!(guard.state().tokens[&owner.token].sessions, 0);
+        // A settled one is the session's: it holds its place until the session ends.
+        guard.reserve(&owner).await.unwrap();
+        let mut kept = Reservation {
+            guard: &guard,
+            owner: &owner,
+            settled: false,
+        };
+        kept.settled = true;
+        drop(kept);
+        guard.opened(&owner, Some("s-1".to_owned()));
+        assert_eq!(guard.state().tokens[&owner.token].sessions, 1);
+    }
 
     #[test]
     fn a_bucket_refills_at_its_rate_up_to_its_size() {
