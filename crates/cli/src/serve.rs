@@ -120,15 +120,18 @@ pub(crate) async fn run(
         let mcp_stop = Arc::clone(&mcp_stop);
         async move {
             stop_signal().await;
-            // MCP sessions end first: their open streams would hold the graceful stop open.
-            if let Some(mcp) = mcp_stop
+            // Said first, so that a start finishing now sees it and ends the MCP sessions
+            // itself if they are not in the slot yet.
+            let _ = stop_tx.send(true);
+            // MCP sessions end before the listener stops: their open streams would hold the
+            // graceful stop open.
+            let mcp = mcp_stop
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take()
-            {
+                .take();
+            if let Some(mcp) = mcp {
                 mcp.shut_down();
             }
-            let _ = stop_tx.send(true);
         }
     };
     let server = tokio::spawn(agentroom_server::serve_with(
@@ -161,7 +164,8 @@ pub(crate) async fn run(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(mcp);
     if *stop_rx.borrow() {
-        // Stopped while starting, before the stop could end the MCP sessions: now.
+        // Stopped while starting (the listener stops already): the MCP sessions end now if
+        // the stop found none to end, and the host neither serves nor says where it listens.
         let mcp = mcp_stop
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -169,11 +173,18 @@ pub(crate) async fn run(
         if let Some(mcp) = mcp {
             mcp.shut_down();
         }
+        tracing::info!("stopped while starting");
+    } else {
+        starting.ready(app);
+        // The one line a supervisor (or a test that asked for port 0) reads to find us.
+        // A supervisor that stopped reading does not stop the host.
+        if let Err(error) =
+            crate::output::print_line(&format!("agentroom listening on http://{bound}"))
+        {
+            server.abort();
+            return Err(error);
+        }
     }
-    starting.ready(app);
-    // The one line a supervisor (or a test that asked for port 0) reads to find us.
-    // A supervisor that stopped reading does not stop the host.
-    crate::output::print_line(&format!("agentroom listening on http://{bound}"))?;
     server
         .await
         .map_err(|e| anyhow!("the HTTP server failed: {e}"))??;

@@ -81,8 +81,9 @@ impl Lock {
     }
 }
 
-#[test]
-fn d5_serve_answers_health_while_it_recovers_and_a_room_route_503_with_retry_after() {
+/// A Room `lab` on a fresh PostgreSQL database; its URL, the owner's token and a free
+/// address on loopback.
+fn site() -> (Database, String, String) {
     let db = Database::create();
     migrate_up(&db.url());
     let created = support::agentroom(&[
@@ -111,26 +112,40 @@ fn d5_serve_answers_health_while_it_recovers_and_a_room_route_503_with_retry_aft
         .local_addr()
         .unwrap()
         .port();
-    let address = format!("127.0.0.1:{port}");
+    (db, owner, format!("127.0.0.1:{port}"))
+}
 
-    let lock = Lock::operations(&db.url());
-    let mut serve = Running(
-        support::agentroom(&["serve", "--listen", &address, "--database-url", &db.url()])
+/// `serve` on `db` at `address`, its stdout piped.
+fn serve(db: &Database, address: &str) -> Running {
+    Running(
+        support::agentroom(&["serve", "--listen", address, "--database-url", &db.url()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap(),
-    );
-    // Alive while it cannot recover: health says so, the API asks to come back.
+    )
+}
+
+/// `/health` once something answers it.
+fn health(address: &str, token: &str) -> (u16, Option<String>, String) {
     let started = Instant::now();
-    let health = loop {
-        if let Some(answer) = get(&address, "/health", &owner) {
-            break answer;
+    loop {
+        if let Some(answer) = get(address, "/health", token) {
+            return answer;
         }
         assert!(started.elapsed() < PATIENCE, "serve never answered /health");
         std::thread::sleep(Duration::from_millis(5));
-    };
+    }
+}
+
+#[test]
+fn d5_serve_answers_health_while_it_recovers_and_a_room_route_503_with_retry_after() {
+    let (db, owner, address) = site();
+    let lock = Lock::operations(&db.url());
+    let mut serve = serve(&db, &address);
+    // Alive while it cannot recover: health says so, the API asks to come back.
+    let health = health(&address, &owner);
     assert_eq!(health.0, 200, "{health:?}");
     assert!(health.2.contains("starting"), "{health:?}");
     let room = get(&address, "/v1/rooms/lab", &owner).unwrap();
@@ -153,4 +168,44 @@ fn d5_serve_answers_health_while_it_recovers_and_a_room_route_503_with_retry_aft
     assert!(health.2.contains("\"ok\""), "{health:?}");
     let room = get(&address, "/v1/rooms/lab", &owner).unwrap();
     assert_eq!(room.0, 200, "{room:?}");
+}
+
+#[test]
+fn d5_a_stop_while_starting_ends_the_host_without_serving_or_saying_it_listens() {
+    let (db, owner, address) = site();
+    let lock = Lock::operations(&db.url());
+    let mut serve = serve(&db, &address);
+    assert!(health(&address, &owner).2.contains("starting"));
+    let pid = serve.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // The listener stops at once; the start finishes once recovery can, and stops there.
+    let started = Instant::now();
+    while get(&address, "/health", &owner).is_some() {
+        assert!(started.elapsed() < PATIENCE, "the listener did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    lock.release();
+    let status = loop {
+        if let Some(status) = serve.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < PATIENCE, "serve did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    let mut printed = String::new();
+    serve
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut printed)
+        .unwrap();
+    assert!(!printed.contains("listening"), "{printed}");
 }
