@@ -84,7 +84,6 @@ fn read_from(
     offset: u64,
     lines: usize,
 ) -> Result<(Vec<Execution>, u64, usize), JournalError> {
-    use std::io::{Read as _, Seek as _, SeekFrom};
     let mut file = match File::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -92,6 +91,17 @@ fn read_from(
         }
         Err(err) => return Err(io(path)(err)),
     };
+    read_lines(&mut file, path, offset, lines)
+}
+
+/// [`read_from`] on a file already open.
+fn read_lines(
+    file: &mut File,
+    path: &Path,
+    offset: u64,
+    lines: usize,
+) -> Result<(Vec<Execution>, u64, usize), JournalError> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
     file.seek(SeekFrom::Start(offset)).map_err(io(path))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(io(path))?;
@@ -228,6 +238,8 @@ pub struct JournalReconciler {
 #[derive(Debug, Default)]
 struct Index {
     executions: std::collections::HashMap<OperationId, Execution>,
+    /// The file read (device and inode): another file at the path is read anew.
+    file: Option<(u64, u64)>,
     /// The byte offset past the last whole line read.
     read_to: u64,
     /// How many lines that is.
@@ -235,20 +247,30 @@ struct Index {
 }
 
 impl Index {
-    /// Reads what was appended to the journal at `path` since the last time.
+    /// Reads what was appended to the journal at `path` since the last time, from the file
+    /// it opens (so its identity and its content are the same file's).
     fn catch_up(&mut self, path: &Path) -> Result<(), JournalError> {
-        let length = match std::fs::metadata(path) {
-            Ok(metadata) => metadata.len(),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => 0,
+        use std::os::unix::fs::MetadataExt as _;
+        let mut file = match File::open(path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                *self = Index::default();
+                return Ok(());
+            }
             Err(err) => return Err(io(path)(err)),
         };
-        if length < self.read_to {
-            *self = Index::default();
+        let metadata = file.metadata().map_err(io(path))?;
+        let identity = Some((metadata.dev(), metadata.ino()));
+        if identity != self.file || metadata.len() < self.read_to {
+            *self = Index {
+                file: identity,
+                ..Index::default()
+            };
         }
-        if length == self.read_to {
+        if metadata.len() == self.read_to {
             return Ok(());
         }
-        let (executions, read_to, lines) = read_from(path, self.read_to, self.lines)?;
+        let (executions, read_to, lines) = read_lines(&mut file, path, self.read_to, self.lines)?;
         for execution in executions {
             // An operation is recorded once; its first record stands.
             self.executions.entry(execution.op).or_insert(execution);
@@ -374,5 +396,16 @@ mod tests {
         index.catch_up(&path).unwrap();
         assert_eq!(index.executions.len(), 1, "a replaced journal is read anew");
         assert!(reason(&index, 9).unwrap().contains("nine"));
+
+        // Replaced by a longer file (renamed over it): another file, read from its start.
+        let longer = dir.path().join("longer.jsonl");
+        let text: String = (20..30)
+            .map(|n| format!("{}\n", line(n, "later")))
+            .collect();
+        std::fs::write(&longer, text).unwrap();
+        std::fs::rename(&longer, &path).unwrap();
+        index.catch_up(&path).unwrap();
+        assert_eq!(index.executions.len(), 10, "every line of the new file");
+        assert!(reason(&index, 9).is_none() && reason(&index, 20).is_some());
     }
 }
