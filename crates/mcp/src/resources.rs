@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentroom_domain::ids::ObjectiveId;
@@ -32,6 +32,9 @@ use crate::{Caller, Posting, RoomTools, Token, ToolError};
 const PREFIX: &str = "agentroom://objectives/";
 /// How often a process that only records looks for changes of subscribed resources.
 const POLL: Duration = Duration::from_secs(1);
+/// How often a follower waiting for its Room's next decision looks whether its session
+/// closed.
+const CLOSED_CHECK: Duration = Duration::from_secs(5);
 /// The most resources one session may subscribe to.
 pub const MAX_SUBSCRIPTIONS: usize = 64;
 
@@ -287,8 +290,11 @@ impl RoomTools {
     /// Tells `peer` each time a subscribed resource changes, until the session ends or the
     /// token no longer authenticates `caller`.
     async fn follow(self, token: Token, caller: Caller, peer: Peer<RoleServer>) {
+        let subscriptions = Arc::clone(&self.subscriptions);
         self.follow_with(token, caller, Uris::Session, Notify::Peer(peer))
             .await;
+        // A later subscription of the session (with a new token, say) follows again.
+        subscriptions.following.store(false, Ordering::SeqCst);
     }
 
     /// Sends through `notify` each time one of `uris` changes, until it can no longer be
@@ -309,13 +315,22 @@ impl RoomTools {
         let mut commits = (self.posting == Posting::Decide).then(|| self.coordinator.watch());
         loop {
             match &mut commits {
-                Some(receiver) => match receiver.recv().await {
-                    None => return,
-                    Some(commit) if commit.room != caller.room => continue,
-                    Some(_) => {
-                        // A burst of decisions is one change to tell.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        while receiver.try_recv().is_ok() {}
+                Some(receiver) => tokio::select! {
+                    commit = receiver.recv() => match commit {
+                        None => return,
+                        Some(commit) if commit.room != caller.room => continue,
+                        Some(_) => {
+                            // A burst of decisions is one change to tell.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            while receiver.try_recv().is_ok() {}
+                        }
+                    },
+                    // A quiet Room does not keep a closed session's follower alive.
+                    () = tokio::time::sleep(CLOSED_CHECK) => {
+                        if notify.closed() {
+                            return;
+                        }
+                        continue;
                     }
                 },
                 None => tokio::time::sleep(POLL).await,
