@@ -825,3 +825,59 @@ async fn t3_a_listen_subscription_to_a_board_is_told_when_the_board_changes() {
     drop(subscription);
     client.cancel().await.unwrap();
 }
+
+/// Bad input (issue 20): a text above the bound its schema advertises is refused as
+/// `invalid_body` before anything is looked up or stored, as REST's body limit refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o12_o13_o14_r2_over_long_texts_are_refused_whole_and_change_nothing() {
+    let lab = Lab::open().await;
+    let before = lab.revision().await;
+    let long = "x".repeat(16_001);
+    let nothing = "00000000-0000-4000-8000-000000000001";
+    let sam = lab.tools("sam").await;
+    refused(
+        sam.post_wait(
+            Extensions::default(),
+            args(json!({"operation": nothing, "reason": long})),
+        )
+        .await,
+        "invalid_body",
+    );
+    refused(
+        sam.post_receipt(
+            Extensions::default(),
+            args(json!({"operation": nothing, "note": long})),
+        )
+        .await,
+        "invalid_body",
+    );
+    let rita = lab.tools("rita").await;
+    refused(
+        rita.record_review(
+            Extensions::default(),
+            args(json!({
+                "objective": nothing,
+                "report_version": 1,
+                "observed": {"objective": 1, "control": 0},
+                "verdicts": [{"criterion": "c1", "verdict": "met", "evidence": long}],
+            })),
+        )
+        .await,
+        "invalid_body",
+    );
+    let olive = lab.tools("olive").await;
+    refused(
+        olive
+            .correct_objective(
+                Extensions::default(),
+                args(json!({
+                    "objective": nothing,
+                    "text": "Narrower.",
+                    "criteria": [{"id": "c1", "text": "y".repeat(2_001)}],
+                })),
+            )
+            .await,
+        "invalid_body",
+    );
+    assert_eq!(lab.revision().await, before);
+}

@@ -29,6 +29,8 @@ pub use specialist::*;
 
 /// The longest owner message a tool takes, in characters.
 pub const MAX_TEXT_CHARS: usize = 16_000;
+/// The longest criterion text, in characters.
+pub const MAX_CRITERION_CHARS: usize = 2_000;
 /// The longest idempotency key, in characters (REST's `Idempotency-Key` bound).
 pub const MAX_KEY_CHARS: usize = 128;
 
@@ -312,10 +314,15 @@ pub(crate) fn needs_host(what: &str) -> ToolError {
 /// A text a person wrote: at most [`MAX_TEXT_CHARS`] characters (a blank one is the domain's
 /// to refuse).
 pub(crate) fn check_text(text: &str) -> Result<(), ToolError> {
+    check_length("text", text, MAX_TEXT_CHARS)
+}
+
+/// `field` holds at most `most` characters (the bound its schema advertises).
+pub(crate) fn check_length(field: &str, text: &str, most: usize) -> Result<(), ToolError> {
     let chars = text.chars().count();
-    if chars > MAX_TEXT_CHARS {
+    if chars > most {
         return Err(ToolError::InvalidInput(format!(
-            "text has {chars} characters; the most is {MAX_TEXT_CHARS}"
+            "{field} has {chars} characters; the most is {most}"
         )));
     }
     Ok(())
@@ -675,6 +682,7 @@ impl RoomTools {
                 criteria
                     .into_iter()
                     .map(|c| {
+                        check_length("a criterion's text", &c.text, MAX_CRITERION_CHARS)?;
                         Ok(Criterion {
                             id: CriterionId::parse(&c.id).map_err(|error| {
                                 ToolError::InvalidInput(format!("criteria: {error}"))

@@ -16,7 +16,7 @@ use agentroom_domain::ids::ObjectiveId;
 use agentroom_domain::state::RoomState;
 
 use super::specialist::objective_id;
-use super::{Applied, Checked, applied, check_key, criteria, json};
+use super::{Applied, Checked, MAX_TEXT_CHARS, applied, check_key, check_length, criteria, json};
 use crate::{RoomTools, ToolError};
 
 /// `read_report`'s input.
@@ -308,6 +308,10 @@ impl RoomTools {
         check_key(input.idempotency_key.as_deref())?;
         let mut verdicts = Vec::with_capacity(input.verdicts.len());
         for v in input.verdicts {
+            check_length("a verdict's evidence", &v.evidence, MAX_TEXT_CHARS)?;
+            if let Some(quote) = &v.quote {
+                check_length("a verdict's quote", quote, MAX_TEXT_CHARS)?;
+            }
             verdicts.push(CriterionVerdict {
                 criterion: CriterionId::parse(&v.criterion)
                     .map_err(|error| ToolError::InvalidInput(format!("criterion: {error}")))?,

@@ -12,7 +12,10 @@ use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Applied, Checked, NoInput, Posted, applied, check_key, json, posted};
+use super::{
+    Applied, Checked, MAX_TEXT_CHARS, NoInput, Posted, applied, check_key, check_length, json,
+    posted,
+};
 use crate::{Caller, RoomTools, ToolError};
 
 /// A hosted assignment waiting for the caller's result (REST's `AssignmentView`).
@@ -374,6 +377,7 @@ impl RoomTools {
     ) -> Result<Json<Posted>, ToolError> {
         let input = input.input()?;
         check_key(input.idempotency_key.as_deref())?;
+        check_length("reason", &input.reason, MAX_TEXT_CHARS)?;
         let (caller, _) = self.authorized(&context, Permission::TaskUpdateOwn).await?;
         let op = operation(&input.operation)?;
         let what = format!("assignment/{op}/wait/{}", input.reason);
@@ -402,6 +406,7 @@ impl RoomTools {
     ) -> Result<Json<Posted>, ToolError> {
         let input = input.input()?;
         check_key(input.idempotency_key.as_deref())?;
+        check_length("note", &input.note, MAX_TEXT_CHARS)?;
         let (caller, _) = self.authorized(&context, Permission::TaskUpdateOwn).await?;
         let op = operation(&input.operation)?;
         let what = format!("assignment/{op}/receipt/{}", input.note);
