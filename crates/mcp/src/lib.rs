@@ -30,7 +30,7 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleServer, ServerHandler, ServiceExt, tool_handler};
 
 pub use error::ToolError;
-pub use resources::MAX_SUBSCRIPTIONS;
+pub use resources::{MAX_LISTENS_PER_PRINCIPAL, MAX_SUBSCRIPTIONS};
 pub use streamable::{
     DEFAULT_BURST, DEFAULT_MAX_SESSIONS, DEFAULT_REQUESTS_PER_SECOND, DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_SESSIONS_PER_TOKEN, HttpConfig, HttpResponse, McpHttp, McpShutdown,
@@ -105,6 +105,8 @@ pub struct RoomTools {
     planning: Option<Arc<PlanningService>>,
     /// The resources this session subscribed to.
     subscriptions: Arc<resources::Subscriptions>,
+    /// The listen streams open in this process (shared by every session's tools).
+    listens: Arc<resources::Listens>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -145,6 +147,7 @@ impl RoomTools {
             },
             planning: None,
             subscriptions: Arc::default(),
+            listens: Arc::default(),
             tool_router: Self::routers(),
         })
     }
@@ -161,6 +164,7 @@ impl RoomTools {
             },
             planning: None,
             subscriptions: Arc::default(),
+            listens: Arc::default(),
             tool_router: Self::routers(),
         }
     }
@@ -169,6 +173,13 @@ impl RoomTools {
     /// answer that this process does not serve them).
     pub fn with_planning(mut self, planning: Arc<PlanningService>) -> Self {
         self.planning = Some(planning);
+        self
+    }
+
+    /// Shares `listens` (the listen streams open in this process) with these tools: every
+    /// session of one HTTP endpoint counts against the same bound.
+    pub(crate) fn with_listens(mut self, listens: Arc<resources::Listens>) -> Self {
+        self.listens = listens;
         self
     }
 

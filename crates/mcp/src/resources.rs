@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentroom_domain::ids::ObjectiveId;
+use agentroom_domain::ids::{ObjectiveId, PrincipalId, RoomId};
 use agentroom_domain::room::Permission;
 use agentroom_planning::CoordinatorPlans;
 use agentroom_planning::wire::Board;
@@ -35,6 +35,9 @@ const POLL: Duration = Duration::from_secs(1);
 /// How often a follower waiting for its Room's next decision looks whether its session
 /// closed.
 const CLOSED_CHECK: Duration = Duration::from_secs(5);
+/// The most `subscriptions/listen` streams one principal of a Room holds open at once in this
+/// process (each holds an HTTP request open; REST's notification streams have the same bound).
+pub const MAX_LISTENS_PER_PRINCIPAL: usize = 16;
 /// The most resources one session may subscribe to.
 pub const MAX_SUBSCRIPTIONS: usize = 64;
 
@@ -79,6 +82,53 @@ impl ResourceId {
             ResourceId::Board(objective) => format!("{PREFIX}{objective}/board"),
             ResourceId::Report(objective, version) => {
                 format!("{PREFIX}{objective}/reports/{version}")
+            }
+        }
+    }
+}
+
+/// The `subscriptions/listen` streams open in this process, by Room and principal; shared by
+/// every session's tools.
+#[derive(Debug, Default)]
+pub(crate) struct Listens(Mutex<HashMap<(RoomId, PrincipalId), usize>>);
+
+/// One open listen stream, counted until it is dropped.
+struct Listening<'a> {
+    listens: &'a Listens,
+    key: (RoomId, PrincipalId),
+}
+
+impl Listens {
+    fn open(&self, caller: &Caller) -> Result<Listening<'_>, ToolError> {
+        let key = (caller.room.clone(), caller.principal.clone());
+        let mut open = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = open.entry(key.clone()).or_insert(0);
+        if *count >= MAX_LISTENS_PER_PRINCIPAL {
+            return Err(ToolError::Refused(format!(
+                "{} holds {MAX_LISTENS_PER_PRINCIPAL} subscriptions open already (the most); \
+                 cancel one first",
+                caller.principal
+            )));
+        }
+        *count += 1;
+        Ok(Listening { listens: self, key })
+    }
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        let mut open = self
+            .listens
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.key);
             }
         }
     }
@@ -271,6 +321,8 @@ impl RoomTools {
         let token = self
             .token_of(extensions)
             .ok_or(ToolError::Unauthenticated)?;
+        // Counted while this stream is open (its HTTP request with it).
+        let _open = self.listens.open(&caller)?;
         let uris = context
             .accepted()
             .resource_subscriptions

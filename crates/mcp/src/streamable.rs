@@ -143,9 +143,11 @@ impl McpHttp {
             .with_cancellation_token(stop.clone());
         let factory = {
             let coordinator = coordinator.clone();
+            let listens = Arc::default();
             move || {
                 Ok(RoomTools::per_request(coordinator.clone(), Posting::Decide)
-                    .with_planning(Arc::clone(&planning)))
+                    .with_planning(Arc::clone(&planning))
+                    .with_listens(Arc::clone(&listens)))
             }
         };
         let rmcp = StreamableHttpService::new(factory, Arc::clone(&sessions), rmcp_config);

@@ -822,7 +822,30 @@ async fn t3_a_listen_subscription_to_a_board_is_told_when_the_board_changes() {
         panic!("{told:?}")
     };
     assert_eq!(updated.params.uri, board);
-    drop(subscription);
+
+    // A principal holds at most MAX_LISTENS_PER_PRINCIPAL listen streams open at once.
+    let filter = || {
+        SubscriptionFilter::builder()
+            .resource_subscription(board.clone())
+            .build()
+    };
+    let mut open = vec![subscription];
+    for _ in 1..agentroom_mcp::MAX_LISTENS_PER_PRINCIPAL {
+        open.push(client.peer().listen(filter()).await.unwrap());
+    }
+    match client.peer().listen(filter()).await {
+        Err(_) => {}
+        Ok(mut refused) => {
+            let ended = tokio::time::timeout(STEP, refused.next())
+                .await
+                .expect("the stream one above the bound was not ended");
+            assert!(
+                matches!(ended, Err(_) | Ok(None)),
+                "one above the bound was served: {ended:?}"
+            );
+        }
+    }
+    drop(open);
     client.cancel().await.unwrap();
 }
 
