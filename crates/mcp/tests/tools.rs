@@ -212,11 +212,9 @@ impl Lab {
         .unwrap_or_else(|_| panic!("{who} got no assignment for {key}"))
     }
 
-    /// sam's gather (citing document `s1`) and sue's report (citing gather and document `s2`)
-    /// submitted through the tools; the report's version 1 awaits review.
-    async fn with_report() -> (Self, String) {
-        let (lab, objective, gather) = Lab::with_gather().await;
-        lab.tools("sam")
+    /// sam's result for his gather assignment, citing document `s1`, through the tools.
+    async fn submit_gather(&self, gather: &Assignment) {
+        self.tools("sam")
             .await
             .submit_result(
                 Extensions::default(),
@@ -233,6 +231,13 @@ impl Lab {
             )
             .await
             .unwrap();
+    }
+
+    /// sam's gather (citing document `s1`) and sue's report (citing gather and document `s2`)
+    /// submitted through the tools; the report's version 1 awaits review.
+    async fn with_report() -> (Self, String) {
+        let (lab, objective, gather) = Lab::with_gather().await;
+        lab.submit_gather(&gather).await;
         let write = lab.assignment("sue", "write").await;
         let gathered = write.task["dep_contributions"][0]
             .as_str()
@@ -796,23 +801,7 @@ async fn t3_a_listen_subscription_to_a_board_is_told_when_the_board_changes() {
         Some(vec![board.clone()])
     );
 
-    lab.tools("sam")
-        .await
-        .submit_result(
-            Extensions::default(),
-            args(json!({
-                "operation": gather.operation,
-                "result": {
-                    "outcome": "contribution",
-                    "body": "Two surveys describe leases on tool calls.",
-                    "sources": [document("s1", "Leases fence stale writers.")],
-                    "outputs": {"findings": ["leases on tool calls"]},
-                    "usage_micros": 3_400,
-                },
-            })),
-        )
-        .await
-        .unwrap();
+    lab.submit_gather(&gather).await;
     let told = tokio::time::timeout(STEP, subscription.next())
         .await
         .expect("no notification of the board's change")
