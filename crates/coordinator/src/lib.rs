@@ -72,6 +72,7 @@ pub use error::{CoordinatorError, ErrorClass};
 pub use ids::InputId;
 pub use members::{MemberAdded, TokenTerms};
 pub use notify::CollectingNotifier;
+pub use plans::board;
 pub use pools::PoolAudit;
 pub use queries::{BudgetBreakdown, ResolveOutcome};
 pub use reviews::{ContributionContent, HumanReview, SourceContent, SourceKind};

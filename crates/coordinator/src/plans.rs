@@ -25,8 +25,9 @@ fn columns() -> Columns {
 }
 
 /// The board of `objective`'s current plan version, if it has one, with the tasks `viewer`
-/// may see (the domain's `sees_task`; every task without a viewer).
-fn board(
+/// may see (the domain's `sees_task`; every task without a viewer): what
+/// `planning/plan/board` shows, for an edge that holds the Room's state already.
+pub fn board(
     state: &RoomState,
     objective: &Objective,
     viewer: Option<&PrincipalId>,

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use agentroom_domain::ids::{ObjectiveId, PrincipalId, RoomId};
 use agentroom_domain::room::Permission;
-use agentroom_planning::CoordinatorPlans;
 use agentroom_planning::wire::Board;
 use rmcp::model::{
     Extensions, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
@@ -251,17 +250,17 @@ impl RoomTools {
                 {
                     return Err(ToolError::Forbidden(Permission::ObjectiveRead));
                 }
-                let plan = CoordinatorPlans::plan(
-                    &self.coordinator,
-                    &caller.room,
-                    &objective.to_string(),
-                    Some(&caller.principal),
-                )
-                .await
-                .map_err(|error| ToolError::Internal(Box::new(error)))?
-                .ok_or_else(|| {
-                    ToolError::NotFound(format!("objective {objective} has no plan in this room"))
+                // The state loaded for the check is the one the board is read from.
+                let found = stored.state.objective(objective).ok_or_else(|| {
+                    ToolError::NotFound(format!("no objective {objective} in this room"))
                 })?;
+                let plan =
+                    agentroom_coordinator::board(&stored.state, found, Some(&caller.principal))
+                        .ok_or_else(|| {
+                            ToolError::NotFound(format!(
+                                "objective {objective} has no plan in this room"
+                            ))
+                        })?;
                 let board = Board::new(
                     plan.plan_id,
                     plan.name,

@@ -150,14 +150,11 @@ fn build(
 /// Serve it on a listener bound first, so that a supervisor sees the process alive from its
 /// first moments while its Rooms are recovered (issue 21).
 pub fn starting() -> (Router, Starting) {
-    let slot: Arc<std::sync::RwLock<Option<Router>>> = Arc::default();
+    let slot: Arc<std::sync::OnceLock<Router>> = Arc::default();
     let app = Arc::clone(&slot);
     let front = Router::new().fallback_service(tower::service_fn(
         move |request: axum::extract::Request| {
-            let current = app
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone();
+            let current = app.get().cloned();
             async move {
                 use axum::response::IntoResponse as _;
                 use tower::ServiceExt as _;
@@ -174,9 +171,9 @@ pub fn starting() -> (Router, Starting) {
     (front, Starting(slot))
 }
 
-/// Hands the app to the router [`starting`] made.
+/// Hands the app to the router [`starting`] made, once.
 #[derive(Clone)]
-pub struct Starting(Arc<std::sync::RwLock<Option<Router>>>);
+pub struct Starting(Arc<std::sync::OnceLock<Router>>);
 
 impl std::fmt::Debug for Starting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -185,12 +182,12 @@ impl std::fmt::Debug for Starting {
 }
 
 impl Starting {
-    /// From now on every request goes to `app`.
+    /// From now on every request goes to `app` (a second app is ignored: the host starts
+    /// once).
     pub fn ready(&self, app: Router) {
-        *self
-            .0
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(app);
+        if self.0.set(app).is_err() {
+            tracing::warn!("the host was made ready twice; the first app serves");
+        }
     }
 }
 
