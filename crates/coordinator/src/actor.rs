@@ -161,6 +161,11 @@ async fn decide_and_commit(
             keep_content(shared, room, &current.state, &input, now).await?;
         }
         let contents = read_contents(shared, room, &input.content_needed(&current.state)).await?;
+        // What the input asks about objectives no longer in the live state: their records.
+        let mut records = Vec::new();
+        for key in input.archive_needed(&current.state) {
+            records.extend(shared.store.records_by(room, &key).await?);
+        }
         // B8: the pool the Room draws on, as it is now (the store checks it again when it
         // commits); a pool that cannot be found admits nothing.
         let pool = match current.state.pool() {
@@ -176,6 +181,7 @@ async fn decide_and_commit(
                 contents: &contents,
                 served: shared.served.as_ref(),
                 pool: pool.as_ref(),
+                archive: &records,
             };
             Ok(decide(&current.state, input.clone(), &mut env)?)
         };

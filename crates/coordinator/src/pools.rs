@@ -234,6 +234,7 @@ impl Coordinator {
                 contents: &NoContents,
                 served: self.shared.served.as_ref(),
                 pool: Some(&pool.ledger),
+                archive: &agentroom_ports::domain::archive::NoArchive,
             };
             decide(&stored.state, Input::PoolChanged, &mut env)?
                 .effects

@@ -330,6 +330,33 @@ impl RoomState {
             self.objective(objective)
                 .ok_or(EventRefusal::UnknownObjective { kind, objective })
         };
+        // A closed objective that left the live state: what it keeps decides (O13, O14).
+        if let Some((objective, closed)) = body
+            .objective()
+            .and_then(|id| self.closed_objective(id).map(|c| (id, c)))
+        {
+            return match body {
+                EventBody::OwnerCorrection { .. } if !self.members().has(author, Role::Owner) => {
+                    Err(EventRefusal::NotOwner {
+                        author: author.clone(),
+                    })
+                }
+                EventBody::OwnerCorrection { .. } => Err(EventRefusal::Terminal {
+                    objective,
+                    status: closed.status(),
+                }),
+                EventBody::WaitAck { task, .. } => {
+                    Err(EventRefusal::NotRunning { task: task.clone() })
+                }
+                EventBody::InternalReceipt { .. } if !closed.was_assigned(author) => {
+                    Err(EventRefusal::NotAnAssignee {
+                        objective,
+                        author: author.clone(),
+                    })
+                }
+                _ => Ok(()),
+            };
+        }
         match body {
             EventBody::OwnerMessage { .. } | EventBody::ExplicitReference { .. } => Ok(()),
             EventBody::OwnerCorrection {

@@ -6,6 +6,7 @@
 //! [`engine::Decision`] and execute its effects; rule ids (O1..R6, see `DESIGN.md`) name
 //! every rejection in the decision log.
 
+pub mod archive;
 pub mod artifact;
 pub mod authority;
 pub mod catalog;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
+use crate::archive::ObjectiveRecord;
 use crate::artifact::ContentDigest;
 use crate::catalog::CapabilityCatalog;
 use crate::engine::{Decision, Env, Input, InputError, LogEntry};
@@ -45,6 +46,10 @@ pub struct Simulation<C> {
     contents: BTreeMap<ContentDigest, String>,
     served: Option<Served>,
     pool: Option<BudgetLedger>,
+    /// Whether closed objectives leave the state (as a host that keeps their records does).
+    closing_out: bool,
+    /// The records of those that left, as a store would keep them.
+    records: Vec<ObjectiveRecord>,
 }
 
 impl<C: CapabilityCatalog> Simulation<C> {
@@ -80,7 +85,20 @@ impl<C: CapabilityCatalog> Simulation<C> {
             contents: BTreeMap::new(),
             served: None,
             pool: None,
+            closing_out: false,
+            records: Vec::new(),
         }
+    }
+
+    /// From now on, objectives that close and settle leave the state after each decision,
+    /// their records kept here ([`crate::engine::close_out`]), as a host does.
+    pub fn close_out(&mut self) {
+        self.closing_out = true;
+    }
+
+    /// The records of the objectives that left the state, in the order they left.
+    pub fn records(&self) -> &[ObjectiveRecord] {
+        &self.records
     }
 
     /// The content kept under `digest`, as a host's artifact store would return it.
@@ -116,8 +134,13 @@ impl<C: CapabilityCatalog> Simulation<C> {
             contents: &self.contents,
             served: self.served.as_ref(),
             pool: self.pool.as_ref(),
+            // A host reads the records an input names; every one is at hand here.
+            archive: &self.records,
         };
-        let decision = crate::engine::decide(&self.state, input, &mut env)?;
+        let mut decision = crate::engine::decide(&self.state, input, &mut env)?;
+        if self.closing_out {
+            crate::engine::close_out(&mut decision);
+        }
         if decision.state.pool().is_some()
             && let Some(pool) = &mut self.pool
         {
@@ -129,6 +152,7 @@ impl<C: CapabilityCatalog> Simulation<C> {
         self.closed
             .extend(decision.closed.iter().map(|op| (op.id(), op.clone())));
         self.accepted.extend(decision.event);
+        self.records.extend(decision.archived.iter().cloned());
         Ok(decision)
     }
 

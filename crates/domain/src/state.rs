@@ -1,9 +1,10 @@
 //! `RoomState`: everything one Room knows, as the engine reads and returns it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::archive::{ClosedObjective, ObjectiveRecord};
 use crate::ids::{
     ContributionId, EventId, ObjectiveId, OperationId, PoolId, PrincipalId, RoomId, TaskIdentity,
     Timestamp,
@@ -11,7 +12,7 @@ use crate::ids::{
 use crate::ledger::{BudgetLedger, LedgerError};
 use crate::memory::Memory;
 use crate::money::UsdMicros;
-use crate::objective::{Interpretation, Objective, ObservedRevisions};
+use crate::objective::{Interpretation, Objective, ObjectiveStatus, ObservedRevisions};
 use crate::policy::{AccessPolicy, RoomPolicy};
 use crate::redaction::Redactions;
 use crate::review::{Contribution, ReportRef};
@@ -342,11 +343,16 @@ pub struct RoomState {
     /// redactions existed, or never redacted): such states serialize as they did.
     #[serde(default, skip_serializing_if = "Redactions::is_empty")]
     pub(crate) redactions: Redactions,
+    /// What the rules still consult about closed objectives, which left the live state as
+    /// records (issue 21). Absent in states without any (written before objectives closed
+    /// out of the live state, or none closed yet): such states serialize as they did.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) closed: BTreeMap<ObjectiveId, ClosedObjective>,
 }
 
 /// The names of a [`RoomState`]'s top-level sections: the members of its JSON document, in
 /// the order it serializes them.
-pub const STATE_SECTIONS: [&str; 14] = [
+pub const STATE_SECTIONS: [&str; 15] = [
     "room",
     "policy",
     "access",
@@ -361,6 +367,7 @@ pub const STATE_SECTIONS: [&str; 14] = [
     "memory",
     "pool",
     "redactions",
+    "closed",
 ];
 
 impl RoomState {
@@ -388,6 +395,7 @@ impl RoomState {
             memory,
             pool,
             redactions,
+            closed,
         } = self;
         let mut changed = Vec::new();
         macro_rules! section {
@@ -411,6 +419,7 @@ impl RoomState {
         section!(memory);
         section!(pool);
         section!(redactions);
+        section!(closed);
         Ok(changed)
     }
 
@@ -442,6 +451,7 @@ impl RoomState {
             memory: Memory::default(),
             pool: None,
             redactions: Redactions::default(),
+            closed: BTreeMap::new(),
         })
     }
 
@@ -469,13 +479,100 @@ impl RoomState {
     pub fn ledger(&self) -> &BudgetLedger {
         &self.ledger
     }
-    /// Objectives in creation order.
+    /// The objectives in the live state, in creation order: every open one, and closed ones
+    /// whose last calls have not settled yet.
     pub fn objectives(&self) -> &[Objective] {
         &self.objectives
     }
-    /// The objective of this id.
+    /// The objective of this id, while it is in the live state.
     pub fn objective(&self, id: ObjectiveId) -> Option<&Objective> {
         self.objectives.iter().find(|o| o.id == id)
+    }
+    /// What the live state keeps of closed objectives whose records left it, by id.
+    pub fn closed(&self) -> &BTreeMap<ObjectiveId, ClosedObjective> {
+        &self.closed
+    }
+    /// What the live state keeps of closed objective `id`, once its record left it.
+    pub fn closed_objective(&self, id: ObjectiveId) -> Option<&ClosedObjective> {
+        self.closed.get(&id)
+    }
+    /// Whether the Room has objective `id`, live or closed.
+    pub fn knows_objective(&self, id: ObjectiveId) -> bool {
+        self.closed.contains_key(&id) || self.objective(id).is_some()
+    }
+    /// The status of objective `id`, live or closed.
+    pub fn objective_status(&self, id: ObjectiveId) -> Option<ObjectiveStatus> {
+        self.objective(id)
+            .map(Objective::status)
+            .or_else(|| self.closed.get(&id).map(ClosedObjective::status))
+    }
+
+    /// Whether `event` is an owner message the live state holds: pending interpretation, or
+    /// the origin or a correction of an objective in it.
+    pub fn has_owner_message(&self, event: EventId) -> bool {
+        self.intake.contains_key(&event)
+            || self
+                .objectives
+                .iter()
+                .any(|o| o.origin == event || o.corrections.contains(&event))
+    }
+
+    /// Moves every objective that has ended and holds nothing open out of the live state:
+    /// completed or canceled, no call of it still holding a reservation (they settle as
+    /// usual, B3, and a result that returns late may still become a held contribution, D4),
+    /// no owner message interpreted for it. Each leaves a [`ClosedObjective`] behind and is
+    /// returned as its record, with its contributions and the late results of it still held
+    /// (a closed objective readmits none, D4: they stay evidence), which leave the live state
+    /// too, in creation order.
+    pub(crate) fn archive_closed(&mut self) -> Vec<ObjectiveRecord> {
+        let settled = |state: &RoomState, o: &Objective| {
+            o.status.is_terminal()
+                && o.interpretation.is_none()
+                && !state
+                    .operations
+                    .values()
+                    .any(|op| op.objective == Some(o.id) || o.intake_calls.contains(&op.id))
+        };
+        if !self.objectives.iter().any(|o| settled(self, o)) {
+            return Vec::new();
+        }
+        let (closing, open): (Vec<Objective>, Vec<Objective>) =
+            std::mem::take(&mut self.objectives)
+                .into_iter()
+                .partition(|o| settled(self, o));
+        self.objectives = open;
+        closing
+            .into_iter()
+            .map(|objective| {
+                let ids: BTreeSet<ContributionId> = self
+                    .contributions
+                    .values()
+                    .filter(|c| c.objective == objective.id)
+                    .map(|c| c.id)
+                    .collect();
+                let contributions = ids
+                    .iter()
+                    .filter_map(|id| self.contributions.remove(id))
+                    .collect();
+                let held_ops: Vec<OperationId> = self
+                    .held
+                    .values()
+                    .filter(|h| h.objective == objective.id)
+                    .map(|h| h.op)
+                    .collect();
+                let held = held_ops
+                    .iter()
+                    .filter_map(|op| self.held.remove(op))
+                    .collect();
+                self.closed
+                    .insert(objective.id, ClosedObjective::of(&objective));
+                ObjectiveRecord {
+                    objective,
+                    contributions,
+                    held,
+                }
+            })
+            .collect()
     }
     /// Owner messages being interpreted that have no objective yet.
     pub fn intake(&self) -> &BTreeMap<EventId, Interpretation> {

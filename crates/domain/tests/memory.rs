@@ -138,6 +138,7 @@ fn env<'a>(ids: &'a mut DerivedIds, catalog: &'a dyn CapabilityCatalog) -> Env<'
         contents: &NoContents,
         served: None,
         pool: None,
+        archive: &agentroom_domain::archive::NoArchive,
     }
 }
 

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentroom_domain::archive::{ObjectiveRecord, RecordKey};
 use agentroom_domain::catalog::MemoryCatalog;
 use agentroom_domain::engine::{
     CallResult, Charge, Decision, Effect, Env, Input, MembershipChange, ReasonerResult, decide,
@@ -65,6 +66,7 @@ macro_rules! store_conformance {
             t5_delivered_notifications_are_read_in_delivery_order,
             d3_a_released_lease_is_fenced_on_its_generation_and_claimable_at_once,
             rooms_are_listed_by_id_in_pages,
+            closed_objectives_records_are_kept_by_their_commit_and_found_by_key,
         );
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
@@ -166,6 +168,7 @@ impl Driver {
             contents: &agentroom_domain::review::NoContents,
             served: None,
             pool,
+            archive: &agentroom_domain::archive::NoArchive,
         };
         decide(&self.state, input, &mut env).unwrap()
     }
@@ -1365,6 +1368,126 @@ pub async fn rooms_are_listed_by_id_in_pages<S: Store>(store: Arc<S>) {
         ids(&["annex"])
     );
     assert!(store.rooms(None, 0).await.unwrap().is_empty());
+}
+
+/// A closed objective's record as the engine made it (a completed objective of two
+/// contributions, `engine::close_out`).
+const RECORD: &str = include_str!("fixtures/objective-record.json");
+
+/// The fixture's record under objective id `id` and owner message `origin`.
+fn record(id: u128, origin: u128) -> ObjectiveRecord {
+    let mut value: serde_json::Value = serde_json::from_str(RECORD).unwrap();
+    value["objective"]["id"] = Uuid::from_u128(id).to_string().into();
+    value["objective"]["origin"] = Uuid::from_u128(origin).to_string().into();
+    serde_json::from_value(value).unwrap()
+}
+
+/// Issue 21: a commit that moves closed objectives out of the live state keeps their records
+/// in the same transaction (a stale commit keeps none); they are read by id, in the order
+/// they were kept, and by what they hold (an owner message, a contribution, content), each
+/// Room its own.
+pub async fn closed_objectives_records_are_kept_by_their_commit_and_found_by_key<S: Store>(
+    store: Arc<S>,
+) {
+    let mut driver = Driver::create(&*store, "lab", 1_000_000).await;
+    let room = driver.room();
+    let first = record(0xA1, 0xE1);
+    let second = record(0xA2, 0xE2);
+    assert!(
+        RecordKey::of(&first).len() > 4,
+        "{:?}",
+        RecordKey::of(&first)
+    );
+    // A stale commit keeps no record (D1).
+    let mut stale = driver.raise(1);
+    stale.archived = vec![first.clone()];
+    let commit = Commit::decided(&room, &driver.state, &stale, AT, "raise_limit", None);
+    let refused = store.commit(&room, Revision::FIRST, commit).await;
+    assert!(
+        matches!(refused, Err(CommitError::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store.objective_record(&room, first.id()).await.unwrap(),
+        None
+    );
+    for kept in [&first, &second] {
+        let mut decision = driver.raise(1);
+        decision.archived = vec![kept.clone()];
+        driver
+            .commit(&*store, &decision, "raise_limit")
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.objective_record(&room, first.id()).await.unwrap(),
+        Some(first.clone())
+    );
+    let all = store.objective_records(&room, 0, 10).await.unwrap();
+    assert_eq!(
+        all.iter().map(|(_, r)| r.id()).collect::<Vec<_>>(),
+        vec![first.id(), second.id()]
+    );
+    assert!(all[0].0 > 0 && all[0].0 < all[1].0, "positions increase");
+    let page = store.objective_records(&room, all[0].0, 10).await.unwrap();
+    assert_eq!(page, all[1..].to_vec());
+    assert_eq!(
+        store.objective_records(&room, 0, 1).await.unwrap(),
+        all[..1].to_vec()
+    );
+    let by = |key: RecordKey| {
+        let store = Arc::clone(&store);
+        let room = room.clone();
+        async move {
+            store
+                .records_by(&room, &key)
+                .await
+                .unwrap()
+                .iter()
+                .map(ObjectiveRecord::id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let origin = second.objective.origin();
+    assert_eq!(by(RecordKey::OwnerMessage(origin)).await, vec![second.id()]);
+    // The fixture's contributions are in both.
+    let contribution = first.contributions[0].id();
+    assert_eq!(
+        by(RecordKey::Contribution(contribution)).await,
+        vec![first.id(), second.id()]
+    );
+    let digest = first.contributions[0].digests()[0].clone();
+    assert_eq!(
+        by(RecordKey::Content(digest)).await,
+        vec![first.id(), second.id()]
+    );
+    assert!(
+        by(RecordKey::OwnerMessage(EventId::from_uuid(
+            Uuid::from_u128(0xE9)
+        )))
+        .await
+        .is_empty()
+    );
+    // Another Room sees none of them.
+    let other = Driver::create(&*store, "annex", 1_000_000).await.room();
+    assert_eq!(
+        store.objective_record(&other, first.id()).await.unwrap(),
+        None
+    );
+    assert!(
+        store
+            .objective_records(&other, 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .records_by(&other, &RecordKey::OwnerMessage(origin))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// A fresh in-memory store (the suite's own check).

@@ -48,6 +48,7 @@ pub mod redaction_conformance;
 #[cfg(feature = "conformance")]
 pub mod token_conformance;
 
+pub use agentroom_domain::archive::RecordKey;
 pub use agents::{
     AgentCall, AgentOutcome, BriefError, Reasoner, ReasonerCall, Reviewer, ReviewerCall,
     Specialist, SpecialistCall,

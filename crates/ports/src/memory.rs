@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use agentroom_domain::archive::{ObjectiveRecord, RecordKey};
 use agentroom_domain::artifact::ContentDigest;
 use agentroom_domain::engine::Notification;
 use agentroom_domain::event::Event;
 use agentroom_domain::ids::{
-    EventId, InputId, NotificationId, OperationId, PoolId, RoomId, Timestamp,
+    EventId, InputId, NotificationId, ObjectiveId, OperationId, PoolId, RoomId, Timestamp,
 };
 use agentroom_domain::ledger::{BudgetLedger, LedgerEntry};
 use agentroom_domain::state::RoomState;
@@ -77,6 +78,8 @@ struct RoomRow {
     decided: Vec<HistoryEntry>,
     /// When the Room was created.
     created: Timestamp,
+    /// Closed objectives' records, in the order they left the live state.
+    records: Vec<ObjectiveRecord>,
 }
 
 #[derive(Debug, Clone)]
@@ -148,6 +151,7 @@ impl RoomStore for MemoryStore {
                 inputs: BTreeMap::new(),
                 decided: Vec::new(),
                 created: at,
+                records: Vec::new(),
             },
         );
         Ok(Revision::FIRST)
@@ -254,6 +258,7 @@ impl RoomStore for MemoryStore {
             }
             row.revision = revision;
             row.state = commit.state.clone();
+            row.records.extend(commit.archived.iter().cloned());
             row.accepted.extend(commit.event);
             if let Some(input) = commit.input_id {
                 row.inputs.insert(input, revision);
@@ -505,6 +510,53 @@ impl RoomStore for MemoryStore {
             .keys()
             .filter(|room| after.is_none_or(|after| room.as_str() > after.as_str()))
             .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn objective_record(
+        &self,
+        room: &RoomId,
+        objective: ObjectiveId,
+    ) -> Result<Option<ObjectiveRecord>, StoreError> {
+        Ok(self
+            .lock()
+            .rooms
+            .get(room)
+            .and_then(|row| row.records.iter().find(|r| r.id() == objective).cloned()))
+    }
+
+    async fn objective_records(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, ObjectiveRecord)>, StoreError> {
+        let inner = self.lock();
+        let Some(row) = inner.rooms.get(room) else {
+            return Ok(Vec::new());
+        };
+        Ok((1_i64..)
+            .zip(row.records.iter())
+            .filter(|(position, _)| *position > after)
+            .take(limit)
+            .map(|(position, record)| (position, record.clone()))
+            .collect())
+    }
+
+    async fn records_by(
+        &self,
+        room: &RoomId,
+        key: &RecordKey,
+    ) -> Result<Vec<ObjectiveRecord>, StoreError> {
+        let inner = self.lock();
+        let Some(row) = inner.rooms.get(room) else {
+            return Ok(Vec::new());
+        };
+        Ok(row
+            .records
+            .iter()
+            .filter(|r| RecordKey::of(r).contains(key))
             .cloned()
             .collect())
     }

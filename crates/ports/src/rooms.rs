@@ -2,10 +2,11 @@
 
 use std::fmt;
 
+use agentroom_domain::archive::{ObjectiveRecord, RecordKey};
 use agentroom_domain::engine::{Decision, Effect, LogEntry, Notification};
 use agentroom_domain::event::Event;
 use agentroom_domain::ids::{
-    EventId, InputId, NotificationId, OperationId, PoolId, RoomId, Timestamp,
+    EventId, InputId, NotificationId, ObjectiveId, OperationId, PoolId, RoomId, Timestamp,
 };
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::redaction::Scrubs;
@@ -221,6 +222,9 @@ pub struct Commit<'a> {
     /// names, and the memory texts it redacted, scrubbed from every stored delta and snapshot
     /// of the Room ([`crate::scrub`]). Empty for every other decision (the rare path).
     pub scrubs: Scrubs,
+    /// The closed objectives the decision moved out of the live state: their records are
+    /// kept in the same transaction, each with its [`RecordKey`]s (issue 21).
+    pub archived: &'a [ObjectiveRecord],
 }
 
 impl<'a> Commit<'a> {
@@ -246,6 +250,7 @@ impl<'a> Commit<'a> {
             notifications: Vec::new(),
             input_id: None,
             scrubs: Scrubs::default(),
+            archived: &[],
         }
     }
 }
@@ -267,6 +272,7 @@ impl<'a> Commit<'a> {
         commit.event = decision.event;
         commit.ledger = decision.ledger.clone();
         commit.scrubs = Scrubs::between(previous, &decision.state);
+        commit.archived = &decision.archived;
         for effect in &decision.effects {
             match effect {
                 Effect::ReserveAndCall(request) => commit.operations.push(NewOperation {
@@ -405,4 +411,27 @@ pub trait RoomStore: Send + Sync {
     /// Up to `limit` Rooms of the store by id (byte order), after `after` when given: what a
     /// host coordinating every Room pages through to find the Rooms created since it started.
     async fn rooms(&self, after: Option<&RoomId>, limit: usize) -> Result<Vec<RoomId>, StoreError>;
+
+    /// The record of closed objective `objective` of `room`, once it left the live state.
+    async fn objective_record(
+        &self,
+        room: &RoomId,
+        objective: ObjectiveId,
+    ) -> Result<Option<ObjectiveRecord>, StoreError>;
+
+    /// Up to `limit` records of `room` in the order they left the live state, after position
+    /// `after` (0: from the first), each with its position.
+    async fn objective_records(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, ObjectiveRecord)>, StoreError>;
+
+    /// The records of `room` found by `key`.
+    async fn records_by(
+        &self,
+        room: &RoomId,
+        key: &RecordKey,
+    ) -> Result<Vec<ObjectiveRecord>, StoreError>;
 }

@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
+use agentroom_domain::archive::ObjectiveRecord;
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{
-    EventId, InputId, NotificationId, OperationId, PrincipalId, RoomId, Timestamp,
+    EventId, InputId, NotificationId, ObjectiveId, OperationId, PrincipalId, RoomId, Timestamp,
 };
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::state::RoomState;
@@ -17,7 +18,7 @@ use agentroom_ports::history::{
 use agentroom_ports::scrub::scrub_memory_json;
 use agentroom_ports::{
     Commit, CommitError, Delivered, EventAppend, HistoryEntry, Outbox, OutboxItem, OutboxPosition,
-    Receipt, Revision, RoomStore, StoreError, StoredRoom,
+    Receipt, RecordKey, Revision, RoomStore, StoreError, StoredRoom,
 };
 use async_trait::async_trait;
 use serde::Serialize;
@@ -300,6 +301,7 @@ impl RoomStore for PgRooms {
             .appending(commit.ledger.len());
         parts.snapshot = staged.snapshot().is_some();
         parts.notifications = !commit.notifications.is_empty();
+        parts.records = !commit.archived.is_empty();
         let statement = commit_statement(room, expected, &staged, &commit, touched, parts)?;
         if !commit.scrubs.is_empty() {
             // A redaction reserves, charges and releases nothing: its commit never moves a
@@ -527,6 +529,67 @@ impl RoomStore for PgRooms {
             .map(|id| RoomId::parse(id).map_err(|e| StoreError::corrupt("a room id", e)))
             .collect()
     }
+
+    async fn objective_record(
+        &self,
+        room: &RoomId,
+        objective: ObjectiveId,
+    ) -> Result<Option<ObjectiveRecord>, StoreError> {
+        let text: Option<String> = sqlx::query_scalar(
+            "SELECT record::text FROM objective_records \
+             WHERE room_id = $1 AND objective_id = $2",
+        )
+        .bind(room.as_str())
+        .bind(objective.to_string())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(failed("reading a closed objective's record"))?;
+        text.map(|t| parse_json("a closed objective's record", &t))
+            .transpose()
+    }
+
+    async fn objective_records(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, ObjectiveRecord)>, StoreError> {
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT seq, record::text FROM objective_records \
+             WHERE room_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(room.as_str())
+        .bind(after)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed("listing closed objectives' records"))?;
+        rows.into_iter()
+            .map(|(seq, text)| Ok((seq, parse_json("a closed objective's record", &text)?)))
+            .collect()
+    }
+
+    async fn records_by(
+        &self,
+        room: &RoomId,
+        key: &RecordKey,
+    ) -> Result<Vec<ObjectiveRecord>, StoreError> {
+        let texts: Vec<String> = sqlx::query_scalar(
+            "SELECT r.record::text FROM objective_record_keys k \
+             JOIN objective_records r \
+               ON r.room_id = k.room_id AND r.objective_id = k.objective_id \
+             WHERE k.room_id = $1 AND k.key = $2 ORDER BY r.seq",
+        )
+        .bind(room.as_str())
+        .bind(key.text())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed("finding closed objectives' records"))?;
+        texts
+            .iter()
+            .map(|t| parse_json("a closed objective's record", t))
+            .collect()
+    }
 }
 
 /// `text` as a JSON string holds it, without the quotes: what every stored document that
@@ -557,6 +620,11 @@ fn commit_statement<'q>(
     CommitError,
 > {
     let operations = &commit.operations;
+    let keys: Vec<(RecordKey, ObjectiveId)> = commit
+        .archived
+        .iter()
+        .flat_map(|r| RecordKey::of(r).into_iter().map(move |k| (k, r.id())))
+        .collect();
     Ok(
         // The text is one of the fixed ones `commit_room` assembles from constants.
         sqlx::query_as(sqlx::AssertSqlSafe(sql::commit_room(parts)))
@@ -611,7 +679,21 @@ fn commit_statement<'q>(
                     .collect::<Vec<_>>(),
             )
             .bind(json_texts("a notification", &commit.notifications)?)
-            .bind(commit.input_id.map(|i| i.to_string())),
+            .bind(commit.input_id.map(|i| i.to_string()))
+            .bind(
+                commit
+                    .archived
+                    .iter()
+                    .map(|r| r.id().to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(json_texts("a closed objective's record", commit.archived)?)
+            .bind(keys.iter().map(|(k, _)| k.text()).collect::<Vec<_>>())
+            .bind(
+                keys.iter()
+                    .map(|(_, id)| id.to_string())
+                    .collect::<Vec<_>>(),
+            ),
     )
 }
 

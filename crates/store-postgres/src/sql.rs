@@ -240,6 +240,8 @@ pub struct CommitParts {
     single_entry: bool,
     /// Notifications (`$22`, `$23`).
     pub notifications: bool,
+    /// Closed objectives' records (`$25`..`$28`, migration 0009).
+    pub records: bool,
 }
 
 impl CommitParts {
@@ -294,7 +296,8 @@ impl CommitParts {
 /// `$18` receipts (JSON texts; NULL without a receipt), `$19` applied, `$20` cancelled (a
 /// slot past the last operation is NULL and matches nothing); `$21` ledger entries (JSON
 /// texts); notifications `$22` ids, `$23` bodies (JSON texts); `$24` the operator input id
-/// it decided or NULL (migration 0006).
+/// it decided or NULL (migration 0006); closed objectives' records `$25`..`$28` (migration
+/// 0009, [`COMMIT_ROOM_RECORDS`]).
 ///
 /// Plans: PostgreSQL keeps a prepared statement's generic plan, built once, when it is
 /// estimated no dearer than the plans for the first five executions' values plus a planning
@@ -347,6 +350,9 @@ fn assemble_commit_room(parts: CommitParts) -> String {
     }
     if parts.notifications {
         text.push_str(COMMIT_ROOM_NOTIFICATIONS);
+    }
+    if parts.records {
+        text.push_str(COMMIT_ROOM_RECORDS);
     }
     if parts.touched_slots == 0 {
         text.push_str(COMMIT_ROOM_RESULT);
@@ -461,6 +467,26 @@ notified AS ( \
     SELECT n.id, $1, cas.revision, n.body \
     FROM cas, unnest($22::uuid[], $23::json[]) AS n (id, body) \
     ON CONFLICT (notification_id) DO NOTHING \
+)";
+
+/// Closed objectives' records (issue 21, migration 0009), after the Room's last one, and
+/// the keys they are found by. `$25` objective ids, `$26` records (JSON texts), `$27` key
+/// texts and `$28` the objective id of each key. The records' insert is a CTE the keys' insert
+/// reads, so a record is written before its keys are checked against it.
+const COMMIT_ROOM_RECORDS: &str = ", \
+kept AS ( \
+    INSERT INTO objective_records (room_id, objective_id, seq, revision, record) \
+    SELECT $1, r.id, \
+           (SELECT coalesce(max(o.seq), 0) FROM objective_records o WHERE o.room_id = $1) \
+               + r.ord, \
+           cas.revision, r.record \
+    FROM cas, unnest($25::text[], $26::jsonb[]) WITH ORDINALITY AS r (id, record, ord) \
+    RETURNING objective_id \
+), kept_keys AS ( \
+    INSERT INTO objective_record_keys (room_id, key, objective_id) \
+    SELECT $1, k.key, k.id \
+    FROM unnest($27::text[], $28::text[]) AS k (key, id) \
+    WHERE k.id IN (SELECT objective_id FROM kept) \
 )";
 
 /// The result of a commit that writes no receipt. Scanning `history` writes the history row

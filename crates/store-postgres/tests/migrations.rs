@@ -67,7 +67,8 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
             (5, "replace room commit", MigrationState::Pending),
             (6, "record inputs and deliveries", MigrationState::Pending),
             (7, "create contents", MigrationState::Pending),
-            (8, "create budget pools", MigrationState::Pending)
+            (8, "create budget pools", MigrationState::Pending),
+            (9, "create objective records", MigrationState::Pending)
         ]
     );
     assert!(matches!(
@@ -81,7 +82,7 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
 #[tokio::test]
 async fn d5_migrate_up_then_status_then_down() {
     let (schema, pool) = common::fresh_schema().await;
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
     let listed = status(&pool).await.unwrap();
     assert_eq!(
         states(&listed),
@@ -93,7 +94,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (5, "replace room commit", MigrationState::Applied),
             (6, "record inputs and deliveries", MigrationState::Applied),
             (7, "create contents", MigrationState::Applied),
-            (8, "create budget pools", MigrationState::Applied)
+            (8, "create budget pools", MigrationState::Applied),
+            (9, "create objective records", MigrationState::Applied)
         ]
     );
     assert!(listed.iter().all(MigrationStatus::applied));
@@ -105,7 +107,7 @@ async fn d5_migrate_up_then_status_then_down() {
     store.create_plan(&room, &plan()).await.unwrap();
     assert_eq!(store.plans(&room).await.unwrap().len(), 1);
 
-    assert_eq!(down(&pool).await.unwrap(), [8, 7, 6, 5, 4, 3, 2, 1]);
+    assert_eq!(down(&pool).await.unwrap(), [9, 8, 7, 6, 5, 4, 3, 2, 1]);
     for table in [
         "planning_plans",
         "planning_tasks",
@@ -133,7 +135,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (5, "replace room commit", MigrationState::Pending),
             (6, "record inputs and deliveries", MigrationState::Pending),
             (7, "create contents", MigrationState::Pending),
-            (8, "create budget pools", MigrationState::Pending)
+            (8, "create budget pools", MigrationState::Pending),
+            (9, "create objective records", MigrationState::Pending)
         ]
     );
     let detail = not_migrated(&pool).await;
@@ -161,7 +164,7 @@ async fn d5_migrate_up_then_status_then_down() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
     // Up again works on the reverted schema.
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     assert!(store.plans(&room).await.unwrap().is_empty());
     pool.close().await;
@@ -189,7 +192,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (5, "replace room commit", MigrationState::Applied),
             (6, "record inputs and deliveries", MigrationState::Applied),
             (7, "create contents", MigrationState::Applied),
-            (8, "create budget pools", MigrationState::Applied)
+            (8, "create budget pools", MigrationState::Applied),
+            (9, "create objective records", MigrationState::Applied)
         ]
     );
 
@@ -209,7 +213,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (5, "replace room commit", MigrationState::Applied),
             (6, "record inputs and deliveries", MigrationState::Applied),
             (7, "create contents", MigrationState::Applied),
-            (8, "create budget pools", MigrationState::Applied)
+            (8, "create budget pools", MigrationState::Applied),
+            (9, "create objective records", MigrationState::Applied)
         ]
     );
 
@@ -250,6 +255,7 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (6, "record inputs and deliveries", MigrationState::Applied),
             (7, "create contents", MigrationState::Applied),
             (8, "create budget pools", MigrationState::Applied),
+            (9, "create objective records", MigrationState::Applied),
             (9999, "from the future", MigrationState::Unknown)
         ]
     );
@@ -281,7 +287,7 @@ async fn d1_history_written_before_0007_rebuilds_every_revision_after_it() {
     // Not closed: closing the store would close the pool it shares.
     drop(store);
 
-    assert_eq!(down_to(&pool, 6).await.unwrap(), [8, 7]);
+    assert_eq!(down_to(&pool, 6).await.unwrap(), [9, 8, 7]);
     assert!(!table_exists(&pool, "room_contents").await);
     match PgRooms::from_pool(pool.clone()).await {
         Err(error @ StoreError::NotMigrated { .. }) => {
@@ -295,7 +301,7 @@ async fn d1_history_written_before_0007_rebuilds_every_revision_after_it() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
 
-    assert_eq!(up(&pool).await.unwrap(), [7, 8]);
+    assert_eq!(up(&pool).await.unwrap(), [7, 8, 9]);
     // A store that committed nothing has nothing cached: it rebuilds every revision.
     let store = PgRooms::from_pool(pool.clone()).await.unwrap();
     for (revision, state) in &committed {

@@ -86,6 +86,7 @@ impl Writer {
             contents: &agentroom_domain::review::NoContents,
             served: None,
             pool: None,
+            archive: &agentroom_domain::archive::NoArchive,
         };
         decide(&self.state, input, &mut env).unwrap()
     }

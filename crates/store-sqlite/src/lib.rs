@@ -12,6 +12,7 @@ mod contents;
 pub mod migrate;
 pub mod planning;
 mod pools;
+mod records;
 pub mod rooms;
 mod tokens;
 

@@ -8,9 +8,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentroom_domain::archive::ObjectiveRecord;
 use agentroom_domain::engine::Notification;
 use agentroom_domain::event::Event;
-use agentroom_domain::ids::{EventId, InputId, NotificationId, OperationId, RoomId, Timestamp};
+use agentroom_domain::ids::{
+    EventId, InputId, NotificationId, ObjectiveId, OperationId, RoomId, Timestamp,
+};
 use agentroom_domain::ledger::LedgerEntry;
 use agentroom_domain::redaction::Scrubs;
 use agentroom_domain::state::RoomState;
@@ -19,8 +22,8 @@ use agentroom_ports::scrub::scrub_memory_json;
 use agentroom_ports::{
     ClaimedOperation, Commit, CommitError, Delivered, EventAppend, Heartbeat, HistoryEntry,
     LeaseGrant, OperationFilter, OperationRecord, OperationStatus, Outbox, OutboxItem,
-    OutboxPosition, Receipt, ReceiptWrite, Resolution, Revision, RoomStore, StoreError, StoredRoom,
-    WorkflowStore,
+    OutboxPosition, Receipt, ReceiptWrite, RecordKey, Resolution, Revision, RoomStore, StoreError,
+    StoredRoom, WorkflowStore,
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -222,15 +225,15 @@ impl std::fmt::Debug for SqliteRooms {
     }
 }
 
-fn db(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+pub(crate) fn db(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |e| StoreError::database(context, e)
 }
 
-fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String, StoreError> {
+pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::corrupt(what, e))
 }
 
-fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
+pub(crate) fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::corrupt(what, e))
 }
 
@@ -238,7 +241,7 @@ fn millis(duration: Duration) -> i64 {
     agentroom_ports::lease_millis(duration)
 }
 
-fn limit(n: usize) -> i64 {
+pub(crate) fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
@@ -782,6 +785,9 @@ impl RoomStore for SqliteRooms {
         if !commit.scrubs.is_empty() {
             scrub(&tx, room, &commit.scrubs)?;
         }
+        if !commit.archived.is_empty() {
+            crate::records::keep(&tx, room, next, commit.archived)?;
+        }
         tx.commit().map_err(db("committing"))?;
         drop(connection);
         self.history.committed(room, next, staged, None);
@@ -1042,6 +1048,31 @@ impl RoomStore for SqliteRooms {
             rooms.push(RoomId::parse(&id).map_err(|e| StoreError::corrupt("a room id", e))?);
         }
         Ok(rooms)
+    }
+
+    async fn objective_record(
+        &self,
+        room: &RoomId,
+        objective: ObjectiveId,
+    ) -> Result<Option<ObjectiveRecord>, StoreError> {
+        crate::records::one(&self.connections.reader(), room, objective)
+    }
+
+    async fn objective_records(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit_to: usize,
+    ) -> Result<Vec<(i64, ObjectiveRecord)>, StoreError> {
+        crate::records::page(&self.connections.reader(), room, after, limit_to)
+    }
+
+    async fn records_by(
+        &self,
+        room: &RoomId,
+        key: &RecordKey,
+    ) -> Result<Vec<ObjectiveRecord>, StoreError> {
+        crate::records::by(&self.connections.reader(), room, key)
     }
 }
 

@@ -106,7 +106,7 @@ fn d5_opening_never_creates_or_migrates() {
         "{empty}"
     );
 
-    assert_eq!(migrate::up(&path).unwrap(), vec![1, 2, 3, 4, 6, 7, 8]);
+    assert_eq!(migrate::up(&path).unwrap(), vec![1, 2, 3, 4, 6, 7, 8, 9]);
     assert_eq!(
         migrate::up(&path).unwrap(),
         Vec::<i64>::new(),
@@ -114,7 +114,7 @@ fn d5_opening_never_creates_or_migrates() {
     );
     SqlitePlanning::open(&path, Durability::ProcessCrash).unwrap();
     let status = migrate::status(&path).unwrap();
-    assert_eq!(status.len(), 7);
+    assert_eq!(status.len(), 8);
     assert!(status.iter().all(MigrationStatus::applied));
     assert_eq!(status[0].description, "create planning");
     assert_eq!(status[1].description, "create rooms");
@@ -133,6 +133,10 @@ fn d5_opening_never_creates_or_migrates() {
         (status[6].version, status[6].description.as_str()),
         (8, "create budget pools")
     );
+    assert_eq!(
+        (status[7].version, status[7].description.as_str()),
+        (9, "create objective records")
+    );
 }
 
 #[test]
@@ -140,7 +144,7 @@ fn d5_down_reverts_everything_and_the_store_refuses_to_open() {
     let (dir, store) = migrated();
     drop(store);
     let path = dir.path().join("planning.db");
-    assert_eq!(migrate::down(&path).unwrap(), vec![8, 7, 6, 4, 3, 2, 1]);
+    assert_eq!(migrate::down(&path).unwrap(), vec![9, 8, 7, 6, 4, 3, 2, 1]);
     let status = migrate::status(&path).unwrap();
     assert!(status.iter().all(|s| s.state == MigrationState::Pending));
     let connection = rusqlite::Connection::open(&path).unwrap();

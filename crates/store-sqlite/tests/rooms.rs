@@ -496,7 +496,7 @@ async fn d1_a_database_of_the_previous_release_upgrades_and_replays_its_history(
     );
     assert_eq!(
         migrate::up(&path).unwrap(),
-        vec![7, 8],
+        vec![7, 8, 9],
         "only this release's migrations"
     );
     let store = open(&path);
@@ -537,8 +537,8 @@ async fn d1_a_room_written_before_the_provider_fields_loads_and_replays_its_hist
     .unwrap();
     assert_eq!(
         migrate::up(&path).unwrap(),
-        vec![8],
-        "only the budget pools' migration (0008)"
+        vec![8, 9],
+        "only the budget pools' (0008) and the objective records' (0009) migrations"
     );
     let store = open(&path);
     let room = RoomId::parse("local").unwrap();

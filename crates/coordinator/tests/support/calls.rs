@@ -271,6 +271,31 @@ impl RoomStore for Interposed {
     async fn rooms(&self, after: Option<&RoomId>, limit: usize) -> Result<Vec<RoomId>, StoreError> {
         self.inner.rooms(after, limit).await
     }
+
+    async fn objective_record(
+        &self,
+        room: &RoomId,
+        objective: agentroom_ports::domain::ids::ObjectiveId,
+    ) -> Result<Option<agentroom_ports::domain::archive::ObjectiveRecord>, StoreError> {
+        self.inner.objective_record(room, objective).await
+    }
+
+    async fn objective_records(
+        &self,
+        room: &RoomId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, agentroom_ports::domain::archive::ObjectiveRecord)>, StoreError> {
+        self.inner.objective_records(room, after, limit).await
+    }
+
+    async fn records_by(
+        &self,
+        room: &RoomId,
+        key: &agentroom_ports::RecordKey,
+    ) -> Result<Vec<agentroom_ports::domain::archive::ObjectiveRecord>, StoreError> {
+        self.inner.records_by(room, key).await
+    }
 }
 
 #[async_trait]

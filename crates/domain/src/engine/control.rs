@@ -23,7 +23,22 @@ impl Ctx<'_, '_> {
         objective: ObjectiveId,
         action: ControlAction,
     ) -> Result<(), InputError> {
-        let idx = self.objective_index(objective)?;
+        let idx = match self.objective_index(objective) {
+            Ok(idx) => idx,
+            Err(unknown) => {
+                let Some(status) = self.state.closed.get(&objective).map(|c| c.status) else {
+                    return Err(unknown);
+                };
+                if self.authorized(by, Permission::ObjectiveControl, Some(objective)) {
+                    self.reject(
+                        Some(objective),
+                        Rule::D3,
+                        format!("the objective is already {status}"),
+                    );
+                }
+                return Ok(());
+            }
+        };
         if !self.authorized(by, Permission::ObjectiveControl, Some(objective)) {
             return Ok(());
         }

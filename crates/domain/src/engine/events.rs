@@ -140,7 +140,23 @@ impl Ctx<'_, '_> {
         task: Option<TaskIdentity>,
     ) {
         let Some(idx) = self.objective_index(objective).ok() else {
-            self.reject(None, Rule::O6, format!("{event}: no objective {objective}"));
+            // A closed objective is answered from what the live state keeps of it.
+            let Some(closed) = self.state.closed.get(&objective) else {
+                self.reject(None, Rule::O6, format!("{event}: no objective {objective}"));
+                return;
+            };
+            let text = format!(
+                "objective {objective} is {} at revision {}{}",
+                closed.status,
+                closed.revision,
+                task.map_or_else(String::new, |t| format!("; task {t} is in its record"))
+            );
+            self.accept(
+                Some(objective),
+                Some(Rule::O6),
+                format!("{event}: explicit reference answered without a reasoner call"),
+            );
+            self.notify(Audience::Principal(author.clone()), Some(objective), text);
             return;
         };
         let o = self.objective(idx);
@@ -184,6 +200,17 @@ impl Ctx<'_, '_> {
         // A receipt names an objective of this Room and comes from an assignee of its tasks
         // (`RoomState::admits_event`, checked before).
         let Some(idx) = objective.and_then(|id| self.objective_index(id).ok()) else {
+            if let Some((id, closed)) =
+                objective.and_then(|id| self.state.closed.get(&id).map(|c| (id, c.status)))
+            {
+                self.accept(
+                    Some(id),
+                    Some(Rule::O13),
+                    format!(
+                        "{event}: receipt for a {closed} objective consumed without a reasoner call"
+                    ),
+                );
+            }
             return;
         };
         let o = self.objective_mut(idx);

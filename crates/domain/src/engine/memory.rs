@@ -140,16 +140,13 @@ impl Ctx<'_, '_> {
     fn provenance_problem(&self, provenance: &Provenance) -> Option<String> {
         match provenance {
             Provenance::OwnerMessage { event } => {
-                let known = self.state.intake.contains_key(event)
-                    || self
-                        .state
-                        .objectives
-                        .iter()
-                        .any(|o| o.origin == *event || o.corrections.contains(event));
+                let known = self.state.has_owner_message(*event)
+                    || self.env.archive.has_owner_message(*event);
                 (!known).then(|| format!("this room has no owner message {event}"))
             }
-            Provenance::Contribution { id } => (!self.state.contributions.contains_key(id))
-                .then(|| format!("this room has no contribution {id}")),
+            Provenance::Contribution { id } => (!self.state.contributions.contains_key(id)
+                && !self.env.archive.has_contribution(*id))
+            .then(|| format!("this room has no contribution {id}")),
             Provenance::External { url, .. } => url
                 .trim()
                 .is_empty()

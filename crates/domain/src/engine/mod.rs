@@ -31,6 +31,7 @@ pub use outcome::{CallEvent, CallFailure, FailureKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::archive::{Archive, ObjectiveRecord, RecordKey};
 use crate::artifact::ContentDigest;
 use crate::catalog::CapabilityCatalog;
 use crate::event::Event;
@@ -68,6 +69,10 @@ pub struct Env<'a> {
     /// `None` when the Room draws on none, or the host could not read it (then the Room
     /// admits no reservation). The store checks the pool again when it commits.
     pub pool: Option<&'a BudgetLedger>,
+    /// What the host read about closed objectives for this decision (a memory entry's
+    /// provenance, the content a redaction names); [`NoArchive`](crate::archive::NoArchive)
+    /// when the input names nothing that left the live state.
+    pub archive: &'a dyn Archive,
 }
 
 /// What a call cost, as the provider reported it.
@@ -263,6 +268,40 @@ impl Input {
         needed.sort();
         needed.dedup();
         needed
+    }
+}
+
+impl Input {
+    /// What this input's decision asks about closed objectives that left the live state: a
+    /// memory entry's provenance (M1) or the content a redaction names, when the live state
+    /// does not hold it. The host reads the records found by these keys into
+    /// [`Env::archive`].
+    pub fn archive_needed(&self, state: &RoomState) -> Vec<RecordKey> {
+        match self {
+            Input::Memory {
+                change: MemoryChange::Add { provenance, .. },
+                ..
+            } => match provenance {
+                Provenance::Contribution { id } if !state.contributions().contains_key(id) => {
+                    vec![RecordKey::Contribution(*id)]
+                }
+                Provenance::OwnerMessage { event } if !state.has_owner_message(*event) => {
+                    vec![RecordKey::OwnerMessage(*event)]
+                }
+                _ => Vec::new(),
+            },
+            Input::Redact {
+                target: RedactionTarget::Artifact { digest },
+                ..
+            } if !state
+                .contributions()
+                .values()
+                .any(|c| c.digests().contains(&digest)) =>
+            {
+                vec![RecordKey::Content(digest.clone())]
+            }
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -735,6 +774,9 @@ pub struct Decision {
     /// The operations this decision settled or released, with their final state and charge;
     /// they are no longer in `state`.
     pub closed: Vec<Operation>,
+    /// The objectives this decision moved out of the live state, closed and settled, as
+    /// their records: the store keeps them in the commit that removes them from `state`.
+    pub archived: Vec<ObjectiveRecord>,
     /// What to execute after the commit.
     pub effects: Vec<Effect>,
     /// Why.
@@ -867,9 +909,20 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
         event: ctx.event,
         ledger,
         closed: ctx.closed,
+        archived: Vec::new(),
         effects: ctx.effects,
         log: ctx.log,
     })
+}
+
+/// Moves the objectives `decision` leaves closed and settled out of its state, into
+/// `decision.archived` (issue 21): completed or canceled, no call of theirs open, no result of
+/// theirs held (D4). What the rules still consult stays behind
+/// ([`ClosedObjective`](crate::archive::ClosedObjective)); the store keeps each record in the
+/// decision's commit. A host that keeps closed objectives' records calls it before committing.
+pub fn close_out(decision: &mut Decision) {
+    let archived = decision.state.archive_closed();
+    decision.archived.extend(archived);
 }
 
 /// Why something was refused: the rule and the feedback, for the log and the next attempt.

@@ -88,7 +88,8 @@ impl Ctx<'_, '_> {
                     .state
                     .contributions
                     .values()
-                    .any(|c| c.digests().contains(&digest));
+                    .any(|c| c.digests().contains(&digest))
+                    || self.env.archive.names(digest);
                 if !named {
                     return Err("no contribution of this room names that content".to_owned());
                 }

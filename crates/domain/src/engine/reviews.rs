@@ -266,7 +266,22 @@ impl Ctx<'_, '_> {
         objective: ObjectiveId,
         submission: ReviewSubmission,
     ) -> Result<(), InputError> {
-        let idx = self.objective_index(objective)?;
+        let idx = match self.objective_index(objective) {
+            Ok(idx) => idx,
+            Err(unknown) => {
+                if !self.state.closed.contains_key(&objective) {
+                    return Err(unknown);
+                }
+                if self.authorized(by, Permission::ReviewRecord, Some(objective)) {
+                    self.reject(
+                        Some(objective),
+                        Rule::R2,
+                        "no report of this objective awaits review".to_owned(),
+                    );
+                }
+                return Ok(());
+            }
+        };
         if !self.authorized(by, Permission::ReviewRecord, Some(objective)) {
             return Ok(());
         }
