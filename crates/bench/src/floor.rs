@@ -9,20 +9,18 @@ use sqlx::Connection;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 
 /// Per-commit latencies (µs, sorted) on one connection.
-pub(crate) struct Floor {
-    pub(crate) one_connection_us: Vec<f64>,
+pub struct Floor {
+    /// Each commit's latency in µs, sorted.
+    pub one_connection_us: Vec<f64>,
     /// The measured commits' server backend CPU, in `/proc` ticks (when the server runs on
     /// this machine).
-    pub(crate) backend_ticks: Option<u64>,
+    pub backend_ticks: Option<u64>,
     /// This process's CPU over the measured commits, in `/proc` ticks.
-    pub(crate) client_ticks: Option<u64>,
+    pub client_ticks: Option<u64>,
 }
 
 /// A fresh database for one bench run on the server of `admin_url`, dropped by [`drop_db`].
-pub(crate) async fn create_db(
-    admin_url: &str,
-    prefix: &str,
-) -> anyhow::Result<(PgPool, String, String)> {
+pub async fn create_db(admin_url: &str, prefix: &str) -> anyhow::Result<(PgPool, String, String)> {
     let admin = PgPoolOptions::new()
         .max_connections(1)
         .connect(admin_url)
@@ -44,7 +42,7 @@ pub(crate) async fn create_db(
 }
 
 /// Drops a database made by [`create_db`].
-pub(crate) async fn drop_db(admin: &PgPool, name: &str) -> anyhow::Result<()> {
+pub async fn drop_db(admin: &PgPool, name: &str) -> anyhow::Result<()> {
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
     )))
@@ -59,7 +57,7 @@ pub(crate) async fn drop_db(admin: &PgPool, name: &str) -> anyhow::Result<()> {
 /// A pool would add a round trip: sqlx pings an idle connection before handing it out
 /// (`test_before_acquire`, on by default), which the stores turn off. [`measure_pooled`]
 /// shows that difference.
-pub(crate) async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Result<Floor> {
+pub async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Result<Floor> {
     let mut conn = PgConnection::connect(url).await?;
     let floor = commits(&mut conn, warmup, n).await;
     conn.close().await?;
@@ -68,7 +66,7 @@ pub(crate) async fn measure(url: &str, warmup: usize, n: usize) -> anyhow::Resul
 
 /// The same commits through a one-connection pool with sqlx's default options (a ping
 /// before each acquire): what the floor would be if measured the way a default pool runs.
-pub(crate) async fn measure_pooled(url: &str, warmup: usize, n: usize) -> anyhow::Result<Floor> {
+pub async fn measure_pooled(url: &str, warmup: usize, n: usize) -> anyhow::Result<Floor> {
     let pool = PgPoolOptions::new().max_connections(1).connect(url).await?;
     let mut times = Vec::with_capacity(n);
     let payload = vec![7u8; 64];
@@ -92,11 +90,7 @@ pub(crate) async fn measure_pooled(url: &str, warmup: usize, n: usize) -> anyhow
 }
 
 /// `warmup` then `n` floor commits on `conn`, with the CPU this process and its backend spent.
-pub(crate) async fn commits(
-    conn: &mut PgConnection,
-    warmup: usize,
-    n: usize,
-) -> anyhow::Result<Floor> {
+pub async fn commits(conn: &mut PgConnection, warmup: usize, n: usize) -> anyhow::Result<Floor> {
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
     )
@@ -111,7 +105,10 @@ pub(crate) async fn commits(
     let mut times = Vec::with_capacity(n);
     for i in 0..warmup + n {
         if i == warmup {
-            ticks = (crate::cpu_ticks("self"), crate::cpu_ticks(&backend));
+            ticks = (
+                crate::procfs::cpu_ticks("self"),
+                crate::procfs::cpu_ticks(&backend),
+            );
         }
         let started = Instant::now();
         sqlx::query("INSERT INTO bench_floor (payload) VALUES ($1)")
@@ -125,8 +122,8 @@ pub(crate) async fn commits(
     let spent = |before: Option<u64>, after: Option<u64>| {
         before.zip(after).map(|(b, a)| a.saturating_sub(b))
     };
-    let client_ticks = spent(ticks.0, crate::cpu_ticks("self"));
-    let backend_ticks = spent(ticks.1, crate::cpu_ticks(&backend));
+    let client_ticks = spent(ticks.0, crate::procfs::cpu_ticks("self"));
+    let backend_ticks = spent(ticks.1, crate::procfs::cpu_ticks(&backend));
     times.sort_by(f64::total_cmp);
     Ok(Floor {
         one_connection_us: times,
@@ -137,7 +134,7 @@ pub(crate) async fn commits(
 
 /// Commits per second with `conns` connections, each held by one task doing `per_conn`
 /// floor commits.
-pub(crate) async fn throughput(url: &str, conns: usize, per_conn: usize) -> anyhow::Result<f64> {
+pub async fn throughput(url: &str, conns: usize, per_conn: usize) -> anyhow::Result<f64> {
     let mut connections = Vec::with_capacity(conns);
     for _ in 0..conns {
         connections.push(PgConnection::connect(url).await?);

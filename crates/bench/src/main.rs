@@ -6,8 +6,10 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod durable;
-mod floor;
 mod planning;
+
+use agentroom_bench::floor;
+use agentroom_bench::procfs::{TICK_US, cpu_ticks};
 
 use clap::{Parser, Subcommand};
 
@@ -160,20 +162,4 @@ fn main() -> anyhow::Result<()> {
         Command::Durable(args) => durable::run(&args),
         Command::Chaos(args) => chaos(&args),
     }
-}
-/// Microseconds per clock tick of `/proc/*/stat`: Linux reports CPU time in USER_HZ, which is
-/// 100 on every architecture it exports to user space as a fixed value.
-pub(crate) const TICK_US: f64 = 10_000.0;
-
-/// The user + system CPU ticks of process `pid` (`self` for this one) so far, from
-/// `/proc/<pid>/stat` (fields 14 and 15); `None` where there is no such file (not Linux, or
-/// a server on another machine).
-pub(crate) fn cpu_ticks(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
-    let (_, rest) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
 }

@@ -22,7 +22,7 @@
 
 mod cluster;
 mod invariants;
-mod process;
+pub(crate) mod process;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -48,7 +48,7 @@ const ROOM: &str = "chaos";
 /// The scripted agents every `serve` runs.
 const SCENARIO: &str = include_str!("scenario.toml");
 /// The shipped policies, written into each run's folder (so the binary works from anywhere).
-const POLICIES: &[(&str, &str)] = &[
+pub(crate) const POLICIES: &[(&str, &str)] = &[
     ("room.toml", include_str!("../../../../policies/room.toml")),
     (
         "access.toml",
@@ -330,18 +330,20 @@ pub fn run(config: &Config) -> anyhow::Result<Report> {
     })
 }
 
-/// A fresh database of a chaos run, dropped when the run is done (unless kept).
-struct Database {
+/// A fresh database of a run (chaos, or the Room's path benches), dropped when the run is done
+/// (unless kept).
+pub(crate) struct Database {
     admin: String,
-    name: String,
+    pub(crate) name: String,
 }
 
 impl Database {
-    async fn create(admin: &str) -> anyhow::Result<Database> {
+    /// Creates `PREFIX_<millis>_<pid>` through the server of `admin`.
+    pub(crate) async fn create(admin: &str, prefix: &str) -> anyhow::Result<Database> {
         let millis = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
-        let name = format!("agentroom_chaos_{millis}_{}", std::process::id());
+        let name = format!("{prefix}_{millis}_{}", std::process::id());
         let mut connection = PgConnection::connect(admin)
             .await
             .with_context(|| format!("connecting to {admin}"))?;
@@ -355,7 +357,8 @@ impl Database {
         })
     }
 
-    fn url(&self) -> anyhow::Result<String> {
+    /// Its URL: the admin URL with this database's name.
+    pub(crate) fn url(&self) -> anyhow::Result<String> {
         let (server, rest) = self
             .admin
             .rsplit_once('/')
@@ -377,7 +380,8 @@ impl Database {
         Ok(terminated)
     }
 
-    async fn drop_it(&self) -> anyhow::Result<()> {
+    /// `DROP DATABASE … WITH (FORCE)`.
+    pub(crate) async fn drop_it(&self) -> anyhow::Result<()> {
         let mut connection = PgConnection::connect(&self.admin).await?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",
@@ -417,11 +421,7 @@ impl<'a> StoreRun<'a> {
             .prefix(&format!("agentroom-chaos-{}-", store.name()))
             .tempdir()
             .context("a folder for the run")?;
-        let policies = dir.path().join("policies");
-        std::fs::create_dir_all(policies.join("capabilities"))?;
-        for (file, text) in POLICIES {
-            std::fs::write(policies.join(file), text)?;
-        }
+        let policies = write_policies(dir.path())?;
         let scenario = dir.path().join("scenario.toml");
         std::fs::write(&scenario, SCENARIO)?;
         let (place, database, cluster) = match store {
@@ -435,7 +435,7 @@ impl<'a> StoreRun<'a> {
                 let admin = cluster
                     .as_ref()
                     .map_or_else(|| config.database_url.clone(), Cluster::url);
-                let database = runtime.block_on(Database::create(&admin))?;
+                let database = runtime.block_on(Database::create(&admin, "agentroom_chaos"))?;
                 let url = database.url()?;
                 process::run(
                     &config.agentroom,
@@ -445,43 +445,18 @@ impl<'a> StoreRun<'a> {
                 (Place::Postgres(url), Some(database), cluster)
             }
         };
-        let mut create = vec![
-            "room",
-            "create",
-            "--room",
-            ROOM,
-            "--owner",
-            "olive",
-            "--model",
-            "scripted",
-            "--member",
-            "oscar=operator",
-            "--member",
-            "sam=specialist",
-            "--member",
-            "sue=specialist",
-            "--member",
-            "rita=reviewer",
-        ];
-        let limit = LIMIT_MICROS.to_string();
-        let policies_arg = policies.display().to_string();
-        create.extend(["--limit-micros", &limit, "--policies", &policies_arg]);
-        let created = process::run(&config.agentroom, Some(&place), &create)?;
-        let owner = created
-            .lines()
-            .find_map(|l| l.strip_prefix("owner token (olive): "))
-            .ok_or_else(|| anyhow!("room create printed no owner token: {created}"))?
-            .trim()
-            .to_owned();
+        let owner = create_room(&config.agentroom, &place, ROOM, &policies)?;
         let spec = ServeSpec {
             binary: config.agentroom.clone(),
             place,
-            room: ROOM.to_owned(),
+            room: Some(ROOM.to_owned()),
             policies,
             scenario,
             journal: dir.path().join("scripted-journal.jsonl"),
             log: dir.path().join("serve.log"),
             lease_ms: LEASE_MS,
+            poll_ms: 50,
+            recover_every: 4,
         };
         Ok(Self {
             config,
@@ -805,6 +780,59 @@ async fn quiet(store: &dyn Stores, room: &RoomId, accepted: usize) -> anyhow::Re
                 ObjectiveStatus::Planning | ObjectiveStatus::Running
             )
         }))
+}
+
+/// Writes the shipped policies into `DIR/policies` (so the binary works from anywhere); that
+/// folder.
+pub(crate) fn write_policies(dir: &Path) -> anyhow::Result<PathBuf> {
+    let policies = dir.join("policies");
+    std::fs::create_dir_all(policies.join("capabilities"))?;
+    for (file, text) in POLICIES {
+        std::fs::write(policies.join(file), text)?;
+    }
+    Ok(policies)
+}
+
+/// `agentroom room create` of `room` on `place`: owner olive, operator oscar, specialists sam
+/// (research) and sue (writing), reviewer rita, a budget far above what a run spends; the
+/// owner's bearer token.
+pub(crate) fn create_room(
+    agentroom: &Path,
+    place: &Place,
+    room: &str,
+    policies: &Path,
+) -> anyhow::Result<String> {
+    let limit = LIMIT_MICROS.to_string();
+    let policies = policies.display().to_string();
+    let create = [
+        "room",
+        "create",
+        "--room",
+        room,
+        "--owner",
+        "olive",
+        "--model",
+        "scripted",
+        "--member",
+        "oscar=operator",
+        "--member",
+        "sam=specialist",
+        "--member",
+        "sue=specialist",
+        "--member",
+        "rita=reviewer",
+        "--limit-micros",
+        &limit,
+        "--policies",
+        &policies,
+    ];
+    let created = process::run(agentroom, Some(place), &create)?;
+    Ok(created
+        .lines()
+        .find_map(|l| l.strip_prefix("owner token (olive): "))
+        .ok_or_else(|| anyhow!("room create printed no owner token: {created}"))?
+        .trim()
+        .to_owned())
 }
 
 /// The `agentroom` binary next to `bench` (the same target folder), if there is one.

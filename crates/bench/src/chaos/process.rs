@@ -80,13 +80,19 @@ pub(crate) fn run(binary: &Path, place: Option<&Place>, args: &[&str]) -> anyhow
 pub(crate) struct ServeSpec {
     pub(crate) binary: PathBuf,
     pub(crate) place: Place,
-    pub(crate) room: String,
+    /// `--room`: the one Room it coordinates; `None`: every Room on the store, including
+    /// those created while it runs.
+    pub(crate) room: Option<String>,
     pub(crate) policies: PathBuf,
     pub(crate) scenario: PathBuf,
     pub(crate) journal: PathBuf,
     /// Every process's stderr, appended.
     pub(crate) log: PathBuf,
     pub(crate) lease_ms: u64,
+    /// `--poll-ms`: time between two passes over the store.
+    pub(crate) poll_ms: u64,
+    /// `--recover-every`: recovery runs again every this many passes.
+    pub(crate) recover_every: u32,
 }
 
 /// A running `serve`; SIGKILLed when dropped.
@@ -106,7 +112,7 @@ impl ServeSpec {
             .with_context(|| format!("opening {}", self.log.display()))?;
         let mut command = agentroom(&self.binary);
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--room", &self.room])
+            .args(["serve", "--listen", "127.0.0.1:0"])
             .arg("--policies")
             .arg(&self.policies)
             .arg("--agents")
@@ -114,10 +120,14 @@ impl ServeSpec {
             .arg("--journal")
             .arg(&self.journal)
             .args(["--lease-ms", &self.lease_ms.to_string()])
-            .args(["--poll-ms", "50", "--recover-every", "4"])
+            .args(["--poll-ms", &self.poll_ms.to_string()])
+            .args(["--recover-every", &self.recover_every.to_string()])
             .env("AGENTROOM_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(log);
+        if let Some(room) = &self.room {
+            command.args(["--room", room]);
+        }
         self.place.args(&mut command);
         let mut child = command.spawn().context("spawning agentroom serve")?;
         let stdout = child
@@ -186,6 +196,11 @@ impl Serve {
         self.child.kill().context("SIGKILL of serve")?;
         self.child.wait().context("waiting for serve")?;
         Ok(())
+    }
+
+    /// Its process id (for `/proc/<pid>/…`).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether the process has exited on its own.
