@@ -31,6 +31,13 @@ enum Command {
     /// terminations and cluster restarts) under a multi-objective workload, then the
     /// invariants checked from the durable store; exits 1 on any violation.
     Chaos(ChaosArgs),
+    /// One Room through a real `agentroom serve` on PostgreSQL, objective after objective:
+    /// serve's CPU per objective, the owner message's POST latency, serve's RSS and the
+    /// Room's state size at the 1st, 10th, 100th, … objective, and the last over the first.
+    Aging(agentroom_bench::path::aging::Args),
+    /// An objective of N sequential tasks plus review through a real `agentroom serve` on
+    /// PostgreSQL: write commits and µs per task next to the raw commit floor of the same run.
+    Room(agentroom_bench::path::room::Args),
 }
 
 /// Which stores `chaos` runs on.
@@ -161,5 +168,7 @@ fn main() -> anyhow::Result<()> {
         Command::Planning(args) => planning::run(&args),
         Command::Durable(args) => durable::run(&args),
         Command::Chaos(args) => chaos(&args),
+        Command::Aging(args) => agentroom_bench::path::aging::run(&args),
+        Command::Room(args) => agentroom_bench::path::room::run(&args),
     }
 }
