@@ -434,8 +434,8 @@ fn ledger_totals(trace: &Trace, index: &Index<'_>) -> Result<(i64, i64), TraceEr
     let mut reserved_once = BTreeSet::new();
     let mut cost = 0i64;
     let overflow = |what| TraceError::Overflow { what };
-    for row in &trace.ledger {
-        let (name, op) = match &row.entry {
+    for entry in &trace.ledger {
+        let (name, op) = match entry {
             LedgerEntry::Opened { limit } => {
                 non_negative("opened", *limit)?;
                 continue;
@@ -461,7 +461,7 @@ fn ledger_totals(trace: &Trace, index: &Index<'_>) -> Result<(i64, i64), TraceEr
             entry: name,
             op: op.clone(),
         };
-        match &row.entry {
+        match entry {
             LedgerEntry::Reserved { amount, .. } => {
                 non_negative(name, *amount)?;
                 if !reserved_once.insert(op.as_str()) {

@@ -6,6 +6,17 @@
 //! since the Unix epoch (the `at_ms` columns), money is `i64` USD micros (B-rules). Nothing here
 //! is checked when it is built or deserialized; [`crate::evaluate`] checks a trace's
 //! references and refuses a malformed one with a [`crate::TraceError`].
+//!
+//! # Where a loader finds each record (through the public ports, either store)
+//!
+//! | record | source |
+//! | --- | --- |
+//! | [`DecisionRecord`] | `RoomStore::history`: revision, input kind, event, log, `at` |
+//! | [`EventRecord`] | `RoomStore::event` for each event a history row accepted; its time is that row's (the ports expose no persistence time) |
+//! | [`ObjectiveRecord`], [`StatusChange`], [`ContributionRecord`], [`ReviewRecord`] | `RoomStore::state_at` at each revision: an objective's status, a task completed by a contribution (its `completed_ms`), reviews; a contribution's text from the `ArtifactStore`; the objective's key from the scenario message whose event is its origin |
+//! | [`OperationRecord`] | `WorkflowStore::room_operations`: the request (role, principal, objective, reservation; a specialist's `TaskBrief` gives task identity, key and spec for the work key); dispatched at the revision that reserved it, ended at the one that decided its outcome; the operator's resolution |
+//! | [`ReceiptRecord`] | a receipt on the operation (runner), or a `reconciled` decision (reconciler); the effect ids from the result |
+//! | [`LedgerEntry`] | `RoomStore::ledger`, in order |
 
 use serde::{Deserialize, Serialize};
 
@@ -68,9 +79,9 @@ pub struct Trace {
     /// reconciler or an operator confirmed for an uncertain call (D2).
     #[serde(default)]
     pub receipts: Vec<ReceiptRecord>,
-    /// The budget ledger's rows (`ledger_entries`), in order.
+    /// The budget ledger's entries (`ledger_entries`, `RoomStore::ledger`), in order.
     #[serde(default)]
-    pub ledger: Vec<LedgerRow>,
+    pub ledger: Vec<LedgerEntry>,
     /// The contributions specialists made (T2).
     #[serde(default)]
     pub contributions: Vec<ContributionRecord>,
@@ -475,16 +486,6 @@ pub enum LedgerEntry {
     },
     /// An operator acknowledged an overrun (B5).
     OverrunAcknowledged,
-}
-
-/// One ledger row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LedgerRow {
-    /// The revision whose commit appended it.
-    pub revision: i64,
-    /// The entry.
-    pub entry: LedgerEntry,
 }
 
 /// A specialist's persisted contribution (T2).

@@ -30,7 +30,7 @@ fn b1_a_receipt_for_an_unknown_operation_is_refused() {
 #[test]
 fn b1_a_charge_on_an_unknown_operation_is_refused() {
     let mut t = honest();
-    t.ledger.push(settled(7, "op-ghost", 10, 10));
+    t.ledger.push(settled("op-ghost", 10, 10));
     let err = refused(&t);
     assert_eq!(
         err,
@@ -49,7 +49,7 @@ fn b1_a_charge_on_an_unknown_operation_is_refused() {
 fn b3_a_charge_without_a_reservation_is_refused() {
     // The operation exists, but nothing was reserved for it (or it was settled already).
     let mut t = honest();
-    t.ledger.push(settled(7, "op-gather", 100_000, 20_000));
+    t.ledger.push(settled("op-gather", 100_000, 20_000));
     assert_eq!(
         refused(&t),
         TraceError::NoReservation {
@@ -62,7 +62,7 @@ fn b3_a_charge_without_a_reservation_is_refused() {
 #[test]
 fn b1_a_second_reservation_for_one_operation_is_refused() {
     let mut t = honest();
-    t.ledger.push(reserved(7, "op-gather", 100_000));
+    t.ledger.push(reserved("op-gather", 100_000));
     assert_eq!(
         refused(&t),
         TraceError::DuplicateReservation {
@@ -74,7 +74,7 @@ fn b1_a_second_reservation_for_one_operation_is_refused() {
 #[test]
 fn a_negative_charge_is_refused() {
     let mut t = honest();
-    if let LedgerEntry::Settled { charged, .. } = &mut t.ledger[2].entry {
+    if let LedgerEntry::Settled { charged, .. } = &mut t.ledger[2] {
         *charged = -1;
     }
     assert_eq!(

@@ -403,39 +403,29 @@ fn b3_cost_sums_charges_a_refused_settlement_charges_its_whole_reservation_and_u
     // B3, B5: a settlement the ledger refused charges the whole reservation.
     t.operations
         .push(call("op-over", CallRole::Reasoner, 2_000, Some(2_100)));
-    t.ledger.push(reserved(7, "op-over", 40_000));
-    t.ledger.push(row(
-        8,
-        LedgerEntry::SettlementRefused {
-            op: "op-over".to_owned(),
-            reserved: 40_000,
-            reported: 90_000_000,
-        },
-    ));
+    t.ledger.push(reserved("op-over", 40_000));
+    t.ledger.push(LedgerEntry::SettlementRefused {
+        op: "op-over".to_owned(),
+        reserved: 40_000,
+        reported: 90_000_000,
+    });
     // A call that never ran is released: no charge.
     t.operations
         .push(call("op-never", CallRole::Reasoner, 2_000, Some(2_050)));
-    t.ledger.push(reserved(7, "op-never", 70_000));
-    t.ledger.push(row(
-        8,
-        LedgerEntry::Released {
-            op: "op-never".to_owned(),
-            amount: 70_000,
-        },
-    ));
+    t.ledger.push(reserved("op-never", 70_000));
+    t.ledger.push(LedgerEntry::Released {
+        op: "op-never".to_owned(),
+        amount: 70_000,
+    });
     // B3: an uncertain call keeps its whole reservation: held, not spent.
     t.operations
         .push(call("op-lost", CallRole::Specialist, 2_000, Some(2_300)));
-    t.ledger.push(reserved(7, "op-lost", 80_000));
-    t.ledger.push(row(
-        9,
-        LedgerEntry::MarkedUncertain {
-            op: "op-lost".to_owned(),
-        },
-    ));
-    t.ledger
-        .push(row(10, LedgerEntry::LimitRaised { by: 1_000_000 }));
-    t.ledger.push(row(11, LedgerEntry::OverrunAcknowledged));
+    t.ledger.push(reserved("op-lost", 80_000));
+    t.ledger.push(LedgerEntry::MarkedUncertain {
+        op: "op-lost".to_owned(),
+    });
+    t.ledger.push(LedgerEntry::LimitRaised { by: 1_000_000 });
+    t.ledger.push(LedgerEntry::OverrunAcknowledged);
     let m = metrics(&t);
     assert_eq!(m.cost_micros, 65_000 + 40_000);
     assert_eq!(m.held_micros, 80_000);
@@ -488,7 +478,7 @@ fn a_summary_sums_counts_and_money_per_mode_and_takes_medians_of_latency_and_cos
     let mut truth2 = truth();
     truth2.scenario = "second".to_owned();
     truth2.objectives[0].criteria[0].truth = Truth::Unmet;
-    second.ledger.push(reserved(7, "op-plan-2", 1));
+    second.ledger.push(reserved("op-plan-2", 1));
     second
         .operations
         .push(call("op-plan-2", CallRole::Reasoner, 3_000, None));

@@ -4,8 +4,8 @@
 
 use agentroom_eval::trace::{
     CallRole, Confirmation, ContributionRecord, DecisionRecord, EventKind, EventRecord, InputKind,
-    LedgerEntry, LedgerRow, ObjectiveRecord, ObjectiveStatus, OperationRecord, ReceiptRecord,
-    ResultKind, StatusChange,
+    LedgerEntry, ObjectiveRecord, ObjectiveStatus, OperationRecord, ReceiptRecord, ResultKind,
+    StatusChange,
 };
 use agentroom_eval::{CriterionTruth, GroundTruth, Mode, ObjectiveTruth, Trace, Truth};
 
@@ -104,29 +104,19 @@ pub(crate) fn contribution(
     }
 }
 
-pub(crate) fn row(revision: i64, entry: LedgerEntry) -> LedgerRow {
-    LedgerRow { revision, entry }
+pub(crate) fn reserved(op: &str, amount: i64) -> LedgerEntry {
+    LedgerEntry::Reserved {
+        op: op.to_owned(),
+        amount,
+    }
 }
 
-pub(crate) fn reserved(revision: i64, op: &str, amount: i64) -> LedgerRow {
-    row(
-        revision,
-        LedgerEntry::Reserved {
-            op: op.to_owned(),
-            amount,
-        },
-    )
-}
-
-pub(crate) fn settled(revision: i64, op: &str, reserved: i64, charged: i64) -> LedgerRow {
-    row(
-        revision,
-        LedgerEntry::Settled {
-            op: op.to_owned(),
-            reserved,
-            charged,
-        },
-    )
+pub(crate) fn settled(op: &str, reserved: i64, charged: i64) -> LedgerEntry {
+    LedgerEntry::Settled {
+        op: op.to_owned(),
+        reserved,
+        charged,
+    }
 }
 
 /// The scenario's truth: criterion `scope` is met by any honest work, `fact` only when the
@@ -210,15 +200,15 @@ pub(crate) fn honest() -> Trace {
         ),
     ];
     t.ledger = vec![
-        row(1, LedgerEntry::Opened { limit: 5_000_000 }),
-        reserved(2, "op-plan", 100_000),
-        settled(3, "op-plan", 100_000, 10_000),
-        reserved(3, "op-gather", 100_000),
-        settled(4, "op-gather", 100_000, 20_000),
-        reserved(4, "op-report", 100_000),
-        settled(5, "op-report", 100_000, 30_000),
-        reserved(5, "op-review", 100_000),
-        settled(6, "op-review", 100_000, 5_000),
+        LedgerEntry::Opened { limit: 5_000_000 },
+        reserved("op-plan", 100_000),
+        settled("op-plan", 100_000, 10_000),
+        reserved("op-gather", 100_000),
+        settled("op-gather", 100_000, 20_000),
+        reserved("op-report", 100_000),
+        settled("op-report", 100_000, 30_000),
+        reserved("op-review", 100_000),
+        settled("op-review", 100_000, 5_000),
     ];
     t
 }
