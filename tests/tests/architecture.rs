@@ -95,6 +95,12 @@ const ALLOWED_EDGES: &[(&str, Allowed)] = &[
     ),
     ("agentroom-cli", Allowed::Everything),
     ("agentroom-bench", Allowed::Everything),
+    // The qualification's evaluator (DESIGN.md: coordinator, ports); today the trace
+    // evaluator alone, which reads plain trace data and names no workspace crate.
+    (
+        "agentroom-eval",
+        Allowed::Only(&["agentroom-coordinator", "agentroom-ports"]),
+    ),
     // The test model is a separate "model" that sees only HTTP: it names no workspace crate.
     ("agentroom-testmodel", Allowed::Only(&[])),
 ];
