@@ -12,8 +12,8 @@ use agentroom_ports::domain::artifact::ContentDigest;
 use agentroom_ports::domain::state::RoomState;
 
 use agentroom_ports::domain::engine::{CallEvent, Decision, Effect, Env, Input, LogEntry, decide};
-use agentroom_ports::domain::ids::{DerivedIds, OperationId, RoomId, Timestamp};
-use agentroom_ports::{Commit, CommitError, Receipt, StoredRoom};
+use agentroom_ports::domain::ids::{DerivedIds, OperationId, RoomId};
+use agentroom_ports::{Commit, CommitError, NewContent, Receipt, StoredRoom};
 use agentroom_workflows::Leased;
 use agentroom_workflows::crash::{self, crash_point};
 use tokio::sync::{mpsc, oneshot};
@@ -81,40 +81,26 @@ fn backoff(base: Duration, attempt: u32, salt: u128) -> Duration {
     wait + wait.mul_f64(f64::from(jitter) / 1_000.0)
 }
 
-/// Stores the content of the contribution `input` carries, when the Room can keep it (within
-/// its policy's bounds, checked first, so nothing of an oversized one is stored), before the
-/// decision that names it is committed. Content is addressed by its digest, so storing it
-/// again on a retry or a redelivery is a no-op.
-async fn keep_content(
-    shared: &Arc<Shared>,
-    room: &RoomId,
-    state: &RoomState,
-    input: &Input,
-    now: Timestamp,
-) -> Result<(), CoordinatorError> {
+/// The content of the contribution `input` carries that its commit keeps, when the Room can
+/// keep it (within its policy's bounds, checked first, so nothing of an oversized one is
+/// stored): in the same transaction as the decision that names it (issue 21). Content is
+/// addressed by its digest, so a retry or a redelivery writes nothing again.
+fn content_of(state: &RoomState, input: &Input) -> Vec<NewContent> {
     let Some(draft) = input.contribution_draft() else {
-        return Ok(());
+        return Vec::new();
     };
     // An oversized or malformed one is refused by the decision (T2), with nothing stored.
     if draft.check(state.policy().content()).is_err() {
-        return Ok(());
+        return Vec::new();
     }
-    for piece in draft.pieces() {
+    draft
+        .pieces()
+        .into_iter()
+        .map(|piece| NewContent::new(piece.media_type, piece.bytes.into_owned()))
         // Content the owner redacted stays out of the store, even when a later contribution
         // holds the same bytes: its redaction record answers for it.
-        if state
-            .redactions()
-            .of_content(&ContentDigest::of(&piece.bytes))
-            .is_some()
-        {
-            continue;
-        }
-        shared
-            .store
-            .put_content(room, piece.media_type, &piece.bytes, now)
-            .await?;
-    }
-    Ok(())
+        .filter(|content| state.redactions().of_content(content.digest()).is_none())
+        .collect()
 }
 
 /// Reads the Room's content under `digests` (what a review's evidence is checked against,
@@ -157,9 +143,7 @@ async fn decide_and_commit(
                 .ok_or_else(|| CoordinatorError::UnknownRoom(room.clone()))?,
         };
         let now = shared.clock.now();
-        if attempt == 0 {
-            keep_content(shared, room, &current.state, &input, now).await?;
-        }
+        let kept = content_of(&current.state, &input);
         let contents = read_contents(shared, room, &input.content_needed(&current.state)).await?;
         // What the input asks about objectives no longer in the live state: their records.
         let mut records = Vec::new();
@@ -233,6 +217,7 @@ async fn decide_and_commit(
             None => Commit::state(&current.state, &current.state, now, kind),
         };
         commit.applied.extend(applied);
+        commit.contents.clone_from(&kept);
         let commit_had_receipt = receipt.is_some();
         commit.receipts.extend(receipt);
         // An operator input is decided once per Room: the store refuses a second commit.

@@ -25,17 +25,20 @@ use agentroom_domain::room::Role;
 use agentroom_domain::state::{Quotes, RoomSetup, RoomState};
 use uuid::Uuid;
 
+use crate::artifacts::ArtifactStore;
 use crate::memory::MemoryStore;
 use crate::notify::Outbox;
-use crate::rooms::{Commit, CommitError, EventAppend, OutboxPosition, Revision, RoomStore};
+use crate::rooms::{
+    Commit, CommitError, EventAppend, NewContent, OutboxPosition, Revision, RoomStore,
+};
 use crate::workflows::{
     Heartbeat, LeaseGrant, OperationFilter, OperationStatus, Receipt, ReceiptWrite, Resolution,
     ResolutionOutcome, WorkflowStore,
 };
 
 /// Everything a store implements.
-pub trait Store: RoomStore + WorkflowStore + Outbox {}
-impl<T: RoomStore + WorkflowStore + Outbox> Store for T {}
+pub trait Store: RoomStore + WorkflowStore + Outbox + ArtifactStore {}
+impl<T: RoomStore + WorkflowStore + Outbox + ArtifactStore> Store for T {}
 
 /// Generates one `#[tokio::test]` per case; `$factory` is an async fn returning a fresh,
 /// migrated `Arc<S>` where `S` implements [`Store`].
@@ -67,6 +70,7 @@ macro_rules! store_conformance {
             d3_a_released_lease_is_fenced_on_its_generation_and_claimable_at_once,
             rooms_are_listed_by_id_in_pages,
             closed_objectives_records_are_kept_by_their_commit_and_found_by_key,
+            content_is_kept_by_the_commit_that_carries_it,
         );
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
@@ -1488,6 +1492,49 @@ pub async fn closed_objectives_records_are_kept_by_their_commit_and_found_by_key
             .unwrap()
             .is_empty()
     );
+}
+
+/// Issue 21: the content an input carries is kept by the commit of its decision, in the same
+/// transaction (a stale commit keeps none); content the Room holds already is not written
+/// again, and another Room does not see it.
+pub async fn content_is_kept_by_the_commit_that_carries_it<S: Store>(store: Arc<S>) {
+    let mut driver = Driver::create(&*store, "lab", 1_000_000).await;
+    let room = driver.room();
+    let body = NewContent::new("text/markdown", b"# Findings".to_vec());
+    let outputs = NewContent::new("application/json", b"{\"papers\":3}".to_vec());
+    let stale = driver.raise(1);
+    let mut commit = Commit::decided(&room, &driver.state, &stale, AT, "raise_limit", None);
+    commit.contents = vec![body.clone()];
+    let refused = store.commit(&room, Revision::FIRST, commit).await;
+    assert!(
+        matches!(refused, Err(CommitError::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(store.content(&room, body.digest()).await.unwrap(), None);
+    for contents in [vec![body.clone(), outputs.clone()], vec![body.clone()]] {
+        let decision = driver.raise(1);
+        let mut commit = Commit::decided(&room, &driver.state, &decision, AT, "raise_limit", None);
+        commit.contents = contents;
+        driver.revision = store.commit(&room, driver.revision, commit).await.unwrap();
+        driver.state = decision.state.clone();
+    }
+    for content in [&body, &outputs] {
+        let stored = store
+            .content(&room, content.digest())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.bytes, content.bytes());
+        assert_eq!(stored.media_type, content.media_type());
+    }
+    // Kept once: a put of the same bytes finds it there.
+    let (_, put) = store
+        .put_content(&room, "text/markdown", body.bytes(), AT)
+        .await
+        .unwrap();
+    assert_eq!(put, crate::artifacts::Put::Present);
+    let other = Driver::create(&*store, "annex", 1_000_000).await.room();
+    assert_eq!(store.content(&other, body.digest()).await.unwrap(), None);
 }
 
 /// A fresh in-memory store (the suite's own check).

@@ -64,8 +64,8 @@ pub use pools::{PoolChange, PoolChangeError, PoolLogEntry, PoolStore, StoredPool
 pub use random::{NoRandomness, Random, SystemRandom};
 pub use reconcile::{ReconcileError, Reconciler};
 pub use rooms::{
-    Commit, CommitError, Delivered, EventAppend, HistoryEntry, OutboxPosition, Revision, RoomStore,
-    StoreError, StoredRoom,
+    Commit, CommitError, Delivered, EventAppend, HistoryEntry, NewContent, OutboxPosition,
+    Revision, RoomStore, StoreError, StoredRoom,
 };
 pub use tokens::{
     AuthError, Authenticated, IssuedToken, NewToken, TokenError, TokenId, TokenMaterial,

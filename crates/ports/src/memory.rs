@@ -272,6 +272,16 @@ impl RoomStore for MemoryStore {
                 at: commit.at,
             });
         }
+        for content in &commit.contents {
+            inner
+                .contents
+                .entry((room.clone(), content.digest().clone()))
+                .or_insert_with(|| StoredContent {
+                    digest: content.digest().clone(),
+                    media_type: content.media_type().to_owned(),
+                    bytes: content.bytes().to_vec(),
+                });
+        }
         for digest in &scrubs.contents {
             inner.contents.remove(&(room.clone(), digest.clone()));
         }

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use agentroom_domain::archive::{ObjectiveRecord, RecordKey};
+use agentroom_domain::artifact::ContentDigest;
 use agentroom_domain::engine::{Decision, Effect, LogEntry, Notification};
 use agentroom_domain::event::Event;
 use agentroom_domain::ids::{
@@ -225,6 +226,42 @@ pub struct Commit<'a> {
     /// The closed objectives the decision moved out of the live state: their records are
     /// kept in the same transaction, each with its [`RecordKey`]s (issue 21).
     pub archived: &'a [ObjectiveRecord],
+    /// Content the decision's input carries (a contribution's body, sources and outputs),
+    /// kept in the same transaction under its digest; content the Room holds already is not
+    /// written again (issue 21: one commit per transition, not one per piece before it).
+    pub contents: Vec<NewContent>,
+}
+
+/// Content a commit keeps in its Room, addressed by the SHA-256 of its bytes (computed here,
+/// never taken from a caller).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewContent {
+    digest: ContentDigest,
+    media_type: String,
+    bytes: Vec<u8>,
+}
+
+impl NewContent {
+    /// `bytes`, read as `media_type`.
+    pub fn new(media_type: impl Into<String>, bytes: Vec<u8>) -> Self {
+        Self {
+            digest: ContentDigest::of(&bytes),
+            media_type: media_type.into(),
+            bytes,
+        }
+    }
+    /// Its address.
+    pub fn digest(&self) -> &ContentDigest {
+        &self.digest
+    }
+    /// How to read it.
+    pub fn media_type(&self) -> &str {
+        &self.media_type
+    }
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 impl<'a> Commit<'a> {
@@ -251,6 +288,7 @@ impl<'a> Commit<'a> {
             input_id: None,
             scrubs: Scrubs::default(),
             archived: &[],
+            contents: Vec::new(),
         }
     }
 }

@@ -17,8 +17,8 @@ use agentroom_ports::history::{
 };
 use agentroom_ports::scrub::scrub_memory_json;
 use agentroom_ports::{
-    Commit, CommitError, Delivered, EventAppend, HistoryEntry, Outbox, OutboxItem, OutboxPosition,
-    Receipt, RecordKey, Revision, RoomStore, StoreError, StoredRoom,
+    Commit, CommitError, Delivered, EventAppend, HistoryEntry, NewContent, Outbox, OutboxItem,
+    OutboxPosition, Receipt, RecordKey, Revision, RoomStore, StoreError, StoredRoom,
 };
 use async_trait::async_trait;
 use serde::Serialize;
@@ -302,6 +302,7 @@ impl RoomStore for PgRooms {
         parts.snapshot = staged.snapshot().is_some();
         parts.notifications = !commit.notifications.is_empty();
         parts.records = !commit.archived.is_empty();
+        parts.contents = !commit.contents.is_empty();
         let statement = commit_statement(room, expected, &staged, &commit, touched, parts)?;
         if !commit.scrubs.is_empty() {
             // A redaction reserves, charges and releases nothing: its commit never moves a
@@ -692,6 +693,27 @@ fn commit_statement<'q>(
             .bind(
                 keys.iter()
                     .map(|(_, id)| id.to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                commit
+                    .contents
+                    .iter()
+                    .map(|c| c.digest().as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                commit
+                    .contents
+                    .iter()
+                    .map(NewContent::media_type)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                commit
+                    .contents
+                    .iter()
+                    .map(NewContent::bytes)
                     .collect::<Vec<_>>(),
             ),
     )

@@ -242,6 +242,8 @@ pub struct CommitParts {
     pub notifications: bool,
     /// Closed objectives' records (`$25`..`$28`, migration 0009).
     pub records: bool,
+    /// Content the input carries (`$29`..`$31`, migration 0007).
+    pub contents: bool,
 }
 
 impl CommitParts {
@@ -297,7 +299,7 @@ impl CommitParts {
 /// slot past the last operation is NULL and matches nothing); `$21` ledger entries (JSON
 /// texts); notifications `$22` ids, `$23` bodies (JSON texts); `$24` the operator input id
 /// it decided or NULL (migration 0006); closed objectives' records `$25`..`$28` (migration
-/// 0009, [`COMMIT_ROOM_RECORDS`]).
+/// 0009, [`COMMIT_ROOM_RECORDS`]); content `$29`..`$31` ([`COMMIT_ROOM_CONTENTS`]).
 ///
 /// Plans: PostgreSQL keeps a prepared statement's generic plan, built once, when it is
 /// estimated no dearer than the plans for the first five executions' values plus a planning
@@ -353,6 +355,9 @@ fn assemble_commit_room(parts: CommitParts) -> String {
     }
     if parts.records {
         text.push_str(COMMIT_ROOM_RECORDS);
+    }
+    if parts.contents {
+        text.push_str(COMMIT_ROOM_CONTENTS);
     }
     if parts.touched_slots == 0 {
         text.push_str(COMMIT_ROOM_RESULT);
@@ -487,6 +492,16 @@ kept AS ( \
     SELECT $1, k.key, k.id \
     FROM unnest($27::text[], $28::text[]) AS k (key, id) \
     WHERE k.id IN (SELECT objective_id FROM kept) \
+)";
+
+/// Content the decision's input carries, kept once per Room and address (migration 0007):
+/// `$29` digests, `$30` media types, `$31` bytes; created at `$8`.
+const COMMIT_ROOM_CONTENTS: &str = ", \
+contents AS ( \
+    INSERT INTO room_contents (room_id, digest, media_type, bytes, size, created_at_ms) \
+    SELECT $1, c.digest, c.media_type, c.bytes, octet_length(c.bytes), $8 \
+    FROM cas, unnest($29::text[], $30::text[], $31::bytea[]) AS c (digest, media_type, bytes) \
+    ON CONFLICT (room_id, digest) DO NOTHING \
 )";
 
 /// The result of a commit that writes no receipt. Scanning `history` writes the history row

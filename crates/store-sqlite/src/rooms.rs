@@ -64,6 +64,10 @@ const HISTORY_SQL: &str = "INSERT INTO room_history \
 const SNAPSHOT_SQL: &str =
     "INSERT INTO room_snapshots (room_id, revision, state) VALUES (?1, ?2, ?3)";
 
+/// Content a commit keeps, once per Room and address (migration 0007).
+const CONTENT_SQL: &str = "INSERT INTO room_contents (room_id, digest, media_type, bytes, size, \
+     created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (room_id, digest) DO NOTHING";
+
 const LEDGER_SQL: &str = "INSERT INTO ledger_entries (room_id, seq, entry, revision) \
      VALUES (?1, coalesce((SELECT max(seq) FROM ledger_entries WHERE room_id = ?1), 0) + 1, \
              ?2, ?3)";
@@ -787,6 +791,21 @@ impl RoomStore for SqliteRooms {
         }
         if !commit.archived.is_empty() {
             crate::records::keep(&tx, room, next, commit.archived)?;
+        }
+        if !commit.contents.is_empty() {
+            let mut statement = tx.prepare_cached(CONTENT_SQL).map_err(&err)?;
+            for content in &commit.contents {
+                statement
+                    .execute(params![
+                        room.as_str(),
+                        content.digest().as_str(),
+                        content.media_type(),
+                        content.bytes(),
+                        limit(content.bytes().len()),
+                        commit.at.as_millis()
+                    ])
+                    .map_err(&err)?;
+            }
         }
         tx.commit().map_err(db("committing"))?;
         drop(connection);
