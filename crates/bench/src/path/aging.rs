@@ -22,7 +22,6 @@
 //! work).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -51,22 +50,12 @@ pub struct Args {
     /// exact to the nanosecond).
     #[arg(long, default_value_t = 10)]
     pub window: u64,
-    /// A PostgreSQL server where this role may create databases (a fresh one per run).
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
-    )]
-    pub database_url: String,
-    /// The `agentroom` binary to run (default: the one next to this binary).
-    #[arg(long, value_name = "PATH")]
-    pub agentroom: Option<PathBuf>,
     /// How long one objective may take to complete, in seconds.
     #[arg(long, default_value_t = 120)]
     pub patience_s: u64,
-    /// Keep the run's folder and database.
-    #[arg(long)]
-    pub keep: bool,
+    /// Where and with what it runs.
+    #[command(flatten)]
+    pub place: super::Where,
 }
 
 /// Counters read at an objective's boundary (before it is posted; after the last one).
@@ -108,10 +97,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             (p, first, first + window - 1)
         })
         .collect();
-    let agentroom = agentroom_binary(args.agentroom.as_ref())?;
+    let agentroom = agentroom_binary(args.place.agentroom.as_ref())?;
     let mut host = Host::start(
         agentroom,
-        &args.database_url,
+        &args.place.database_url,
         "agentroom_bench_aging",
         SCENARIO,
         false,
@@ -250,7 +239,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     {
         println!("{line}");
     }
-    host.finish(args.keep)
+    host.finish(args.place.keep)
 }
 
 /// The counters at an objective boundary.

@@ -26,6 +26,24 @@
 pub mod aging;
 pub mod room;
 
+/// Where a Room's-path bench runs, the same for each of them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Where {
+    /// A PostgreSQL server where this role may create databases (a fresh one per run).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub database_url: String,
+    /// The `agentroom` binary to run (default: the one next to this binary).
+    #[arg(long, value_name = "PATH")]
+    pub agentroom: Option<PathBuf>,
+    /// Keep the run's folder and database.
+    #[arg(long)]
+    pub keep: bool,
+}
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

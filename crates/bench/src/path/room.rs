@@ -23,7 +23,6 @@
 //! - the ratio µs per task / floor µs per commit, per round, and its median.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -60,22 +59,12 @@ pub struct Args {
     /// Floor commits measured per round.
     #[arg(long, default_value_t = 200)]
     pub floor_commits: usize,
-    /// A PostgreSQL server where this role may create databases (a fresh one per run).
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
-    )]
-    pub database_url: String,
-    /// The `agentroom` binary to run (default: the one next to this binary).
-    #[arg(long, value_name = "PATH")]
-    pub agentroom: Option<PathBuf>,
     /// How long one objective may take to complete, in seconds.
     #[arg(long, default_value_t = 300)]
     pub patience_s: u64,
-    /// Keep the run's folder and database.
-    #[arg(long)]
-    pub keep: bool,
+    /// Where and with what it runs.
+    #[command(flatten)]
+    pub place: super::Where,
 }
 
 /// The scripted agents of a run of `tasks` tasks: one plan `t01 → … → t(N-1) → report`
@@ -155,10 +144,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let tasks = args.tasks;
     let text = scenario(tasks)?;
-    let agentroom = agentroom_binary(args.agentroom.as_ref())?;
+    let agentroom = agentroom_binary(args.place.agentroom.as_ref())?;
     let mut host = Host::start(
         agentroom,
-        &args.database_url,
+        &args.place.database_url,
         "agentroom_bench_room",
         &text,
         !args.one_room,
@@ -289,7 +278,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     {
         println!("{line}");
     }
-    host.finish(args.keep)
+    host.finish(args.place.keep)
 }
 
 /// Posts owner message `n` and waits for its objective (the `n`-th) to complete; its wall
