@@ -96,7 +96,7 @@ const ALLOWED_EDGES: &[(&str, Allowed)] = &[
     ("agentroom-cli", Allowed::Everything),
     ("agentroom-bench", Allowed::Everything),
     // The qualification's evaluator (DESIGN.md: coordinator, ports); today the trace
-    // evaluator alone, which reads plain trace data and names no workspace crate.
+    // evaluator alone, which reads plain trace data in the domain's own terms (through ports).
     (
         "agentroom-eval",
         Allowed::Only(&["agentroom-coordinator", "agentroom-ports"]),

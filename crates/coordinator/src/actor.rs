@@ -217,7 +217,7 @@ async fn decide_and_commit(
             None => Commit::state(&current.state, &current.state, now, kind),
         };
         commit.applied.extend(applied);
-        commit.contents.clone_from(&kept);
+        commit.contents = kept;
         let commit_had_receipt = receipt.is_some();
         commit.receipts.extend(receipt);
         // An operator input is decided once per Room: the store refuses a second commit.

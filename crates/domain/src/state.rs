@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{ClosedObjective, ObjectiveRecord};
+use crate::artifact::ContentDigest;
 use crate::ids::{
     ContributionId, EventId, ObjectiveId, OperationId, PoolId, PrincipalId, RoomId, TaskIdentity,
     Timestamp,
@@ -515,6 +516,13 @@ impl RoomState {
                 .objectives
                 .iter()
                 .any(|o| o.origin == event || o.corrections.contains(&event))
+    }
+
+    /// Whether a contribution in the live state names content `digest`.
+    pub fn names_content(&self, digest: &ContentDigest) -> bool {
+        self.contributions
+            .values()
+            .any(|c| c.digests().contains(&digest))
     }
 
     /// Moves every objective that has ended and holds nothing open out of the live state:

@@ -397,9 +397,9 @@ impl<'t> Index<'t> {
                 return Err(duplicate("contribution", &c.id));
             }
             known(format!("contribution {}", c.id), &c.objective)?;
-            if !operations
+            if operations
                 .get(c.op.as_str())
-                .is_some_and(|o| o.role == CallRole::Specialist)
+                .is_none_or(|o| o.role != CallRole::Specialist)
             {
                 return Err(TraceError::ContributionOfUnknownOperation {
                     contribution: c.id.clone(),

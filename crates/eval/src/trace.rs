@@ -18,6 +18,12 @@
 //! | [`ReceiptRecord`] | a receipt on the operation (runner), or a `reconciled` decision (reconciler); the effect ids from the result |
 //! | [`LedgerEntry`] | `RoomStore::ledger`, in order |
 
+// The domain's own enums, as its serde names them: a trace records what the stores keep.
+pub use agentroom_ports::domain::engine::Verdict as LogVerdict;
+pub use agentroom_ports::domain::event::EventKind;
+pub use agentroom_ports::domain::objective::ObjectiveStatus;
+pub use agentroom_ports::domain::review::Verdict;
+pub use agentroom_ports::domain::state::CallRole;
 use serde::{Deserialize, Serialize};
 
 /// The coordination mode a run used (issue 19): the same agents, permissions and budget in
@@ -107,22 +113,6 @@ impl Trace {
             reviews: Vec::new(),
         }
     }
-}
-
-/// An event's kind, as `room_events.kind` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    /// A message from the owner (may create an objective, O9).
-    OwnerMessage,
-    /// A correction of an objective by the owner (O14, R6).
-    OwnerCorrection,
-    /// A reference to an existing objective or task (O6).
-    ExplicitReference,
-    /// An internal receipt about an objective (O9, O13).
-    InternalReceipt,
-    /// A task waits on something outside (O12).
-    WaitAck,
 }
 
 /// A persisted event (T1).
@@ -229,16 +219,6 @@ impl InputKind {
     }
 }
 
-/// Accepted or rejected, as a decision-log line says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogVerdict {
-    /// Accepted and applied.
-    Accepted,
-    /// Refused by the named rule.
-    Rejected,
-}
-
 /// One decision-log line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -285,26 +265,6 @@ pub struct ObjectiveRecord {
     pub key: String,
 }
 
-/// An objective's status, as the domain names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObjectiveStatus {
-    /// A new plan is being interpreted.
-    Planning,
-    /// Tasks are dispatched as they become ready.
-    Running,
-    /// The owner must answer (R5, O11).
-    WaitingForOwner,
-    /// Paused by the owner or an operator.
-    Paused,
-    /// A bound was reached (O8, R4).
-    StoppedForAttention,
-    /// Every criterion reviewed met (or, in a baseline, declared done).
-    Completed,
-    /// Canceled.
-    Canceled,
-}
-
 /// An objective entered a status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -315,18 +275,6 @@ pub struct StatusChange {
     pub status: ObjectiveStatus,
     /// When (the deciding commit's time).
     pub at_ms: i64,
-}
-
-/// Which port a call went through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallRole {
-    /// The reasoner.
-    Reasoner,
-    /// A specialist executing a task.
-    Specialist,
-    /// A model reviewer.
-    Reviewer,
 }
 
 /// What an operator confirmed about an uncertain or dead-lettered call.
@@ -510,18 +458,6 @@ pub struct ContributionRecord {
     /// when it never did (held and discarded, superseded, O5, or refused, T2).
     #[serde(default)]
     pub completed_ms: Option<i64>,
-}
-
-/// A criterion's verdict in a review.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Met.
-    Met,
-    /// Unmet (R3).
-    Unmet,
-    /// Unknown (R5).
-    Unknown,
 }
 
 /// One criterion's verdict.

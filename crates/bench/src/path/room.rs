@@ -50,10 +50,9 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
     /// Run every round on the one Room of the warm-up instead of a fresh Room per round:
-    /// shows what each objective the Room has held adds to the next. Its write commits are
-    /// an underestimate: the scripted artifacts repeat, and content already stored in the
-    /// Room is not written again (on a fresh Room each contribution's two content puts are
-    /// write transactions of their own).
+    /// shows what each objective the Room has held adds to the next. (A contribution's
+    /// content is kept by the commit that settles its task, so its write commits are those of
+    /// a fresh Room.)
     #[arg(long)]
     pub one_room: bool,
     /// Floor commits measured per round.

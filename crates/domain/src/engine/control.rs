@@ -23,21 +23,12 @@ impl Ctx<'_, '_> {
         objective: ObjectiveId,
         action: ControlAction,
     ) -> Result<(), InputError> {
-        let idx = match self.objective_index(objective) {
-            Ok(idx) => idx,
-            Err(unknown) => {
-                let Some(status) = self.state.closed.get(&objective).map(|c| c.status) else {
-                    return Err(unknown);
-                };
-                if self.authorized(by, Permission::ObjectiveControl, Some(objective)) {
-                    self.reject(
-                        Some(objective),
-                        Rule::D3,
-                        format!("the objective is already {status}"),
-                    );
-                }
-                return Ok(());
-            }
+        let Some(idx) =
+            self.live_objective(by, Permission::ObjectiveControl, objective, Rule::D3, |s| {
+                format!("the objective is already {s}")
+            })?
+        else {
+            return Ok(());
         };
         if !self.authorized(by, Permission::ObjectiveControl, Some(objective)) {
             return Ok(());

@@ -293,11 +293,7 @@ impl Input {
             Input::Redact {
                 target: RedactionTarget::Artifact { digest },
                 ..
-            } if !state
-                .contributions()
-                .values()
-                .any(|c| c.digests().contains(&digest)) =>
-            {
+            } if !state.names_content(digest) => {
                 vec![RecordKey::Content(digest.clone())]
             }
             _ => Vec::new(),
@@ -916,8 +912,9 @@ pub fn decide(state: &RoomState, input: Input, env: &mut Env<'_>) -> Result<Deci
 }
 
 /// Moves the objectives `decision` leaves closed and settled out of its state, into
-/// `decision.archived` (issue 21): completed or canceled, no call of theirs open, no result of
-/// theirs held (D4). What the rules still consult stays behind
+/// `decision.archived` (issue 21): completed or canceled, no call of theirs open, no
+/// interpretation in flight; their late results still held go with them (a closed objective
+/// readmits none, D4). What the rules still consult stays behind
 /// ([`ClosedObjective`](crate::archive::ClosedObjective)); the store keeps each record in the
 /// decision's commit. A host that keeps closed objectives' records calls it before committing.
 pub fn close_out(decision: &mut Decision) {
@@ -977,6 +974,30 @@ impl Ctx<'_, '_> {
             objective,
             text,
         }));
+    }
+
+    /// The index of live objective `id`; for a closed one that left the live state, the
+    /// refusal `why` gives by `rule` is logged (when `by` holds `permission`, T3) and there is
+    /// nothing more to decide (`None`); an unknown one is an input error.
+    fn live_objective(
+        &mut self,
+        by: &PrincipalId,
+        permission: Permission,
+        id: ObjectiveId,
+        rule: Rule,
+        why: impl FnOnce(ObjectiveStatus) -> String,
+    ) -> Result<Option<usize>, InputError> {
+        let unknown = match self.objective_index(id) {
+            Ok(idx) => return Ok(Some(idx)),
+            Err(unknown) => unknown,
+        };
+        let Some(status) = self.state.closed.get(&id).map(|c| c.status) else {
+            return Err(unknown);
+        };
+        if self.authorized(by, permission, Some(id)) {
+            self.reject(Some(id), rule, why(status));
+        }
+        Ok(None)
     }
 
     fn objective_index(&self, id: ObjectiveId) -> Result<usize, InputError> {

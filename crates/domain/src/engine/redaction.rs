@@ -84,12 +84,7 @@ impl Ctx<'_, '_> {
         }
         let digest = match target {
             RedactionTarget::Artifact { digest } => {
-                let named = self
-                    .state
-                    .contributions
-                    .values()
-                    .any(|c| c.digests().contains(&digest))
-                    || self.env.archive.names(digest);
+                let named = self.state.names_content(digest) || self.env.archive.names(digest);
                 if !named {
                     return Err("no contribution of this room names that content".to_owned());
                 }

@@ -421,21 +421,12 @@ impl Ctx<'_, '_> {
         status: Column,
         contribution: Option<ContributionId>,
     ) -> Result<(), InputError> {
-        let idx = match self.objective_index(objective) {
-            Ok(idx) => idx,
-            Err(unknown) => {
-                let Some(status) = self.state.closed.get(&objective).map(|c| c.status) else {
-                    return Err(unknown);
-                };
-                if self.authorized(by, Permission::TaskUpdateOwn, Some(objective)) {
-                    self.reject(
-                        Some(objective),
-                        Rule::D3,
-                        format!("the objective is {status}: its tasks no longer change"),
-                    );
-                }
-                return Ok(());
-            }
+        let Some(idx) =
+            self.live_objective(by, Permission::TaskUpdateOwn, objective, Rule::D3, |s| {
+                format!("the objective is {s}: its tasks no longer change")
+            })?
+        else {
+            return Ok(());
         };
         if !self.authorized(by, Permission::TaskUpdateOwn, Some(objective)) {
             return Ok(());

@@ -266,21 +266,12 @@ impl Ctx<'_, '_> {
         objective: ObjectiveId,
         submission: ReviewSubmission,
     ) -> Result<(), InputError> {
-        let idx = match self.objective_index(objective) {
-            Ok(idx) => idx,
-            Err(unknown) => {
-                if !self.state.closed.contains_key(&objective) {
-                    return Err(unknown);
-                }
-                if self.authorized(by, Permission::ReviewRecord, Some(objective)) {
-                    self.reject(
-                        Some(objective),
-                        Rule::R2,
-                        "no report of this objective awaits review".to_owned(),
-                    );
-                }
-                return Ok(());
-            }
+        let Some(idx) =
+            self.live_objective(by, Permission::ReviewRecord, objective, Rule::R2, |_| {
+                "no report of this objective awaits review".to_owned()
+            })?
+        else {
+            return Ok(());
         };
         if !self.authorized(by, Permission::ReviewRecord, Some(objective)) {
             return Ok(());
