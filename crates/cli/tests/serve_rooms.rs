@@ -203,13 +203,9 @@ impl Site {
         PgRooms::connect(&self.url()).await.unwrap()
     }
 
+    /// The Room with every objective it held (closed ones read back from their records).
     async fn room(&self) -> StoredRoom {
-        self.store()
-            .await
-            .load(&RoomId::parse(ROOM).unwrap())
-            .await
-            .unwrap()
-            .unwrap()
+        held(&self.store().await, &RoomId::parse(ROOM).unwrap()).await
     }
 
     /// Waits until the Room has `n` objectives, all completed.
@@ -367,6 +363,14 @@ fn task_of(brief: &CallBrief) -> Option<String> {
         CallBrief::Execute(task) => Some(task.identity.to_string()),
         _ => None,
     }
+}
+
+/// `room` as stored with its closed objectives' records put back: every objective it held
+/// (issue 21: a closed objective leaves the live state for its record).
+async fn held(store: &impl RoomStore, room: &RoomId) -> StoredRoom {
+    let live = store.load(room).await.unwrap().unwrap();
+    let records = store.all_objective_records(room).await.unwrap();
+    live.with_records(records)
 }
 
 /// Checks, from the operation rows, the ledger rows and the journal: every operation applied
@@ -1049,7 +1053,7 @@ async fn a_room_created_while_serve_runs_is_coordinated_and_served_without_a_res
     let store = site.store().await;
     let deadline = Instant::now() + PATIENCE;
     loop {
-        let room = store.load(&annex).await.unwrap().unwrap();
+        let room = held(&store, &annex).await;
         let statuses: Vec<_> = room.state.objectives().iter().map(|o| o.status()).collect();
         if statuses == [ObjectiveStatus::Completed] {
             break;
@@ -1459,7 +1463,7 @@ async fn serve_on_the_embedded_database_accepts_a_posted_event_and_completes_it(
     let room = RoomId::parse(ROOM).unwrap();
     let deadline = Instant::now() + PATIENCE;
     let stored = loop {
-        let stored = store.load(&room).await.unwrap().unwrap();
+        let stored = held(&store, &room).await;
         if stored
             .state
             .objectives()

@@ -11,7 +11,9 @@ use std::time::Duration;
 use agentroom_ports::domain::artifact::ContentDigest;
 use agentroom_ports::domain::state::RoomState;
 
-use agentroom_ports::domain::engine::{CallEvent, Decision, Effect, Env, Input, LogEntry, decide};
+use agentroom_ports::domain::engine::{
+    CallEvent, Decision, Effect, Env, Input, LogEntry, close_out, decide,
+};
 use agentroom_ports::domain::ids::{DerivedIds, OperationId, RoomId};
 use agentroom_ports::{Commit, CommitError, NewContent, Receipt, StoredRoom};
 use agentroom_workflows::Leased;
@@ -167,7 +169,11 @@ async fn decide_and_commit(
                 pool: pool.as_ref(),
                 archive: &records,
             };
-            Ok(decide(&current.state, input.clone(), &mut env)?)
+            let mut decision = decide(&current.state, input.clone(), &mut env)?;
+            // Issue 21: what the decision leaves closed and settled leaves the live state, in
+            // this commit, as its record.
+            close_out(&mut decision);
+            Ok(decision)
         };
         let (decision, applied, receipt) = match &guard {
             Guard::None => (Some(decide_now()?), None, None),

@@ -40,6 +40,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use agentroom_ports::domain::archive::RecordKey;
+use agentroom_ports::domain::artifact::ContentDigest;
 use agentroom_ports::domain::catalog::{CapabilityCatalog, MemoryCatalog};
 use agentroom_ports::domain::engine::{
     ControlAction, Effect, Input, LateDecision, LogEntry, MemberChange, MembershipChange,
@@ -686,13 +688,87 @@ impl Coordinator {
         notify::deliver(&self.shared).await
     }
 
-    /// A Room as stored now.
+    /// A Room's live state as stored now: its open work, and what the rules keep of closed
+    /// objectives whose records left it (issue 21). What is shown of closed objectives reads
+    /// from [`Coordinator::room_for_objective`], [`Coordinator::room_for_contribution`] or
+    /// [`Coordinator::room_with_history`].
     pub async fn room(&self, room: &RoomId) -> Result<StoredRoom, CoordinatorError> {
         self.shared
             .store
             .load(room)
             .await?
             .ok_or_else(|| CoordinatorError::UnknownRoom(room.clone()))
+    }
+
+    /// A Room as stored now, with objective `objective` in it whatever its age: the live
+    /// state, plus the objective's record when it closed and left it (one more read then).
+    /// A read view, never decided on ([`RoomState::with_records`]).
+    pub async fn room_for_objective(
+        &self,
+        room: &RoomId,
+        objective: ObjectiveId,
+    ) -> Result<StoredRoom, CoordinatorError> {
+        let stored = self.room(room).await?;
+        if stored.state.closed_objective(objective).is_none() {
+            return Ok(stored);
+        }
+        let record = self.shared.store.objective_record(room, objective).await?;
+        Ok(stored.with_records(record))
+    }
+
+    /// A Room as stored now, with contribution `contribution` in it whatever the age of its
+    /// objective: the live state, plus the record of the closed objective it was made for
+    /// when it is not live (one more read then). A read view, never decided on.
+    pub async fn room_for_contribution(
+        &self,
+        room: &RoomId,
+        contribution: ContributionId,
+    ) -> Result<StoredRoom, CoordinatorError> {
+        let stored = self.room(room).await?;
+        if stored.state.contributions().contains_key(&contribution) {
+            return Ok(stored);
+        }
+        self.with_records_by(stored, room, &RecordKey::Contribution(contribution))
+            .await
+    }
+
+    /// A Room as stored now, with every contribution that names content `digest` in it,
+    /// live or made for a closed objective (one more read). A read view, never decided on.
+    pub async fn room_for_content(
+        &self,
+        room: &RoomId,
+        digest: &ContentDigest,
+    ) -> Result<StoredRoom, CoordinatorError> {
+        let stored = self.room(room).await?;
+        if stored.state.closed().is_empty() {
+            return Ok(stored);
+        }
+        self.with_records_by(stored, room, &RecordKey::Content(digest.clone()))
+            .await
+    }
+
+    /// `stored` with the records found by `key` put back.
+    async fn with_records_by(
+        &self,
+        stored: StoredRoom,
+        room: &RoomId,
+        key: &RecordKey,
+    ) -> Result<StoredRoom, CoordinatorError> {
+        let records = self.shared.store.records_by(room, key).await?;
+        Ok(stored.with_records(records))
+    }
+
+    /// A Room as stored now with every closed objective's record put back: what a view of
+    /// the Room's whole past reads (its objective list, its spending by objective). It reads
+    /// the records a page at a time, so it costs what the Room has held; the Room's path
+    /// (deciding, posting, the board's live columns) never reads it.
+    pub async fn room_with_history(&self, room: &RoomId) -> Result<StoredRoom, CoordinatorError> {
+        let stored = self.room(room).await?;
+        if stored.state.closed().is_empty() {
+            return Ok(stored);
+        }
+        let records = self.shared.store.all_objective_records(room).await?;
+        Ok(stored.with_records(records))
     }
 }
 

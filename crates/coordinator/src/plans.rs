@@ -69,15 +69,34 @@ fn storage(err: impl Into<BoxError>) -> RepoError {
     RepoError::database("the coordinator's plans", err)
 }
 
+/// Which closed objectives a planning read needs back from their records.
+enum Reading<'a> {
+    /// Every one: the list of the Room's plans.
+    All,
+    /// The one `plan_id` names, if it names one.
+    Plan(&'a str),
+}
+
 impl Coordinator {
-    async fn stored_state(&self, room: &RoomId) -> Result<Option<RoomState>, RepoError> {
-        Ok(self
-            .shared
-            .store
-            .load(room)
-            .await
-            .map_err(storage)?
-            .map(|stored| stored.state))
+    /// The Room as stored, with the closed objectives `reading` needs put back (issue 21); no
+    /// state for a Room that does not exist.
+    async fn stored_state(
+        &self,
+        room: &RoomId,
+        reading: Reading<'_>,
+    ) -> Result<Option<RoomState>, RepoError> {
+        let found = match reading {
+            Reading::All => self.room_with_history(room).await,
+            Reading::Plan(plan_id) => match plan_id.parse::<ObjectiveId>() {
+                Ok(objective) => self.room_for_objective(room, objective).await,
+                Err(_) => self.room(room).await,
+            },
+        };
+        match found {
+            Ok(stored) => Ok(Some(stored.state)),
+            Err(CoordinatorError::UnknownRoom(_)) => Ok(None),
+            Err(err) => Err(storage(err)),
+        }
     }
 }
 
@@ -88,7 +107,7 @@ impl CoordinatorPlans for Coordinator {
         room: &RoomId,
         viewer: Option<&PrincipalId>,
     ) -> Result<Vec<CoordinatorPlan>, RepoError> {
-        let Some(state) = self.stored_state(room).await? else {
+        let Some(state) = self.stored_state(room, Reading::All).await? else {
             return Ok(Vec::new());
         };
         Ok(state
@@ -104,7 +123,7 @@ impl CoordinatorPlans for Coordinator {
         plan_id: &str,
         viewer: Option<&PrincipalId>,
     ) -> Result<Option<CoordinatorPlan>, RepoError> {
-        let Some(state) = self.stored_state(room).await? else {
+        let Some(state) = self.stored_state(room, Reading::Plan(plan_id)).await? else {
             return Ok(None);
         };
         Ok(find(&state, plan_id).and_then(|objective| board(&state, objective, viewer)))
@@ -116,7 +135,10 @@ impl CoordinatorPlans for Coordinator {
         room: &RoomId,
         update: AgentTaskUpdate,
     ) -> Result<Result<(), Refusal>, RepoError> {
-        let Some(state) = self.stored_state(room).await? else {
+        let Some(state) = self
+            .stored_state(room, Reading::Plan(&update.plan_id))
+            .await?
+        else {
             return Ok(Err(no_plan(&update.plan_id)));
         };
         let Some(objective) = find(&state, &update.plan_id) else {

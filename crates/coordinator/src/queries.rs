@@ -138,11 +138,13 @@ impl Coordinator {
     }
 
     /// The Room's ledger with its charges broken down by objective, role, principal and model:
-    /// two queries (the ledger, the Room's operations), whatever the number of entries.
+    /// the ledger, the Room's operations and its closed objectives' records, a query each
+    /// (records a page at a time), whatever the number of entries.
     pub async fn budget(&self, room: &RoomId) -> Result<BudgetBreakdown, CoordinatorError> {
         let entries = self.ledger(room).await?;
         let operations = self.room_operations(room, None).await?;
-        let stored = self.room(room).await?;
+        // Calls are booked to the objective they served, closed ones included.
+        let stored = self.room_with_history(room).await?;
         Ok(BudgetBreakdown::of(entries, &operations, &stored.state))
     }
 

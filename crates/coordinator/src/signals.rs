@@ -59,7 +59,7 @@ impl Coordinator {
         room: &RoomId,
         objective: ObjectiveId,
     ) -> Result<CorrectionHistory, CoordinatorError> {
-        let stored = self.room(room).await?;
+        let stored = self.room_for_objective(room, objective).await?;
         let found = stored
             .state
             .objective(objective)

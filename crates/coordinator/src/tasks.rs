@@ -34,7 +34,7 @@ impl Coordinator {
         objective: ObjectiveId,
         update: TaskUpdate,
     ) -> Result<Outcome, CoordinatorError> {
-        let stored = self.room(room).await?;
+        let stored = self.room_for_objective(room, objective).await?;
         let found = stored
             .state
             .objective(objective)

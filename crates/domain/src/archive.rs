@@ -16,8 +16,9 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::ContentDigest;
-use crate::ids::{ContributionId, EventId, ObjectiveId, PrincipalId};
+use crate::ids::{ContributionId, EventId, ObjectiveId, OperationId, PrincipalId, TaskIdentity};
 use crate::objective::{Objective, ObjectiveStatus};
+use crate::plan::TaskState;
 use crate::review::Contribution;
 use crate::state::HeldResult;
 
@@ -31,6 +32,10 @@ pub struct ClosedObjective {
     /// of them is consumed without a reasoner call (O13).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(crate) assignees: BTreeSet<PrincipalId>,
+    /// The operations whose late results it held when it closed (D4): they went to its record
+    /// as evidence, and deciding one is refused by D4 as for any closed objective's.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(crate) held: BTreeSet<OperationId>,
 }
 
 impl ClosedObjective {
@@ -46,6 +51,7 @@ impl ClosedObjective {
                 .flat_map(|plan| plan.tasks())
                 .map(|task| task.assignee().clone())
                 .collect(),
+            held: BTreeSet::new(),
         }
     }
 
@@ -64,6 +70,10 @@ impl ClosedObjective {
     /// Whether `principal` was assigned a task of it.
     pub fn was_assigned(&self, principal: &PrincipalId) -> bool {
         self.assignees.contains(principal)
+    }
+    /// Whether it held the late result of `op` when it closed (D4).
+    pub fn held(&self, op: OperationId) -> bool {
+        self.held.contains(&op)
     }
 }
 
@@ -99,6 +109,24 @@ impl ObjectiveRecord {
         self.contributions
             .iter()
             .any(|c| c.digests().contains(&digest))
+    }
+    /// T2: whether `task` of its current plan is `by`'s and was completed by `by`'s
+    /// contribution `contribution` (what confirming it done proves).
+    pub fn completed_by(
+        &self,
+        task: &TaskIdentity,
+        contribution: ContributionId,
+        by: &PrincipalId,
+    ) -> bool {
+        self.objective
+            .current_plan()
+            .and_then(|plan| plan.task(task))
+            .is_some_and(|t| {
+                t.assignee() == by && *t.state() == TaskState::Completed { contribution }
+            })
+            && self
+                .contribution(contribution)
+                .is_some_and(|c| c.author() == by)
     }
 }
 
@@ -159,6 +187,8 @@ pub trait Archive {
     fn has_owner_message(&self, event: EventId) -> bool;
     /// Whether a contribution of a closed objective names `digest`.
     fn names(&self, digest: &ContentDigest) -> bool;
+    /// The record of closed objective `objective`, when it was read for this decision.
+    fn record(&self, objective: ObjectiveId) -> Option<&ObjectiveRecord>;
 }
 
 /// No records read: the decision needs none (most inputs).
@@ -175,6 +205,9 @@ impl Archive for NoArchive {
     fn names(&self, _: &ContentDigest) -> bool {
         false
     }
+    fn record(&self, _: ObjectiveId) -> Option<&ObjectiveRecord> {
+        None
+    }
 }
 
 /// The records the host read for a decision.
@@ -187,5 +220,8 @@ impl Archive for Vec<ObjectiveRecord> {
     }
     fn names(&self, digest: &ContentDigest) -> bool {
         self.iter().any(|r| r.names(digest))
+    }
+    fn record(&self, objective: ObjectiveId) -> Option<&ObjectiveRecord> {
+        self.iter().find(|r| r.id() == objective)
     }
 }

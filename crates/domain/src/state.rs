@@ -572,8 +572,9 @@ impl RoomState {
                     .iter()
                     .filter_map(|op| self.held.remove(op))
                     .collect();
-                self.closed
-                    .insert(objective.id, ClosedObjective::of(&objective));
+                let mut closed = ClosedObjective::of(&objective);
+                closed.held = held_ops.into_iter().collect();
+                self.closed.insert(objective.id, closed);
                 ObjectiveRecord {
                     objective,
                     contributions,
@@ -582,6 +583,36 @@ impl RoomState {
             })
             .collect()
     }
+    /// A read view of the Room with `records` of closed objectives put back (issue 21): each
+    /// whose objective left the live state is among the objectives again, ahead of the live
+    /// ones and in the records' order, with its contributions and the late results it held,
+    /// and no longer in [`RoomState::closed`]. A record of an objective the state still holds
+    /// live (one read after this state was loaded) is skipped. What people and agents are
+    /// shown of a Room's past reads from such a view ("readable as today"); it is never
+    /// decided on nor committed: decisions read the live state, and ask for records through
+    /// [`Archive`](crate::archive::Archive).
+    #[must_use]
+    pub fn with_records(mut self, records: impl IntoIterator<Item = ObjectiveRecord>) -> Self {
+        let mut restored = Vec::new();
+        for record in records {
+            if self.closed.remove(&record.objective.id).is_none() {
+                continue;
+            }
+            for contribution in record.contributions {
+                self.contributions.insert(contribution.id, contribution);
+            }
+            for held in record.held {
+                self.held.insert(held.op, held);
+            }
+            restored.push(record.objective);
+        }
+        if !restored.is_empty() {
+            restored.append(&mut self.objectives);
+            self.objectives = restored;
+        }
+        self
+    }
+
     /// Owner messages being interpreted that have no objective yet.
     pub fn intake(&self) -> &BTreeMap<EventId, Interpretation> {
         &self.intake
@@ -613,5 +644,15 @@ impl RoomState {
     /// Results held for readmission (D4).
     pub fn held_results(&self) -> &BTreeMap<OperationId, HeldResult> {
         &self.held
+    }
+    /// The objective whose late result of `op` is held (D4): in the live state, or kept by a
+    /// closed objective's record (deciding it is then refused by D4, as for any closed one).
+    pub fn late_result_of(&self, op: OperationId) -> Option<ObjectiveId> {
+        self.held.get(&op).map(|h| h.objective).or_else(|| {
+            self.closed
+                .iter()
+                .find(|(_, closed)| closed.held(op))
+                .map(|(id, _)| *id)
+        })
     }
 }

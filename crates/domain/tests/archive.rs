@@ -7,12 +7,15 @@
 
 mod common;
 
+use agentroom_domain::archive::{ObjectiveRecord, RecordKey};
 use agentroom_domain::engine::{
-    CallRequest, ControlAction, Decision, Effect, Input, LogEntry, MemoryChange,
+    CallRequest, ControlAction, Decision, Effect, Input, LateDecision, LogEntry, MemoryChange,
 };
 use agentroom_domain::event::{EventBody, EventRefusal};
+use agentroom_domain::ids::{ContributionId, TaskIdentity};
 use agentroom_domain::memory::Provenance;
 use agentroom_domain::objective::ObjectiveStatus;
+use agentroom_domain::plan::{Column, TaskState};
 use agentroom_domain::redaction::RedactionTarget;
 use agentroom_domain::rules::Rule;
 
@@ -209,6 +212,113 @@ fn t2_content_of_a_closed_objective_may_be_redacted() {
         reason: "holds a phone number".into(),
     });
     assert!(accepted_by(&d, Rule::T2), "{:?}", d.log);
+}
+
+#[test]
+fn d4_a_late_result_kept_by_a_closed_objectives_record_stays_evidence() {
+    let mut room = closing_room();
+    let d = room.start_objective();
+    let gather = specialist_call(&d);
+    let objective = room.objective_id();
+    room.control("olive", ControlAction::Cancel);
+    room.contribute(&gather, "papers");
+    assert!(room.state().objective(objective).is_none(), "it left");
+    assert_eq!(room.state().late_result_of(gather.op), Some(objective));
+    let before = room.state().clone();
+    for decision in [LateDecision::Readmit, LateDecision::Discard] {
+        let d = room.apply(Input::DecideLateResult {
+            by: p("olive"),
+            op: gather.op,
+            decision,
+        });
+        assert_rejected(&d, Rule::D4);
+        assert!(calls(&d).is_empty() && d.ledger.is_empty());
+        assert_eq!(room.state(), &before, "nothing changed");
+    }
+    // T3 first: one who may not decide late results is refused by T3, as for a live one.
+    let d = room.apply(Input::DecideLateResult {
+        by: p("sam"),
+        op: gather.op,
+        decision: LateDecision::Discard,
+    });
+    assert_rejected(&d, Rule::T3);
+}
+
+/// The identity of the task `principal` completed in closed objective `record`, with the
+/// contribution that completed it.
+fn completed_task(record: &ObjectiveRecord, principal: &str) -> (TaskIdentity, ContributionId) {
+    record
+        .objective
+        .current_plan()
+        .unwrap()
+        .tasks()
+        .iter()
+        .find_map(|t| match t.state() {
+            TaskState::Completed { contribution } if t.assignee() == &p(principal) => {
+                Some((t.identity().clone(), *contribution))
+            }
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn t2_an_assignee_confirms_its_task_done_from_the_closed_objectives_record() {
+    let mut room = closing_room();
+    let call = up_to_review(&mut room);
+    let objective = room.objective_id();
+    room.review(&call, &all_met());
+    let record = room.sim.records()[0].clone();
+    let (task, contribution) = completed_task(&record, "sam");
+    let confirm = |by: &str| Input::UpdateTask {
+        by: p(by),
+        objective,
+        task: task.clone(),
+        status: Column::Done,
+        contribution: Some(contribution),
+    };
+    // The host reads the record by the contribution the confirmation names.
+    let needed = confirm("sam").archive_needed(room.state());
+    assert_eq!(needed, vec![RecordKey::Contribution(contribution)]);
+    assert!(RecordKey::of(&record).contains(&needed[0]));
+    let before = room.state().clone();
+    let d = room.apply(confirm("sam"));
+    assert!(accepted_by(&d, Rule::T2), "{:?}", d.log);
+    assert_eq!(room.state(), &before, "a confirmation changes nothing");
+    // Another's task, or any other move, is refused: the objective's tasks no longer change.
+    assert_rejected(&room.apply(confirm("sue")), Rule::D3);
+    let moved = Input::UpdateTask {
+        by: p("sam"),
+        objective,
+        task: task.clone(),
+        status: Column::InProgress,
+        contribution: None,
+    };
+    assert!(moved.archive_needed(room.state()).is_empty());
+    assert_rejected(&room.apply(moved), Rule::D3);
+}
+
+#[test]
+fn a_read_view_puts_records_back_and_leaves_live_objectives_alone() {
+    let mut room = closing_room();
+    let call = up_to_review(&mut room);
+    let closed = room.objective_id();
+    room.review(&call, &all_met());
+    let record = room.sim.records()[0].clone();
+    let live_before = room.state().clone();
+    let view = room.state().clone().with_records([record.clone()]);
+    assert_eq!(view.objective(closed), Some(&record.objective));
+    assert!(view.closed_objective(closed).is_none());
+    for contribution in &record.contributions {
+        assert_eq!(
+            view.contributions().get(&contribution.id()),
+            Some(contribution)
+        );
+    }
+    // A record of an objective the state does not hold as closed is not put back twice.
+    let twice = view.clone().with_records([record]);
+    assert_eq!(twice, view);
+    assert_eq!(room.state(), &live_before, "the live state is untouched");
 }
 
 /// What a decision shows outside: its log and effects.

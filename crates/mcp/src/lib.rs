@@ -15,7 +15,7 @@ mod tools;
 use std::sync::{Arc, OnceLock};
 
 use agentroom_coordinator::Coordinator;
-use agentroom_domain::ids::{PrincipalId, RoomId};
+use agentroom_domain::ids::{ObjectiveId, PrincipalId, RoomId};
 use agentroom_domain::room::Permission;
 use agentroom_planning::PlanningService;
 use agentroom_ports::{AuthError, StoredRoom};
@@ -255,6 +255,29 @@ impl RoomTools {
             return Err(ToolError::Forbidden(permission));
         }
         Ok((caller, stored))
+    }
+
+    /// `stored` with objective `objective` in it whatever its age: its record put back when
+    /// it closed and left the live state (issue 21), `stored` itself otherwise. A read view.
+    pub(crate) async fn showing(
+        &self,
+        caller: &Caller,
+        stored: StoredRoom,
+        objective: ObjectiveId,
+    ) -> Result<StoredRoom, ToolError> {
+        if stored.state.closed_objective(objective).is_none() {
+            return Ok(stored);
+        }
+        Ok(self
+            .coordinator
+            .room_for_objective(&caller.room, objective)
+            .await?)
+    }
+
+    /// The Room as stored now with every closed objective's record put back: what a list of
+    /// every objective the Room has held reads.
+    pub(crate) async fn with_history(&self, caller: &Caller) -> Result<StoredRoom, ToolError> {
+        Ok(self.coordinator.room_with_history(&caller.room).await?)
     }
 
     /// Serves these tools on `read`/`write` (stdin and stdout for `agentroom mcp --stdio`),

@@ -186,6 +186,7 @@ impl RoomTools {
     pub(crate) async fn resources(&self, context: &Extensions) -> Result<Vec<Resource>, ToolError> {
         let (caller, stored) = self.authorized(context, Permission::ObjectiveRead).await?;
         let reports = stored.state.may(&caller.principal, Permission::ReportRead);
+        let stored = self.with_history(&caller).await?;
         let mut resources = Vec::new();
         for objective in stored.state.objectives().iter() {
             let title = objective.title().lines().next().unwrap_or_default();
@@ -251,6 +252,7 @@ impl RoomTools {
                     return Err(ToolError::Forbidden(Permission::ObjectiveRead));
                 }
                 // The state loaded for the check is the one the board is read from.
+                let stored = self.showing(caller, stored, objective).await?;
                 let found = stored.state.objective(objective).ok_or_else(|| {
                     ToolError::NotFound(format!("no objective {objective} in this room"))
                 })?;
@@ -276,6 +278,7 @@ impl RoomTools {
                 if !stored.state.may(&caller.principal, Permission::ReportRead) {
                     return Err(ToolError::Forbidden(Permission::ReportRead));
                 }
+                let stored = self.showing(caller, stored, objective).await?;
                 let report = self
                     .report_version(&stored.state, objective, Some(version))
                     .await?;

@@ -47,6 +47,18 @@ pub struct StoredRoom {
     pub revision: Revision,
 }
 
+impl StoredRoom {
+    /// This Room with `records` of closed objectives put back: a read view, never decided on
+    /// nor committed ([`RoomState::with_records`]).
+    #[must_use]
+    pub fn with_records(self, records: impl IntoIterator<Item = ObjectiveRecord>) -> Self {
+        StoredRoom {
+            state: self.state.with_records(records),
+            revision: self.revision,
+        }
+    }
+}
+
 /// A storage failure. The variants that stand for a failure below the store keep the error
 /// they came from as their `source()` (and show it after their context).
 #[derive(Debug, thiserror::Error)]
@@ -472,4 +484,26 @@ pub trait RoomStore: Send + Sync {
         room: &RoomId,
         key: &RecordKey,
     ) -> Result<Vec<ObjectiveRecord>, StoreError>;
+
+    /// Every record of `room`, in the order they left the live state, read a page at a time:
+    /// what a view of the Room's whole past reads ([`StoredRoom::with_records`]).
+    async fn all_objective_records(
+        &self,
+        room: &RoomId,
+    ) -> Result<Vec<ObjectiveRecord>, StoreError> {
+        const PAGE: usize = 256;
+        let mut records = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self.objective_records(room, after, PAGE).await?;
+            let full = page.len() == PAGE;
+            for (position, record) in page {
+                after = after.max(position);
+                records.push(record);
+            }
+            if !full {
+                return Ok(records);
+            }
+        }
+    }
 }

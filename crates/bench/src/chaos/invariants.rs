@@ -156,6 +156,13 @@ pub(crate) async fn check(
         .await
         .context("loading the Room")?
         .with_context(|| format!("no Room {room} in the store"))?;
+    // Every objective the Room held: closed ones are read back from their records.
+    let archived = store
+        .all_objective_records(room)
+        .await
+        .context("reading closed objectives' records")?;
+    let live = stored.clone();
+    let stored = stored.with_records(archived);
     findings.revisions = stored.revision.0;
     let records = all_operations(store, &mut findings).await?;
     findings.operations = records.len();
@@ -164,7 +171,7 @@ pub(crate) async fn check(
     findings.executions = executions.len();
 
     duplicates(&executions, &records, &mut findings);
-    revisions(store, room, &stored, accepted, &mut findings).await?;
+    revisions(store, room, &live, &stored, accepted, &mut findings).await?;
     let closing = ledger(&stored, &rows, &records, &executions, &mut findings);
     calls(&stored, &records, &closing, &mut findings);
     objectives(&stored, &mut findings);
@@ -214,17 +221,21 @@ fn duplicates(
 
 /// Every accepted revision present (D1) and every 2xx-accepted owner message persisted,
 /// accepted and taken up (T1).
+///
+/// `live` is the Room as stored, which the last revision must rebuild to; `held` is it with
+/// its closed objectives' records put back (every objective it held).
 async fn revisions(
     store: &dyn Stores,
     room: &RoomId,
-    stored: &StoredRoom,
+    live: &StoredRoom,
+    held: &StoredRoom,
     accepted: &[EventId],
     findings: &mut Findings,
 ) -> anyhow::Result<()> {
-    for revision in Revision::FIRST.0..=stored.revision.0 {
+    for revision in Revision::FIRST.0..=live.revision.0 {
         match store.state_at(room, Revision(revision)).await {
             Ok(Some(state)) => {
-                if revision == stored.revision.0 && state != stored.state {
+                if revision == live.revision.0 && state != live.state {
                     findings.lost_revisions += 1;
                     findings.violations.push(format!(
                         "revision {revision} rebuilds otherwise than the stored state"
@@ -252,12 +263,7 @@ async fn revisions(
         .into_iter()
         .map(|e| e.id)
         .collect();
-    let origins: BTreeSet<EventId> = stored
-        .state
-        .objectives()
-        .iter()
-        .map(|o| o.origin())
-        .collect();
+    let origins: BTreeSet<EventId> = held.state.objectives().iter().map(|o| o.origin()).collect();
     for id in accepted {
         let problem = if store
             .event(room, *id)
@@ -268,7 +274,7 @@ async fn revisions(
             Some("is not persisted")
         } else if unaccepted.contains(id) {
             Some("was never accepted")
-        } else if !origins.contains(id) && !stored.state.intake().contains_key(id) {
+        } else if !origins.contains(id) && !live.state.intake().contains_key(id) {
             Some("is neither an objective nor being interpreted")
         } else {
             None

@@ -773,7 +773,8 @@ async fn quiet(store: &dyn Stores, room: &RoomId, accepted: usize) -> anyhow::Re
         && store.operations(OperationFilter::Open).await?.is_empty()
         && store.unaccepted_events(room, 1).await?.is_empty()
         && state.intake().values().all(|i| i.held().is_some())
-        && state.objectives().len() + state.intake().len() >= accepted
+        // Closed objectives that left the live state count: they were accepted.
+        && state.objectives().len() + state.closed().len() + state.intake().len() >= accepted
         && state.objectives().iter().all(|o| {
             !matches!(
                 o.status(),

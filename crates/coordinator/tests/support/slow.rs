@@ -211,7 +211,10 @@ impl<S: Store> World<S> {
 
     /// The objective's status and the column and state of its `gather` task.
     pub async fn gather(&self) -> (ObjectiveStatus, Column, TaskState) {
+        // Closed, it may have left the live state for its record (issue 21).
         let stored = self.store.load(&room_id()).await.unwrap().unwrap();
+        let records = self.store.all_objective_records(&room_id()).await.unwrap();
+        let stored = stored.with_records(records);
         let objective = stored.state.objectives().last().unwrap();
         let plan = objective.current_plan().unwrap();
         let task = plan

@@ -274,7 +274,8 @@ impl Input {
 impl Input {
     /// What this input's decision asks about closed objectives that left the live state: a
     /// memory entry's provenance (M1) or the content a redaction names, when the live state
-    /// does not hold it. The host reads the records found by these keys into
+    /// does not hold it; the record of a closed objective whose task an assignee confirms
+    /// done (T2). The host reads the records found by these keys into
     /// [`Env::archive`].
     pub fn archive_needed(&self, state: &RoomState) -> Vec<RecordKey> {
         match self {
@@ -295,6 +296,16 @@ impl Input {
                 ..
             } if !state.names_content(digest) => {
                 vec![RecordKey::Content(digest.clone())]
+            }
+            // T2: an assignee confirming its task done after the objective closed proves it
+            // by the objective's record.
+            Input::UpdateTask {
+                objective,
+                status: Column::Done,
+                contribution: Some(contribution),
+                ..
+            } if state.closed_objective(*objective).is_some() => {
+                vec![RecordKey::Contribution(*contribution)]
             }
             _ => Vec::new(),
         }

@@ -331,25 +331,25 @@ impl Ctx<'_, '_> {
         op: OperationId,
         decision: LateDecision,
     ) -> Result<(), InputError> {
-        let held = self
-            .state
-            .held
-            .get(&op)
-            .cloned()
-            .ok_or(InputError::NothingHeld(op))?;
+        let Some(held) = self.state.held.get(&op).cloned() else {
+            // A late result of a closed objective whose record left the live state stays
+            // evidence there (D4), as it would in the live state.
+            let closed = self.state.closed.iter().find(|(_, c)| c.held(op));
+            let Some((objective, status)) = closed.map(|(id, c)| (*id, c.status)) else {
+                return Err(InputError::NothingHeld(op));
+            };
+            if self.authorized(by, Permission::LateResultDecide, Some(objective)) {
+                self.reject(Some(objective), Rule::D4, stays_evidence(status));
+            }
+            return Ok(());
+        };
         let idx = self.objective_index(held.objective)?;
         if !self.authorized(by, Permission::LateResultDecide, Some(held.objective)) {
             return Ok(());
         }
         if self.objective(idx).status.is_terminal() {
-            self.reject(
-                Some(held.objective),
-                Rule::D4,
-                format!(
-                    "the objective is {}: the held result stays evidence",
-                    self.objective(idx).status
-                ),
-            );
+            let status = self.objective(idx).status;
+            self.reject(Some(held.objective), Rule::D4, stays_evidence(status));
             return Ok(());
         }
         let is_held_here = self
@@ -421,6 +421,19 @@ impl Ctx<'_, '_> {
         status: Column,
         contribution: Option<ContributionId>,
     ) -> Result<(), InputError> {
+        // T2 after the objective closed and left the live state: confirming one's own task
+        // done, proven by the objective's record, is accepted as it was while it was live;
+        // any other move is refused by D3 below.
+        if let (Column::Done, Some(c)) = (status, contribution)
+            && let Some(record) = self.env.archive.record(objective)
+            && self.state.closed.contains_key(&objective)
+            && record.completed_by(task, c, by)
+        {
+            if self.authorized(by, Permission::TaskUpdateOwn, Some(objective)) {
+                self.accept(Some(objective), Some(Rule::T2), confirmed_done(by, task));
+            }
+            return Ok(());
+        }
         let Some(idx) =
             self.live_objective(by, Permission::TaskUpdateOwn, objective, Rule::D3, |s| {
                 format!("the objective is {s}: its tasks no longer change")
@@ -461,11 +474,7 @@ impl Ctx<'_, '_> {
                             .is_some_and(|k| &k.author == by)
                 });
                 if proven {
-                    self.accept(
-                        Some(objective),
-                        Some(Rule::T2),
-                        format!("{by} confirmed {task} done"),
-                    );
+                    self.accept(Some(objective), Some(Rule::T2), confirmed_done(by, task));
                 } else {
                     self.reject(
                         Some(objective),
@@ -494,4 +503,14 @@ impl Ctx<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// D4: why a late result of a closed objective is neither readmitted nor discarded.
+fn stays_evidence(status: ObjectiveStatus) -> String {
+    format!("the objective is {status}: the held result stays evidence")
+}
+
+/// T2: what confirming a task done logs.
+fn confirmed_done(by: &PrincipalId, task: &TaskIdentity) -> String {
+    format!("{by} confirmed {task} done")
 }

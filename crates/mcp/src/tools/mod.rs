@@ -503,7 +503,8 @@ impl RoomTools {
         Parameters(input): Parameters<Checked<NoInput>>,
     ) -> Result<Json<RoomOverview>, ToolError> {
         let NoInput {} = input.input()?;
-        let (caller, stored) = self.authorized(&context, Permission::ObjectiveRead).await?;
+        let (caller, _) = self.authorized(&context, Permission::ObjectiveRead).await?;
+        let stored = self.with_history(&caller).await?;
         let state = &stored.state;
         let principal = &caller.principal;
         let balances = state.ledger().balances();
@@ -557,7 +558,8 @@ impl RoomTools {
         Parameters(input): Parameters<Checked<NoInput>>,
     ) -> Result<Json<Objectives>, ToolError> {
         let NoInput {} = input.input()?;
-        let (_, stored) = self.authorized(&context, Permission::ObjectiveRead).await?;
+        let (caller, _) = self.authorized(&context, Permission::ObjectiveRead).await?;
+        let stored = self.with_history(&caller).await?;
         Ok(Json(Objectives {
             objectives: stored.state.objectives().iter().map(brief).collect(),
         }))
@@ -605,6 +607,7 @@ impl RoomTools {
         let input = input.input()?;
         let (caller, stored) = self.authorized(&context, Permission::ObjectiveRead).await?;
         let id = specialist::objective_id(&input.objective)?;
+        let stored = self.showing(&caller, stored, id).await?;
         let state = &stored.state;
         let objective = state
             .objective(id)

@@ -240,7 +240,7 @@ fn objective_in(
 ) -> Result<ObjectiveId, ToolError> {
     let unknown = || ToolError::NotFound(format!("no objective {text} in this room"));
     let id: ObjectiveId = text.parse().map_err(|_| unknown())?;
-    state.objective(id).map(|_| id).ok_or_else(unknown)
+    state.knows_objective(id).then_some(id).ok_or_else(unknown)
 }
 
 /// `text` as an operation id, or not found (`what` names what was looked for).
@@ -462,7 +462,7 @@ impl RoomTools {
             .authorized(&context, Permission::LateResultDecide)
             .await?;
         let op = operation_id(&input.operation, "held result of operation")?;
-        if !stored.state.held_results().contains_key(&op) {
+        if stored.state.late_result_of(op).is_none() {
             return Err(ToolError::NotFound(format!(
                 "no held result of operation {op}"
             )));

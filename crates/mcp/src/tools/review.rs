@@ -279,8 +279,9 @@ impl RoomTools {
         Parameters(input): Parameters<Checked<ReadReport>>,
     ) -> Result<Json<ReportVersion>, ToolError> {
         let input = input.input()?;
-        let (_, stored) = self.authorized(&context, Permission::ReportRead).await?;
+        let (caller, stored) = self.authorized(&context, Permission::ReportRead).await?;
         let id = objective_id(&input.objective)?;
+        let stored = self.showing(&caller, stored, id).await?;
         Ok(Json(
             self.report_version(&stored.state, id, input.version)
                 .await?,
@@ -328,6 +329,7 @@ impl RoomTools {
         let (caller, stored) = self.authorized(&context, Permission::ReviewRecord).await?;
         self.deciding("a review")?;
         let objective = objective_id(&input.objective)?;
+        let stored = self.showing(&caller, stored, objective).await?;
         let submission = HumanReview {
             report_version: input.report_version,
             observed: ObservedRevisions {

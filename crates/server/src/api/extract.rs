@@ -7,10 +7,14 @@
 //! argument order, and the body extractor last), so an unknown id is a 404 before a body of
 //! the wrong shape is a 422 or one above the limit a 413.
 
+use std::sync::Arc;
+
 use agentroom_domain::ids::{
     ContributionId, EventId, MemoryEntryId, ObjectiveId, OperationId, PrincipalId,
 };
-use agentroom_ports::OperationRecord;
+use agentroom_domain::objective::Objective;
+use agentroom_domain::review::Contribution;
+use agentroom_ports::{OperationRecord, StoredRoom};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::HeaderMap;
@@ -216,7 +220,8 @@ async fn second_segment<S: Send + Sync>(parts: &mut Parts, state: &S) -> Result<
     Ok(segment)
 }
 
-/// `{objective}` in the path: an objective of the caller's Room (404 otherwise).
+/// `{objective}` in the path: an objective of the caller's Room, open or closed (404
+/// otherwise).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct KnownObjective(pub(crate) ObjectiveId);
 
@@ -228,12 +233,48 @@ impl<S: Send + Sync> FromRequestParts<S> for KnownObjective {
         let text = second_segment(parts, state).await?;
         let unknown = || ApiError::NotFound(format!("no objective {text} in this room"));
         let id: ObjectiveId = text.parse().map_err(|_| unknown())?;
-        caller
-            .stored
-            .state
-            .objective(id)
-            .ok_or_else(|| ApiError::NotFound(format!("no objective {id} in this room")))?;
+        if !caller.stored.state.knows_objective(id) {
+            return Err(ApiError::NotFound(format!(
+                "no objective {id} in this room"
+            )));
+        }
         Ok(KnownObjective(id))
+    }
+}
+
+/// `{objective}` in the path, with the Room to show it from: the Room as the request was
+/// authorized when the objective is open, with the objective's record put back when it
+/// closed and left the live state (issue 21); 404 for an objective the Room never had.
+#[derive(Debug, Clone)]
+pub(crate) struct ObjectiveView {
+    pub(crate) id: ObjectiveId,
+    pub(crate) room: Arc<StoredRoom>,
+}
+
+impl ObjectiveView {
+    /// The objective.
+    pub(crate) fn objective(&self) -> Result<&Objective, ApiError> {
+        self.room
+            .state
+            .objective(self.id)
+            .ok_or_else(|| ApiError::NotFound(format!("no objective {} in this room", self.id)))
+    }
+}
+
+impl FromRequestParts<ApiState> for ObjectiveView {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, api: &ApiState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, api).await?;
+        let KnownObjective(id) = KnownObjective::from_request_parts(parts, api).await?;
+        let room = if caller.stored.state.objective(id).is_some() {
+            caller.stored
+        } else {
+            Arc::new(api.rooms.room_for_objective(&caller.room, id).await?)
+        };
+        let view = ObjectiveView { id, room };
+        view.objective()?;
+        Ok(view)
     }
 }
 
@@ -297,26 +338,46 @@ impl<S: Send + Sync> FromRequestParts<S> for PendingEvent {
 }
 
 /// `{contribution}` in a path: a contribution of the Room the caller may read
-/// (`RoomState::sees_contribution`); 404 otherwise, so another's work is not even confirmed
-/// to exist.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ReadableContribution(pub(crate) ContributionId);
+/// (`RoomState::sees_contribution`), whatever the age of its objective, with the Room to
+/// show it from (its objective's record put back when it closed and left the live state);
+/// 404 otherwise, so another's work is not even confirmed to exist.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadableContribution {
+    pub(crate) id: ContributionId,
+    pub(crate) room: Arc<StoredRoom>,
+}
 
-impl<S: Send + Sync> FromRequestParts<S> for ReadableContribution {
+impl ReadableContribution {
+    /// The contribution.
+    pub(crate) fn contribution(&self) -> Result<&Contribution, ApiError> {
+        self.room
+            .state
+            .contributions()
+            .get(&self.id)
+            .ok_or_else(|| ApiError::NotFound(format!("no contribution {} in this room", self.id)))
+    }
+}
+
+impl FromRequestParts<ApiState> for ReadableContribution {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        let text = second_segment(parts, state).await?;
+    async fn from_request_parts(parts: &mut Parts, api: &ApiState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, api).await?;
+        let text = second_segment(parts, api).await?;
         let unknown = || ApiError::NotFound(format!("no contribution {text} in this room"));
         let id: ContributionId = text.parse().map_err(|_| unknown())?;
-        let state = &caller.stored.state;
+        let room = if caller.stored.state.contributions().contains_key(&id) {
+            caller.stored
+        } else {
+            Arc::new(api.rooms.room_for_contribution(&caller.room, id).await?)
+        };
+        let state = &room.state;
         state
             .contributions()
             .get(&id)
             .filter(|contribution| state.sees_contribution(&caller.principal, contribution))
             .ok_or_else(unknown)?;
-        Ok(ReadableContribution(id))
+        Ok(ReadableContribution { id, room })
     }
 }
 
@@ -334,7 +395,7 @@ impl<S: Send + Sync> FromRequestParts<S> for HeldOperation {
         let op: OperationId = text
             .parse()
             .map_err(|_| ApiError::NotFound(format!("no held result of operation {text}")))?;
-        if !caller.stored.state.held_results().contains_key(&op) {
+        if caller.stored.state.late_result_of(op).is_none() {
             return Err(ApiError::NotFound(format!(
                 "no held result of operation {op}"
             )));

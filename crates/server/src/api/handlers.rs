@@ -40,8 +40,8 @@ use axum::response::{IntoResponse, Response};
 use super::State as ApiState;
 use super::auth::Caller;
 use super::extract::{
-    HeldOperation, IdempotencyKey, KnownObjective, PendingEvent, ReadableContribution,
-    RoomOperation, StrictJson, StrictJsonOrEmpty,
+    HeldOperation, IdempotencyKey, KnownObjective, ObjectiveView, PendingEvent,
+    ReadableContribution, RoomOperation, StrictJson, StrictJsonOrEmpty,
 };
 use crate::error::ApiError;
 
@@ -127,15 +127,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Page {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         Page::from_uri(&parts.uri)
     }
-}
-
-/// The objective `id` of the caller's Room ([`KnownObjective`] found it before).
-fn find_objective(caller: &Caller, id: ObjectiveId) -> Result<&Objective, ApiError> {
-    caller
-        .stored
-        .state
-        .objective(id)
-        .ok_or_else(|| ApiError::NotFound(format!("no objective {id} in this room")))
 }
 
 /// The input id of a request: derived from `Idempotency-Key`, the Room, the caller and what
@@ -242,9 +233,14 @@ fn objective_brief(objective: &Objective) -> ObjectiveBrief {
     }
 }
 
-/// `GET /v1/rooms/{room}`.
-pub(crate) async fn room(State(api): State<ApiState>, caller: Caller) -> Json<RoomView> {
-    let state = &caller.stored.state;
+/// `GET /v1/rooms/{room}`: the Room, every objective it has held listed (closed ones read
+/// back from their records).
+pub(crate) async fn room(
+    State(api): State<ApiState>,
+    caller: Caller,
+) -> Result<Json<RoomView>, ApiError> {
+    let stored = api.rooms.room_with_history(&caller.room).await?;
+    let state = &stored.state;
     let quotes = state.quotes();
     let short = api.rooms.served().map_or_else(Vec::new, |served| {
         served
@@ -264,9 +260,9 @@ pub(crate) async fn room(State(api): State<ApiState>, caller: Caller) -> Json<Ro
             })
             .collect()
     });
-    Json(RoomView {
+    Ok(Json(RoomView {
         room: state.room().clone(),
-        revision: caller.stored.revision.0,
+        revision: stored.revision.0,
         you: You {
             principal: caller.principal.clone(),
             roles: caller.roles.clone(),
@@ -301,7 +297,7 @@ pub(crate) async fn room(State(api): State<ApiState>, caller: Caller) -> Json<Ro
         } else {
             Vec::new()
         },
-    })
+    }))
 }
 
 /// The call `op` as the Room holds it, if it is open.
@@ -401,8 +397,8 @@ fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), ApiErr
     caller
         .stored
         .state
-        .objective(objective)
-        .map(|_| ())
+        .knows_objective(objective)
+        .then_some(())
         .ok_or_else(|| ApiError::NotFound(format!("no objective {objective} in this room")))
 }
 
@@ -412,11 +408,12 @@ fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), ApiErr
 
 /// `GET /v1/rooms/{room}/objectives`.
 pub(crate) async fn objectives(
+    State(api): State<ApiState>,
     caller: Caller,
     page: Page,
 ) -> Result<Json<ApiPage<ObjectiveBrief>>, ApiError> {
-    let items: Vec<ObjectiveBrief> = caller
-        .stored
+    let stored = api.rooms.room_with_history(&caller.room).await?;
+    let items: Vec<ObjectiveBrief> = stored
         .state
         .objectives()
         .iter()
@@ -450,9 +447,9 @@ fn task_view(state: &RoomState, plan: &PlanVersion, task: &Task) -> TaskView {
 /// `GET /v1/rooms/{room}/objectives/{objective}`: the objective and its current board.
 pub(crate) async fn objective(
     caller: Caller,
-    KnownObjective(objective): KnownObjective,
+    view: ObjectiveView,
 ) -> Result<Json<ObjectiveDetail>, ApiError> {
-    let objective = find_objective(&caller, objective)?;
+    let objective = view.objective()?;
     let board = objective.current_plan().map(|plan| {
         let columns: Vec<BoardColumn> = [
             Column::Backlog,
@@ -466,7 +463,7 @@ pub(crate) async fn objective(
                 .tasks()
                 .iter()
                 .filter(|task| plan.column_of(task) == column && sees(&caller, task))
-                .map(|task| task_view(&caller.stored.state, plan, task))
+                .map(|task| task_view(&view.room.state, plan, task))
                 .collect();
             BoardColumn { column, tasks }
         })
@@ -516,26 +513,21 @@ pub(crate) async fn corrections(
 /// with its body, its sources and their excerpts, its outputs and digests.
 pub(crate) async fn contribution(
     State(api): State<ApiState>,
-    caller: Caller,
-    ReadableContribution(id): ReadableContribution,
+    readable: ReadableContribution,
 ) -> Result<Json<ContributionView>, ApiError> {
-    let contribution = caller
-        .stored
-        .state
-        .contributions()
-        .get(&id)
-        .ok_or_else(|| ApiError::NotFound(format!("no contribution {id} in this room")))?;
+    let contribution = readable.contribution()?;
+    let state = &readable.room.state;
     Ok(Json(ContributionView {
         id: contribution.id().to_string(),
         objective: contribution.objective().to_string(),
         task: contribution.task().clone(),
         operation: contribution.op().to_string(),
-        content: content_of(&api, &caller, contribution).await?,
+        content: content_of(&api, state, contribution).await?,
         content_digest: contribution.content_digest(),
         redactions: contribution
             .digests()
             .into_iter()
-            .filter_map(|digest| caller.stored.state.redactions().of_content(digest))
+            .filter_map(|digest| state.redactions().of_content(digest))
             .map(RedactionView::from)
             .collect(),
     }))
@@ -545,26 +537,20 @@ pub(crate) async fn contribution(
 /// bodies as their excerpts, R7).
 async fn report_content(
     api: &ApiState,
-    caller: &Caller,
+    state: &RoomState,
     report: &Contribution,
 ) -> Result<ReportContent, ApiError> {
-    let content = api
-        .rooms
-        .report_content(&caller.stored.state, report)
-        .await?;
+    let content = api.rooms.report_content(state, report).await?;
     Ok(content_view(content))
 }
 
 /// What `contribution` holds, its content read from the Room's store by the service.
 async fn content_of(
     api: &ApiState,
-    caller: &Caller,
+    state: &RoomState,
     contribution: &Contribution,
 ) -> Result<ReportContent, ApiError> {
-    let content = api
-        .rooms
-        .contribution_content(&caller.stored.state, contribution)
-        .await?;
+    let content = api.rooms.contribution_content(state, contribution).await?;
     Ok(content_view(content))
 }
 
@@ -596,16 +582,16 @@ fn content_view(content: ContributionContent) -> ReportContent {
 /// `GET /v1/rooms/{room}/objectives/{objective}/plans`: each version with its diff.
 pub(crate) async fn plans(
     caller: Caller,
-    KnownObjective(objective): KnownObjective,
+    view: ObjectiveView,
     page: Page,
 ) -> Result<Json<ApiPage<PlanVersionView>>, ApiError> {
-    let objective = find_objective(&caller, objective)?;
+    let objective = view.objective()?;
     let mut previous: Option<&PlanVersion> = None;
     let mut versions = Vec::new();
     for plan in objective.plans() {
         // Only the keys of tasks the caller sees (the domain decides which).
-        let changes = caller
-            .stored
+        let changes = view
+            .room
             .state
             .visible_changes(&caller.principal, plan, previous);
         let keys = |keys: Vec<TaskKey>| keys.iter().map(ToString::to_string).collect::<Vec<_>>();
@@ -613,7 +599,7 @@ pub(crate) async fn plans(
             .tasks()
             .iter()
             .filter(|t| sees(&caller, t))
-            .map(|t| task_view(&caller.stored.state, plan, t))
+            .map(|t| task_view(&view.room.state, plan, t))
             .collect();
         versions.push(PlanVersionView {
             id: plan.id().to_string(),
@@ -841,15 +827,15 @@ pub(crate) async fn update_task(
 /// `GET /v1/rooms/{room}/objectives/{objective}/reviews`.
 pub(crate) async fn reviews(
     State(api): State<ApiState>,
-    caller: Caller,
-    KnownObjective(objective): KnownObjective,
+    view: ObjectiveView,
 ) -> Result<Json<Reviews>, ApiError> {
-    let objective = find_objective(&caller, objective)?;
-    let contributions = caller.stored.state.contributions();
+    let objective = view.objective()?;
+    let state = &view.room.state;
+    let contributions = state.contributions();
     let mut reports = Vec::new();
     for report in objective.reports() {
         let content = match contributions.get(&report.contribution) {
-            Some(c) => Some(report_content(&api, &caller, c).await?),
+            Some(c) => Some(report_content(&api, state, c).await?),
             None => None,
         };
         reports.push(ReportView {
@@ -888,10 +874,11 @@ pub(crate) async fn reviews(
 pub(crate) async fn record_review(
     State(api): State<ApiState>,
     caller: Caller,
-    KnownObjective(objective): KnownObjective,
+    view: ObjectiveView,
     key: IdempotencyKey,
     StrictJson(review): StrictJson<ReviewBody>,
 ) -> Result<Json<Decision>, ApiError> {
+    let objective = view.id;
     // R2 and R7 over REST: bound to the report version named, the evidence naming its
     // sources (the service refuses it as written otherwise).
     let submission = HumanReview {
@@ -912,7 +899,7 @@ pub(crate) async fn record_review(
             })
             .collect(),
     }
-    .bind(&caller.stored.state, objective)?;
+    .bind(&view.room.state, objective)?;
     let outcome = api
         .rooms
         .submit(

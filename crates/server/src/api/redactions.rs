@@ -48,17 +48,18 @@ pub(crate) async fn redact(
     if let Some(problem) = reason_problem(&body.reason) {
         return Err(ApiError::InvalidBody(format!("reason: {problem}")));
     }
-    let state = &caller.stored.state;
     match &body.target {
         RedactionTargetBody::Artifact { digest } => {
-            if !names(state, digest) {
+            // Content a closed objective's contribution names is the Room's too.
+            let stored = api.rooms.room_for_content(&caller.room, digest).await?;
+            if !stored.state.names_content(digest) {
                 return Err(ApiError::NotFound(format!(
                     "no contribution of this room names content {digest}"
                 )));
             }
         }
         RedactionTargetBody::Memory { entry } => {
-            if state.memory().get(*entry).is_none() {
+            if caller.stored.state.memory().get(*entry).is_none() {
                 return Err(ApiError::NotFound(format!(
                     "no memory entry {entry} in this room"
                 )));
@@ -92,7 +93,8 @@ pub(crate) async fn content(
 ) -> Result<Json<ContentView>, ApiError> {
     let unknown = || ApiError::NotFound(format!("no content {digest} in this room"));
     let digest: ContentDigest = digest.parse().map_err(|_| unknown())?;
-    let state = &caller.stored.state;
+    let stored = api.rooms.room_for_content(&caller.room, &digest).await?;
+    let state = &stored.state;
     if !sees(state, &caller.principal, &digest) {
         return Err(unknown());
     }
@@ -109,14 +111,6 @@ pub(crate) async fn content(
         media_type: stored.media_type,
         text: String::from_utf8_lossy(&stored.bytes).into_owned(),
     }))
-}
-
-/// Whether a contribution of the Room names `digest`.
-fn names(state: &RoomState, digest: &ContentDigest) -> bool {
-    state
-        .contributions()
-        .values()
-        .any(|c| c.digests().contains(&digest))
 }
 
 /// Whether a contribution `principal` may read names `digest` (`RoomState::sees_contribution`).
