@@ -24,10 +24,10 @@ use std::collections::{BTreeSet, HashSet};
 
 use agentroom_domain::engine::Effect;
 use agentroom_domain::engine::{Audience, Notification};
-use agentroom_domain::ids::Timestamp;
+use agentroom_domain::ids::{RoomId, Timestamp};
 use agentroom_ports::conformance::Driver;
 use agentroom_ports::{
-    Clock, OperationStatus, ResolutionOutcome, SystemClock, TokenStore, WorkflowStore,
+    Clock, OperationStatus, ResolutionOutcome, RoomStore, SystemClock, TokenStore, WorkflowStore,
 };
 use agentroom_server::api::{Access, routes};
 use axum::http::{Method, StatusCode};
@@ -1134,6 +1134,22 @@ async fn a_whole_objective_runs_through_the_http_api_alone() {
 
     let objective = app.get("olive", &path).await;
     assert_eq!(objective["status"], "completed", "{objective}");
+    // Issue 21: completed and settled, it left the live state for its record in the commit
+    // that closed it; every endpoint reads it back as before, and its assignees may still
+    // confirm their work done (T2, proven by the record).
+    let live = app
+        .store
+        .load(&RoomId::parse("local").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(live.state.objectives().is_empty(), "open work only");
+    assert!(live.state.closed_objective(id.parse().unwrap()).is_some());
+    let listed = app.get("olive", "/v1/rooms/local/objectives").await;
+    assert_eq!(listed["items"][0]["status"], "completed", "{listed}");
+    let room = app.get("olive", "/v1/rooms/local").await;
+    assert_eq!(room["objectives"][0]["id"], id.as_str(), "{room}");
+    assert_eq!(specialists_confirm(&app, &path).await, 3);
     let reviews = app.get("olive", &format!("{path}/reviews")).await;
     let done = reviews["reviews"].as_array().unwrap();
     assert_eq!(done.len(), 2, "{reviews}");
