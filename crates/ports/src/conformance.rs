@@ -54,6 +54,7 @@ macro_rules! store_conformance {
             d2_a_commit_with_a_fenced_receipt_writes_nothing,
             d2_a_commit_writes_receipts_only_on_its_own_rooms_operations_in_flight,
             d3_a_cancellation_reaches_the_heartbeat,
+            d3_one_heartbeat_extends_every_lease_fenced_on_each_generation,
             claims_take_expired_leases_only_and_bump_the_generation,
             concurrent_claimers_never_share_an_operation,
             uncertain_dead_letter_and_operator_resolution,
@@ -636,6 +637,60 @@ pub async fn d3_a_cancellation_reaches_the_heartbeat<S: Store>(store: Arc<S>) {
         Heartbeat::Extended { cancel: true }
     );
     assert!(store.operation(op).await.unwrap().unwrap().cancel_requested);
+}
+
+/// D3 and issue 21 (item 4): a process's one heartbeat extends every lease it names whose
+/// generation is current, in one write, and answers each in order: extended (with its cancel
+/// flag) or fenced (a stale generation, an operation that is not in flight).
+pub async fn d3_one_heartbeat_extends_every_lease_fenced_on_each_generation<S: Store>(
+    store: Arc<S>,
+) {
+    let minute = Duration::from_secs(60);
+    assert!(store.heartbeat_all(&[], minute).await.unwrap().is_empty());
+    let mut ops = Vec::new();
+    for name in ["beat-a", "beat-b"] {
+        let mut d = Driver::create(&*store, name, 1_000_000).await;
+        let decision = d.owner_message("go");
+        let op = reserved_op(&decision);
+        // Leased for 0 ms: expired at once unless the heartbeat extends it.
+        let mut commit = Commit::decided(
+            &d.room(),
+            &d.state,
+            &decision,
+            AT,
+            "event_accepted",
+            Some(&lease("a", 0)),
+        );
+        commit
+            .operations
+            .iter_mut()
+            .for_each(|o| o.lease = Some(lease("a", 0)));
+        if name == "beat-b" {
+            commit.cancellations.push(op);
+        }
+        d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+        d.state = decision.state.clone();
+        ops.push(op);
+    }
+    let (a, b) = (ops[0], ops[1]);
+    let stranger = OperationId::from_uuid(Uuid::from_u128(0xBEA7));
+    let answers = store
+        .heartbeat_all(&[(a, 1), (b, 1), (a, 7), (stranger, 1)], minute)
+        .await
+        .unwrap();
+    assert_eq!(
+        answers,
+        vec![
+            Heartbeat::Extended { cancel: false },
+            Heartbeat::Extended { cancel: true },
+            Heartbeat::Fenced,
+            Heartbeat::Fenced,
+        ]
+    );
+    // Both leases now run a minute: nothing is claimable.
+    let claimed = store.claim_expired(lease("b", 60_000), 10).await.unwrap();
+    assert!(claimed.is_empty(), "{claimed:?}");
+    assert_eq!(store.operation(a).await.unwrap().unwrap().generation, 1);
 }
 
 /// Claims take only expired leases, bump the generation and count a recovery attempt.

@@ -122,6 +122,29 @@ fn to_json(state: &RoomState) -> Result<Value, StoreError> {
     serde_json::to_value(state).map_err(|e| StoreError::corrupt("a Room state", e))
 }
 
+/// Extends the lease of `op` when `generation` is current and it is in flight.
+fn extend(
+    inner: &mut Inner,
+    op: OperationId,
+    generation: i64,
+    duration: Duration,
+    now: Instant,
+) -> Heartbeat {
+    match inner.operations.get_mut(&op) {
+        Some(row)
+            if row.record.generation == generation
+                && row.record.status == OperationStatus::InFlight =>
+        {
+            row.expires = Some(now + duration);
+            refresh(row, now);
+            Heartbeat::Extended {
+                cancel: row.record.cancel_requested,
+            }
+        }
+        _ => Heartbeat::Fenced,
+    }
+}
+
 fn refresh(row: &mut OpRow, now: Instant) {
     row.record.lease_expired = row.expires.is_none_or(|at| at <= now);
 }
@@ -613,20 +636,21 @@ impl WorkflowStore for MemoryStore {
         duration: Duration,
     ) -> Result<Heartbeat, StoreError> {
         let mut inner = self.lock();
+        Ok(extend(&mut inner, op, generation, duration, Instant::now()))
+    }
+
+    /// Every lease under one lock: one atomic change, as a database's one transaction.
+    async fn heartbeat_all(
+        &self,
+        leases: &[(OperationId, i64)],
+        duration: Duration,
+    ) -> Result<Vec<Heartbeat>, StoreError> {
+        let mut inner = self.lock();
         let now = Instant::now();
-        match inner.operations.get_mut(&op) {
-            Some(row)
-                if row.record.generation == generation
-                    && row.record.status == OperationStatus::InFlight =>
-            {
-                row.expires = Some(now + duration);
-                refresh(row, now);
-                Ok(Heartbeat::Extended {
-                    cancel: row.record.cancel_requested,
-                })
-            }
-            _ => Ok(Heartbeat::Fenced),
-        }
+        Ok(leases
+            .iter()
+            .map(|(op, generation)| extend(&mut inner, *op, *generation, duration, now))
+            .collect())
     }
 
     async fn record_receipt(

@@ -613,6 +613,19 @@ SET lease_expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
 WHERE op_id = $1::uuid AND lease_generation = $2 AND status = 'in_flight' \
 RETURNING cancel_requested";
 
+/// Extends the leases of in-flight operations `$1` (ids as text) at generations `$2` (the same
+/// order) by `$3` milliseconds, in one statement: a process's one heartbeat per interval
+/// (issue 21, item 4). Returns each extended operation with its cancel flag; one not returned
+/// is fenced.
+pub const HEARTBEAT_ALL: &str = "\
+UPDATE operations AS o \
+SET lease_expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond', \
+    updated_at = clock_timestamp() \
+FROM unnest($1::text[], $2::bigint[]) AS l(op_id, generation) \
+WHERE o.op_id = l.op_id::uuid AND o.lease_generation = l.generation \
+  AND o.status = 'in_flight' \
+RETURNING o.op_id::text, o.lease_generation, o.cancel_requested";
+
 /// Writes receipt `$3` (JSON text) once, only at generation `$2` of in-flight operation `$1`.
 pub const RECORD_RECEIPT: &str = "\
 UPDATE operations \

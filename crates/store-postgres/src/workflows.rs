@@ -132,6 +132,51 @@ impl WorkflowStore for PgRooms {
         })
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(leases = leases.len()))]
+    async fn heartbeat_all(
+        &self,
+        leases: &[(OperationId, i64)],
+        duration: Duration,
+    ) -> Result<Vec<Heartbeat>, StoreError> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ops: Vec<String> = leases.iter().map(|(op, _)| op.to_string()).collect();
+        let generations: Vec<i64> = leases.iter().map(|(_, generation)| *generation).collect();
+        let lease = millis(duration);
+        // Rerunnable as one heartbeat is: a second run sets the same expiries, fenced on the
+        // same generations, and answers the same.
+        let rows: Vec<(String, i64, bool)> = self
+            .held
+            .rerunnable(|mut conn| {
+                let (ops, generations) = (ops.clone(), generations.clone());
+                async move {
+                    let rows = sqlx::query_as(sql::HEARTBEAT_ALL)
+                        .bind(ops)
+                        .bind(generations)
+                        .bind(lease)
+                        .fetch_all(&mut conn)
+                        .await;
+                    (conn, rows)
+                }
+            })
+            .await
+            .map_err(failed("extending leases"))?;
+        let mut extended = std::collections::HashMap::with_capacity(rows.len());
+        for (op, generation, cancel) in rows {
+            let op = OperationId::from_str(&op)
+                .map_err(|e| StoreError::corrupt("an operation id", e))?;
+            extended.insert((op, generation), cancel);
+        }
+        Ok(leases
+            .iter()
+            .map(|lease| match extended.get(lease) {
+                Some(cancel) => Heartbeat::Extended { cancel: *cancel },
+                None => Heartbeat::Fenced,
+            })
+            .collect())
+    }
+
     #[tracing::instrument(level = "debug", skip(self, receipt), fields(op = %op))]
     async fn record_receipt(
         &self,

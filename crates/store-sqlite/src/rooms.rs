@@ -1153,23 +1153,39 @@ impl WorkflowStore for SqliteRooms {
         generation: i64,
         duration: Duration,
     ) -> Result<Heartbeat, StoreError> {
+        let mut answers = self.heartbeat_all(&[(op, generation)], duration).await?;
+        answers
+            .pop()
+            .ok_or_else(|| StoreError::database("heartbeat", "no answer for the lease"))
+    }
+
+    /// Every lease in one IMMEDIATE transaction: one commit per process per interval.
+    async fn heartbeat_all(
+        &self,
+        leases: &[(OperationId, i64)],
+        duration: Duration,
+    ) -> Result<Vec<Heartbeat>, StoreError> {
         let mut connection = self.connections.writer();
         let tx = immediate(&mut connection)?;
-        let cancel: Option<bool> = tx
-            .prepare_cached(HEARTBEAT_SQL)
-            .and_then(|mut s| {
-                s.query_row(
-                    params![op.to_string(), generation, millis(duration)],
-                    |row| row.get(0),
-                )
-                .optional()
-            })
-            .map_err(db("heartbeat"))?;
+        let mut answers = Vec::with_capacity(leases.len());
+        {
+            let mut statement = tx.prepare_cached(HEARTBEAT_SQL).map_err(db("heartbeat"))?;
+            for (op, generation) in leases {
+                let cancel: Option<bool> = statement
+                    .query_row(
+                        params![op.to_string(), generation, millis(duration)],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(db("heartbeat"))?;
+                answers.push(match cancel {
+                    Some(cancel) => Heartbeat::Extended { cancel },
+                    None => Heartbeat::Fenced,
+                });
+            }
+        }
         tx.commit().map_err(db("committing a heartbeat"))?;
-        Ok(match cancel {
-            Some(cancel) => Heartbeat::Extended { cancel },
-            None => Heartbeat::Fenced,
-        })
+        Ok(answers)
     }
 
     async fn record_receipt(

@@ -1,47 +1,44 @@
-//! Holding a lease while a call runs: heartbeats at most a third of the lease apart, fenced on
-//! the generation; the abort fires when the heartbeat says fenced or cancel, or when no
-//! heartbeat got through for a whole lease (D3). Also the runner's call loop: calls that
+//! Holding a lease while a call runs: the process's one heartbeat ([`Beater`]) extends it at
+//! most a third of the lease apart, fenced on the generation; the abort fires when the
+//! heartbeat says fenced or cancel, or when no heartbeat got through for a whole lease (D3). Also the runner's call loop: calls that
 //! reached nothing are retried with jittered backoff within a window.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentroom_ports::domain::engine::CallRequest;
 use agentroom_ports::domain::ids::OperationId;
-use agentroom_ports::{CallContext, Heartbeat, Receipt, ReceiptWrite, StoreError, WorkflowStore};
-use tokio::time::{Instant, sleep, sleep_until, timeout_at};
+use agentroom_ports::{CallContext, Receipt, ReceiptWrite, StoreError, WorkflowStore};
+use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::abort::{Abort, AbortReason, AbortTrigger};
+use crate::beat::{Answer, Beater, Registered};
 use crate::config::RunnerConfig;
 use crate::provider::{CallOutcome, Provider};
 
-/// Keeps one lease alive and fires the abort.
-struct LeaseKeeper<'a, W: ?Sized> {
-    store: &'a W,
+/// Keeps one lease alive through the process's [`Beater`] and fires the abort.
+struct LeaseKeeper {
     op: OperationId,
     generation: i64,
     lease: Duration,
-    every: Duration,
     grace: Duration,
     trigger: AbortTrigger,
-    next_beat: Instant,
+    /// The lease as registered with the beater; `None` once fenced or lost.
+    registered: Option<Registered>,
     extended_at: Instant,
 }
 
-impl<'a, W: WorkflowStore + ?Sized> LeaseKeeper<'a, W> {
-    fn new(store: &'a W, op: OperationId, generation: i64, config: &RunnerConfig) -> Self {
-        let now = Instant::now();
-        let every = config.heartbeat().max(Duration::from_millis(1));
+impl LeaseKeeper {
+    fn new(beater: &Arc<Beater>, op: OperationId, generation: i64, config: &RunnerConfig) -> Self {
         Self {
-            store,
             op,
             generation,
             lease: config.lease(),
-            every,
             grace: config.abort_grace(),
             trigger: Abort::new().0,
-            next_beat: now + every,
-            extended_at: now,
+            registered: Some(beater.join(op, generation)),
+            extended_at: Instant::now(),
         }
     }
 
@@ -55,70 +52,73 @@ impl<'a, W: WorkflowStore + ?Sized> LeaseKeeper<'a, W> {
 
     /// A cancelled call keeps its lease while it stops; a fenced or lost one has none.
     fn beating(&self) -> bool {
-        !matches!(
-            self.reason(),
-            Some(AbortReason::Fenced | AbortReason::LeaseLost)
-        )
+        self.registered.is_some()
     }
 
-    /// Runs `fut` while heartbeating. `None` if the abort fired and `fut` did not finish
+    /// Runs `fut` while its lease is kept. `None` if the abort fired and `fut` did not finish
     /// within the grace period (it is dropped).
     async fn guard<F: Future>(&mut self, fut: F) -> Option<F::Output> {
         tokio::pin!(fut);
         let mut give_up = self.reason().map(|_| Instant::now() + self.grace);
         loop {
-            let beat_at = self.next_beat;
-            let give_up_at = give_up.unwrap_or(beat_at);
+            let give_up_at = give_up.unwrap_or_else(Instant::now);
+            let lost_at = self.extended_at + self.lease;
+            let beating = self.beating();
+            let answered = async {
+                match self.registered.as_mut() {
+                    Some(registered) => registered.answers.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 out = &mut fut => return Some(out),
                 () = sleep_until(give_up_at), if give_up.is_some() => return None,
-                () = sleep_until(beat_at), if self.beating() => {
-                    self.beat().await;
-                    if give_up.is_none() && self.reason().is_some() {
-                        give_up = Some(Instant::now() + self.grace);
+                open = answered, if beating => {
+                    if open {
+                        self.heard();
+                    } else {
+                        // The beater let go of this lease: nothing extends it any more.
+                        self.lost("the heartbeat stopped");
                     }
                 }
+                () = sleep_until(lost_at), if beating => self.lost("no heartbeat for a whole lease"),
+            }
+            if give_up.is_none() && self.reason().is_some() {
+                give_up = Some(Instant::now() + self.grace);
             }
         }
     }
 
-    /// One heartbeat. It may take longer than the interval (a loaded server, a connection
-    /// being opened) and still extend the lease: it is given until the lease, as last
-    /// extended, runs out, and never less than one interval. Cutting it off at the interval
-    /// and sending the next at once would only pile work on a server that is slow already.
-    async fn beat(&mut self) {
-        let started = Instant::now();
-        self.next_beat = started + self.every;
-        let until = (self.extended_at + self.lease).max(started + self.every);
-        let answer = timeout_at(
-            until,
-            self.store.heartbeat(self.op, self.generation, self.lease),
-        )
-        .await;
+    /// What the last heartbeat said about this lease.
+    fn heard(&mut self) {
+        let Some(registered) = self.registered.as_mut() else {
+            return;
+        };
+        let answer = registered.answers.borrow_and_update().clone();
         match answer {
-            Ok(Ok(Heartbeat::Extended { cancel })) => {
-                self.extended_at = started;
-                if cancel {
+            Answer::Pending => {}
+            Answer::Extended { at, cancel } => {
+                self.extended_at = self.extended_at.max(at);
+                if cancel && self.reason().is_none() {
                     tracing::info!(op = %self.op, "cancel requested: aborting the call");
                     self.trigger.abort(AbortReason::Cancelled);
                 }
             }
-            Ok(Ok(Heartbeat::Fenced)) => {
+            Answer::Fenced => {
                 tracing::warn!(op = %self.op, generation = self.generation, "fenced: aborting the call");
+                self.registered = None;
                 self.trigger.abort(AbortReason::Fenced);
             }
-            Ok(Err(err)) => self.missed(&err.to_string()),
-            Err(_) => self.missed("the heartbeat timed out"),
+            Answer::Missed(why) => tracing::warn!(op = %self.op, why, "heartbeat failed"),
         }
     }
 
-    fn missed(&mut self, why: &str) {
-        tracing::warn!(op = %self.op, why, "heartbeat failed");
-        if Instant::now() >= self.extended_at + self.lease {
-            tracing::warn!(op = %self.op, "no heartbeat for a whole lease: aborting the call");
-            self.trigger.abort(AbortReason::LeaseLost);
-        }
+    /// The lease may be lost: the call is aborted and its lease no longer kept.
+    fn lost(&mut self, why: &str) {
+        tracing::warn!(op = %self.op, why, "the lease may be lost: aborting the call");
+        self.registered = None;
+        self.trigger.abort(AbortReason::LeaseLost);
     }
 }
 
@@ -142,8 +142,8 @@ pub(crate) enum Execution {
 /// with jittered exponential backoff for the configured window, under the same operation id
 /// and lease; `on_wait` hears once, at the first such failure, why it waits.
 #[tracing::instrument(skip_all, fields(op = %request.op, generation))]
-pub(crate) async fn execute<W, P>(
-    store: &W,
+pub(crate) async fn execute<P>(
+    beater: &Arc<Beater>,
     provider: &P,
     config: &RunnerConfig,
     generation: i64,
@@ -152,10 +152,9 @@ pub(crate) async fn execute<W, P>(
     on_wait: &(dyn Fn(String) + Send + Sync),
 ) -> Execution
 where
-    W: WorkflowStore + ?Sized,
     P: Provider + ?Sized,
 {
-    let mut keeper = LeaseKeeper::new(store, request.op, generation, config);
+    let mut keeper = LeaseKeeper::new(beater, request.op, generation, config);
     let started = Instant::now();
     let mut attempt = 0_u32;
     loop {

@@ -9,6 +9,7 @@
 //! decides and commits. A call whose receipt is missing is uncertain and never replayed.
 
 mod abort;
+mod beat;
 mod config;
 pub mod crash;
 mod error;

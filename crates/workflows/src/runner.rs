@@ -17,6 +17,7 @@ use agentroom_ports::{
     WorkflowStore,
 };
 
+use crate::beat::Beater;
 use crate::config::RunnerConfig;
 use crate::crash::{self, crash_point};
 use crate::error::WorkflowError;
@@ -112,6 +113,8 @@ pub struct Runner {
     pub(crate) provider: Arc<dyn Provider>,
     pub(crate) reconciler: Arc<dyn Reconciler>,
     pub(crate) config: RunnerConfig,
+    /// The process's one heartbeat for every lease this runner holds (issue 21, item 4).
+    beater: Arc<Beater>,
 }
 
 impl Runner {
@@ -122,11 +125,17 @@ impl Runner {
         reconciler: Arc<dyn Reconciler>,
         config: RunnerConfig,
     ) -> Self {
+        let beater = Arc::new(Beater::new(
+            Arc::clone(&store),
+            config.lease(),
+            config.heartbeat(),
+        ));
         Self {
             store,
             provider,
             reconciler,
             config,
+            beater,
         }
     }
 
@@ -158,7 +167,7 @@ impl Runner {
         let op = leased.op();
         let generation = leased.generation;
         let execution = lease::execute(
-            &*self.store,
+            &self.beater,
             &*self.provider,
             &self.config,
             generation,

@@ -275,6 +275,62 @@ async fn d3_a_heartbeat_slower_than_its_interval_still_keeps_the_lease() {
     .await;
 }
 
+/// Issue 21 (item 4): a runner sends one heartbeat per interval for every call it has in
+/// flight (one write, however many calls), and each call's lease is kept by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_one_heartbeat_per_interval_keeps_every_call_in_flight() {
+    within(async {
+        const CALLS: usize = 8;
+        let mut room = Room::new("one-heartbeat").await;
+        let mut requests = Vec::new();
+        for n in 0..CALLS {
+            let decision = room.driver.owner_message(&format!("message {n}"));
+            requests.push(call_of(&decision));
+            room.commit_leased(&decision, "runner-a", 300).await;
+        }
+        let store = Heartbeats::new(Arc::clone(&room.store), HeartbeatFault::Slow(ms(0)));
+        let runner = Arc::new(runner(
+            Arc::clone(&store),
+            TestProvider::new(Behaviour::Answer {
+                micros: 400,
+                delay: ms(900),
+            }),
+            config("runner-a", 300),
+        ));
+        let mut running = tokio::task::JoinSet::new();
+        for request in &requests {
+            let (runner, leased) = (
+                Arc::clone(&runner),
+                Leased::created(room.id(), request.clone()),
+            );
+            running.spawn(async move {
+                runner
+                    .execute(&leased, &agentroom_ports::CallContext::default())
+                    .await
+                    .unwrap()
+            });
+        }
+        while let Some(outcome) = running.join_next().await {
+            let outcome = outcome.unwrap();
+            assert!(matches!(outcome, Executed::Returned(_)), "{outcome:?}");
+        }
+        // 900 ms of calls at one heartbeat per 100 ms: about 9 heartbeats for all 8 calls
+        // (one per call would be about 72), each naming every call still running.
+        let sent = store.sent.load(Ordering::SeqCst);
+        let named = store.leases.load(Ordering::SeqCst);
+        assert!((3..=12).contains(&sent), "{sent} heartbeats");
+        assert!(
+            named >= 3 * CALLS as u32,
+            "{named} leases named in {sent} heartbeats"
+        );
+        for request in &requests {
+            let record = room.record(request.op).await;
+            assert_eq!(record.generation, 1, "never fenced or claimed again");
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d3_no_heartbeat_through_for_a_whole_lease_aborts_the_call_and_leaves_it_uncertain() {
     for (name, fault) in [

@@ -437,7 +437,10 @@ pub enum HeartbeatFault {
 pub struct Heartbeats {
     pub store: Arc<MemoryStore>,
     pub fault: HeartbeatFault,
+    /// Heartbeats sent to the store (each one write, whatever the leases it names).
     pub sent: AtomicU32,
+    /// Leases those heartbeats named, summed.
+    pub leases: AtomicU32,
 }
 
 impl Heartbeats {
@@ -446,6 +449,7 @@ impl Heartbeats {
             store,
             fault,
             sent: AtomicU32::new(0),
+            leases: AtomicU32::new(0),
         })
     }
 }
@@ -471,6 +475,27 @@ impl WorkflowStore for Heartbeats {
             HeartbeatFault::Slow(delay) => {
                 tokio::time::sleep(delay).await;
                 self.store.heartbeat(op, generation, duration).await
+            }
+            HeartbeatFault::Failing => Err(agentroom_ports::StoreError::database(
+                "heartbeat",
+                "connection refused",
+            )),
+            HeartbeatFault::Hanging => std::future::pending().await,
+        }
+    }
+
+    async fn heartbeat_all(
+        &self,
+        leases: &[(OperationId, i64)],
+        duration: Duration,
+    ) -> Result<Vec<agentroom_ports::Heartbeat>, agentroom_ports::StoreError> {
+        self.sent.fetch_add(1, Ordering::SeqCst);
+        let named = u32::try_from(leases.len()).unwrap();
+        self.leases.fetch_add(named, Ordering::SeqCst);
+        match self.fault {
+            HeartbeatFault::Slow(delay) => {
+                tokio::time::sleep(delay).await;
+                self.store.heartbeat_all(leases, duration).await
             }
             HeartbeatFault::Failing => Err(agentroom_ports::StoreError::database(
                 "heartbeat",
