@@ -436,9 +436,21 @@ impl Coordinator {
                 .is_none()
         {
             let stored = self.room(&event.room).await?;
+            // An objective that closed and left the live state is judged by its record.
+            let mut records = Vec::new();
+            if let Some(objective) = event.body.objective()
+                && stored.state.objective(objective).is_none()
+            {
+                records.extend(
+                    self.shared
+                        .store
+                        .objective_record(&event.room, objective)
+                        .await?,
+                );
+            }
             stored
                 .state
-                .admits_event(&event.author, &event.body)
+                .admits_event_with(&event.author, &event.body, &records)
                 .map_err(CoordinatorError::EventRefused)?;
         }
         // Stored now, or found stored with the same content (a different one under the same
@@ -701,15 +713,16 @@ impl Coordinator {
     }
 
     /// A Room as stored now, with objective `objective` in it whatever its age: the live
-    /// state, plus the objective's record when it closed and left it (one more read then).
-    /// A read view, never decided on ([`RoomState::with_records`]).
+    /// state, plus the objective's record when it is not live (one more read then: it closed
+    /// and left, or the Room never had it, and the view has no such objective). A read view,
+    /// never decided on ([`RoomState::with_records`]).
     pub async fn room_for_objective(
         &self,
         room: &RoomId,
         objective: ObjectiveId,
     ) -> Result<StoredRoom, CoordinatorError> {
         let stored = self.room(room).await?;
-        if stored.state.closed_objective(objective).is_none() {
+        if stored.state.objective(objective).is_some() {
             return Ok(stored);
         }
         let record = self.shared.store.objective_record(room, objective).await?;
@@ -732,6 +745,25 @@ impl Coordinator {
             .await
     }
 
+    /// Whether `room` holds the late result of `op` (D4): live, or kept by the record of the
+    /// objective that closed with it (deciding it is then refused by D4).
+    pub async fn holds_late_result(
+        &self,
+        room: &RoomId,
+        stored: &StoredRoom,
+        op: OperationId,
+    ) -> Result<bool, CoordinatorError> {
+        if stored.state.held_results().contains_key(&op) {
+            return Ok(true);
+        }
+        let records = self
+            .shared
+            .store
+            .records_by(room, &RecordKey::Held(op))
+            .await?;
+        Ok(!records.is_empty())
+    }
+
     /// A Room as stored now, with every contribution that names content `digest` in it,
     /// live or made for a closed objective (one more read). A read view, never decided on.
     pub async fn room_for_content(
@@ -740,9 +772,6 @@ impl Coordinator {
         digest: &ContentDigest,
     ) -> Result<StoredRoom, CoordinatorError> {
         let stored = self.room(room).await?;
-        if stored.state.closed().is_empty() {
-            return Ok(stored);
-        }
         self.with_records_by(stored, room, &RecordKey::Content(digest.clone()))
             .await
     }
@@ -764,9 +793,6 @@ impl Coordinator {
     /// (deciding, posting, the board's live columns) never reads it.
     pub async fn room_with_history(&self, room: &RoomId) -> Result<StoredRoom, CoordinatorError> {
         let stored = self.room(room).await?;
-        if stored.state.closed().is_empty() {
-            return Ok(stored);
-        }
         let records = self.shared.store.all_objective_records(room).await?;
         Ok(stored.with_records(records))
     }

@@ -1,17 +1,16 @@
 //! Closed objectives leave the live Room state (issue 21): a completed or canceled objective
-//! whose calls are all settled and that holds no late result (D4) becomes an
-//! [`ObjectiveRecord`] — the objective as it closed and its contributions, which the store
-//! keeps beside the Room's history — and the live state keeps only a [`ClosedObjective`]: what
-//! the rules still consult about it (a control or a correction refused because it ended, D3
-//! and O14; a receipt from one of its assignees consumed without a reasoner call, O13; an
-//! explicit reference answered from its status, O6). So what every decision reads, clones,
-//! compares and writes depends on the Room's open work, not on its past.
+//! whose calls are all settled and that holds no interpretation in flight becomes an
+//! [`ObjectiveRecord`] — the objective as it closed, its contributions and the late results
+//! it still held (D4) — which the store keeps beside the Room's history, found by its id and
+//! by [`RecordKey`]s. Nothing of it stays in the live state, so what every decision reads,
+//! clones, compares and writes depends on the Room's open work, not on its past.
 //!
-//! Facts about closed objectives that a rare decision needs (a memory entry's provenance, the
-//! content a redaction names) come in through [`Archive`], which the host answers from the
-//! records it read for that decision.
-
-use std::collections::BTreeSet;
+//! What a decision needs to know about a closed objective (a control or a correction refused
+//! because it ended, D3 and O14; a receipt from one of its assignees consumed without a
+//! reasoner call, O13; an explicit reference answered from its status, O6; a late result it
+//! kept, D4; a memory entry's provenance, M1; the content a redaction names, T2) comes in
+//! through [`Archive`]: the records the input names ([`crate::engine::Input::archive_needed`]),
+//! which the host reads for that decision.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,61 +20,6 @@ use crate::objective::{Objective, ObjectiveStatus};
 use crate::plan::TaskState;
 use crate::review::Contribution;
 use crate::state::HeldResult;
-
-/// What the live state keeps of a closed objective.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClosedObjective {
-    pub(crate) status: ObjectiveStatus,
-    pub(crate) revision: u64,
-    pub(crate) control_revision: u64,
-    /// The principals its tasks were assigned to, in any plan version: a receipt from one
-    /// of them is consumed without a reasoner call (O13).
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub(crate) assignees: BTreeSet<PrincipalId>,
-    /// The operations whose late results it held when it closed (D4): they went to its record
-    /// as evidence, and deciding one is refused by D4 as for any closed objective's.
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub(crate) held: BTreeSet<OperationId>,
-}
-
-impl ClosedObjective {
-    /// What the live state keeps of `objective`.
-    pub(crate) fn of(objective: &Objective) -> Self {
-        Self {
-            status: objective.status,
-            revision: objective.revision,
-            control_revision: objective.control_revision,
-            assignees: objective
-                .plans
-                .iter()
-                .flat_map(|plan| plan.tasks())
-                .map(|task| task.assignee().clone())
-                .collect(),
-            held: BTreeSet::new(),
-        }
-    }
-
-    /// How it ended: completed or canceled.
-    pub fn status(&self) -> ObjectiveStatus {
-        self.status
-    }
-    /// Its objective revision when it closed (O10).
-    pub fn revision(&self) -> u64 {
-        self.revision
-    }
-    /// Its control revision when it closed (D3).
-    pub fn control_revision(&self) -> u64 {
-        self.control_revision
-    }
-    /// Whether `principal` was assigned a task of it.
-    pub fn was_assigned(&self, principal: &PrincipalId) -> bool {
-        self.assignees.contains(principal)
-    }
-    /// Whether it held the late result of `op` when it closed (D4).
-    pub fn held(&self, op: OperationId) -> bool {
-        self.held.contains(&op)
-    }
-}
 
 /// A closed objective as its record keeps it: the objective when it left the live state and
 /// every contribution made for it (superseded ones included, O5), in id order.
@@ -95,6 +39,22 @@ impl ObjectiveRecord {
     /// The objective's id.
     pub fn id(&self) -> ObjectiveId {
         self.objective.id
+    }
+    /// How it ended: completed or canceled.
+    pub fn status(&self) -> ObjectiveStatus {
+        self.objective.status
+    }
+    /// Whether `principal` was assigned a task of it, in any plan version (O13).
+    pub fn was_assigned(&self, principal: &PrincipalId) -> bool {
+        self.objective
+            .plans
+            .iter()
+            .flat_map(|plan| plan.tasks())
+            .any(|task| task.assignee() == principal)
+    }
+    /// Whether it kept the late result of `op` (D4).
+    pub fn holds(&self, op: OperationId) -> bool {
+        self.held.iter().any(|h| h.op == op)
     }
     /// The contribution of this id, if it was made for this objective.
     pub fn contribution(&self, id: ContributionId) -> Option<&Contribution> {
@@ -135,6 +95,10 @@ impl ObjectiveRecord {
 /// content a redaction names).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RecordKey {
+    /// Its objective id.
+    Objective(ObjectiveId),
+    /// A late result it kept (D4), by its operation.
+    Held(OperationId),
     /// A contribution made for it.
     Contribution(ContributionId),
     /// Its owner message or one of its owner corrections.
@@ -147,6 +111,8 @@ impl RecordKey {
     /// The key as the stores keep it.
     pub fn text(&self) -> String {
         match self {
+            RecordKey::Objective(id) => format!("objective:{id}"),
+            RecordKey::Held(op) => format!("held:{op}"),
             RecordKey::Contribution(id) => format!("contribution:{id}"),
             RecordKey::OwnerMessage(id) => format!("event:{id}"),
             RecordKey::Content(digest) => format!("content:{}", digest.as_str()),
@@ -156,7 +122,11 @@ impl RecordKey {
     /// Every key of `record`, each once, in order.
     pub fn of(record: &ObjectiveRecord) -> Vec<RecordKey> {
         let objective = &record.objective;
-        let mut keys = vec![RecordKey::OwnerMessage(objective.origin())];
+        let mut keys = vec![
+            RecordKey::Objective(objective.id()),
+            RecordKey::OwnerMessage(objective.origin()),
+        ];
+        keys.extend(record.held.iter().map(|h| RecordKey::Held(h.op)));
         keys.extend(
             objective
                 .corrections()
@@ -189,6 +159,8 @@ pub trait Archive {
     fn names(&self, digest: &ContentDigest) -> bool;
     /// The record of closed objective `objective`, when it was read for this decision.
     fn record(&self, objective: ObjectiveId) -> Option<&ObjectiveRecord>;
+    /// The record of the closed objective that kept the late result of `op` (D4).
+    fn holding(&self, op: OperationId) -> Option<&ObjectiveRecord>;
 }
 
 /// No records read: the decision needs none (most inputs).
@@ -208,10 +180,13 @@ impl Archive for NoArchive {
     fn record(&self, _: ObjectiveId) -> Option<&ObjectiveRecord> {
         None
     }
+    fn holding(&self, _: OperationId) -> Option<&ObjectiveRecord> {
+        None
+    }
 }
 
 /// The records the host read for a decision.
-impl Archive for Vec<ObjectiveRecord> {
+impl Archive for [ObjectiveRecord] {
     fn has_contribution(&self, id: ContributionId) -> bool {
         self.iter().any(|r| r.contribution(id).is_some())
     }
@@ -223,5 +198,27 @@ impl Archive for Vec<ObjectiveRecord> {
     }
     fn record(&self, objective: ObjectiveId) -> Option<&ObjectiveRecord> {
         self.iter().find(|r| r.id() == objective)
+    }
+    fn holding(&self, op: OperationId) -> Option<&ObjectiveRecord> {
+        self.iter().find(|r| r.holds(op))
+    }
+}
+
+/// The records the host read for a decision.
+impl Archive for Vec<ObjectiveRecord> {
+    fn has_contribution(&self, id: ContributionId) -> bool {
+        self.as_slice().has_contribution(id)
+    }
+    fn has_owner_message(&self, event: EventId) -> bool {
+        self.as_slice().has_owner_message(event)
+    }
+    fn names(&self, digest: &ContentDigest) -> bool {
+        self.as_slice().names(digest)
+    }
+    fn record(&self, objective: ObjectiveId) -> Option<&ObjectiveRecord> {
+        self.as_slice().record(objective)
+    }
+    fn holding(&self, op: OperationId) -> Option<&ObjectiveRecord> {
+        self.as_slice().holding(op)
     }
 }

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::archive::{Archive, NoArchive};
 use crate::ids::{EventId, ObjectiveId, PrincipalId, RoomId, TaskIdentity};
 use crate::objective::{CriteriaError, Criterion, ObjectiveStatus};
 use crate::room::Role;
@@ -325,15 +326,30 @@ impl RoomState {
     ///   role still (T6): a wait ack always (and its call must not be aborting or fenced), a
     ///   receipt for an objective that is not completed or canceled.
     /// - Owner messages and explicit references are decided by the engine alone (O9, O6).
+    ///
+    /// An objective that closed and left the live state is judged by its record, when the
+    /// caller read it ([`RoomState::admits_event_with`]); here it is unknown.
     pub fn admits_event(&self, author: &PrincipalId, body: &EventBody) -> Result<(), EventRefusal> {
+        self.admits_event_with(author, body, &NoArchive)
+    }
+
+    /// [`RoomState::admits_event`], with the records `archive` holds (an objective `body`
+    /// names that is not live, read by [`Input::archive_needed`](crate::engine::Input)).
+    pub fn admits_event_with(
+        &self,
+        author: &PrincipalId,
+        body: &EventBody,
+        archive: &dyn Archive,
+    ) -> Result<(), EventRefusal> {
         let find = |kind: EventKind, objective: ObjectiveId| {
             self.objective(objective)
                 .ok_or(EventRefusal::UnknownObjective { kind, objective })
         };
-        // A closed objective that left the live state: what it keeps decides (O13, O14).
+        // A closed objective that left the live state: its record decides (O13, O14).
         if let Some((objective, closed)) = body
             .objective()
-            .and_then(|id| self.closed_objective(id).map(|c| (id, c)))
+            .filter(|id| self.objective(*id).is_none())
+            .and_then(|id| archive.record(id).map(|r| (id, r)))
         {
             return match body {
                 EventBody::OwnerCorrection { .. } if !self.members().has(author, Role::Owner) => {

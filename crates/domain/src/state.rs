@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::archive::{ClosedObjective, ObjectiveRecord};
+use crate::archive::ObjectiveRecord;
 use crate::artifact::ContentDigest;
 use crate::ids::{
     ContributionId, EventId, ObjectiveId, OperationId, PoolId, PrincipalId, RoomId, TaskIdentity,
@@ -13,7 +13,7 @@ use crate::ids::{
 use crate::ledger::{BudgetLedger, LedgerError};
 use crate::memory::Memory;
 use crate::money::UsdMicros;
-use crate::objective::{Interpretation, Objective, ObjectiveStatus, ObservedRevisions};
+use crate::objective::{Interpretation, Objective, ObservedRevisions};
 use crate::policy::{AccessPolicy, RoomPolicy};
 use crate::redaction::Redactions;
 use crate::review::{Contribution, ReportRef};
@@ -344,16 +344,11 @@ pub struct RoomState {
     /// redactions existed, or never redacted): such states serialize as they did.
     #[serde(default, skip_serializing_if = "Redactions::is_empty")]
     pub(crate) redactions: Redactions,
-    /// What the rules still consult about closed objectives, which left the live state as
-    /// records (issue 21). Absent in states without any (written before objectives closed
-    /// out of the live state, or none closed yet): such states serialize as they did.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) closed: BTreeMap<ObjectiveId, ClosedObjective>,
 }
 
 /// The names of a [`RoomState`]'s top-level sections: the members of its JSON document, in
 /// the order it serializes them.
-pub const STATE_SECTIONS: [&str; 15] = [
+pub const STATE_SECTIONS: [&str; 14] = [
     "room",
     "policy",
     "access",
@@ -368,7 +363,6 @@ pub const STATE_SECTIONS: [&str; 15] = [
     "memory",
     "pool",
     "redactions",
-    "closed",
 ];
 
 impl RoomState {
@@ -396,7 +390,6 @@ impl RoomState {
             memory,
             pool,
             redactions,
-            closed,
         } = self;
         let mut changed = Vec::new();
         macro_rules! section {
@@ -420,7 +413,6 @@ impl RoomState {
         section!(memory);
         section!(pool);
         section!(redactions);
-        section!(closed);
         Ok(changed)
     }
 
@@ -452,7 +444,6 @@ impl RoomState {
             memory: Memory::default(),
             pool: None,
             redactions: Redactions::default(),
-            closed: BTreeMap::new(),
         })
     }
 
@@ -489,25 +480,6 @@ impl RoomState {
     pub fn objective(&self, id: ObjectiveId) -> Option<&Objective> {
         self.objectives.iter().find(|o| o.id == id)
     }
-    /// What the live state keeps of closed objectives whose records left it, by id.
-    pub fn closed(&self) -> &BTreeMap<ObjectiveId, ClosedObjective> {
-        &self.closed
-    }
-    /// What the live state keeps of closed objective `id`, once its record left it.
-    pub fn closed_objective(&self, id: ObjectiveId) -> Option<&ClosedObjective> {
-        self.closed.get(&id)
-    }
-    /// Whether the Room has objective `id`, live or closed.
-    pub fn knows_objective(&self, id: ObjectiveId) -> bool {
-        self.closed.contains_key(&id) || self.objective(id).is_some()
-    }
-    /// The status of objective `id`, live or closed.
-    pub fn objective_status(&self, id: ObjectiveId) -> Option<ObjectiveStatus> {
-        self.objective(id)
-            .map(Objective::status)
-            .or_else(|| self.closed.get(&id).map(ClosedObjective::status))
-    }
-
     /// Whether `event` is an owner message the live state holds: pending interpretation, or
     /// the origin or a correction of an objective in it.
     pub fn has_owner_message(&self, event: EventId) -> bool {
@@ -528,8 +500,7 @@ impl RoomState {
     /// Moves every objective that has ended and holds nothing open out of the live state:
     /// completed or canceled, no call of it still holding a reservation (they settle as
     /// usual, B3, and a result that returns late may still become a held contribution, D4),
-    /// no owner message interpreted for it. Each leaves a [`ClosedObjective`] behind and is
-    /// returned as its record, with its contributions and the late results of it still held
+    /// no owner message interpreted for it. Each is returned as its record, with its contributions and the late results of it still held
     /// (a closed objective readmits none, D4: they stay evidence), which leave the live state
     /// too, in creation order.
     pub(crate) fn archive_closed(&mut self) -> Vec<ObjectiveRecord> {
@@ -572,9 +543,6 @@ impl RoomState {
                     .iter()
                     .filter_map(|op| self.held.remove(op))
                     .collect();
-                let mut closed = ClosedObjective::of(&objective);
-                closed.held = held_ops.into_iter().collect();
-                self.closed.insert(objective.id, closed);
                 ObjectiveRecord {
                     objective,
                     contributions,
@@ -585,9 +553,9 @@ impl RoomState {
     }
     /// A read view of the Room with `records` of closed objectives put back (issue 21): each
     /// whose objective left the live state is among the objectives again, ahead of the live
-    /// ones and in the records' order, with its contributions and the late results it held,
-    /// and no longer in [`RoomState::closed`]. A record of an objective the state still holds
-    /// live (one read after this state was loaded) is skipped. What people and agents are
+    /// ones and in the records' order, with its contributions and the late results it held.
+    /// A record of an objective the state holds live (one read after this state was loaded,
+    /// or given twice) is skipped. What people and agents are
     /// shown of a Room's past reads from such a view ("readable as today"); it is never
     /// decided on nor committed: decisions read the live state, and ask for records through
     /// [`Archive`](crate::archive::Archive).
@@ -595,7 +563,8 @@ impl RoomState {
     pub fn with_records(mut self, records: impl IntoIterator<Item = ObjectiveRecord>) -> Self {
         let mut restored = Vec::new();
         for record in records {
-            if self.closed.remove(&record.objective.id).is_none() {
+            let id = record.objective.id;
+            if self.objective(id).is_some() || restored.iter().any(|o: &Objective| o.id == id) {
                 continue;
             }
             for contribution in record.contributions {
@@ -644,15 +613,5 @@ impl RoomState {
     /// Results held for readmission (D4).
     pub fn held_results(&self) -> &BTreeMap<OperationId, HeldResult> {
         &self.held
-    }
-    /// The objective whose late result of `op` is held (D4): in the live state, or kept by a
-    /// closed objective's record (deciding it is then refused by D4, as for any closed one).
-    pub fn late_result_of(&self, op: OperationId) -> Option<ObjectiveId> {
-        self.held.get(&op).map(|h| h.objective).or_else(|| {
-            self.closed
-                .iter()
-                .find(|(_, closed)| closed.held(op))
-                .map(|(id, _)| *id)
-        })
     }
 }

@@ -265,7 +265,7 @@ impl RoomTools {
         stored: StoredRoom,
         objective: ObjectiveId,
     ) -> Result<StoredRoom, ToolError> {
-        if stored.state.closed_objective(objective).is_none() {
+        if stored.state.objective(objective).is_some() {
             return Ok(stored);
         }
         Ok(self

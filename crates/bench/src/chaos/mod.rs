@@ -769,12 +769,13 @@ async fn quiet(store: &dyn Stores, room: &RoomId, accepted: usize) -> anyhow::Re
         return Ok(false);
     };
     let state = &stored.state;
+    let closed = store.all_objective_records(room).await?.len();
     Ok(state.operations().is_empty()
         && store.operations(OperationFilter::Open).await?.is_empty()
         && store.unaccepted_events(room, 1).await?.is_empty()
         && state.intake().values().all(|i| i.held().is_some())
         // Closed objectives that left the live state count: they were accepted.
-        && state.objectives().len() + state.closed().len() + state.intake().len() >= accepted
+        && state.objectives().len() + closed + state.intake().len() >= accepted
         && state.objectives().iter().all(|o| {
             !matches!(
                 o.status(),

@@ -50,7 +50,10 @@ impl Ctx<'_, '_> {
         }
         // The rules of the event's kind, as the Room is now (the service checked them before
         // storing it; the Room may have moved since).
-        if let Err(refusal) = self.state.admits_event(&event.author, &event.body) {
+        if let Err(refusal) =
+            self.state
+                .admits_event_with(&event.author, &event.body, self.env.archive)
+        {
             let objective = event
                 .body
                 .objective()
@@ -140,15 +143,15 @@ impl Ctx<'_, '_> {
         task: Option<TaskIdentity>,
     ) {
         let Some(idx) = self.objective_index(objective).ok() else {
-            // A closed objective is answered from what the live state keeps of it.
-            let Some(closed) = self.state.closed.get(&objective) else {
+            // A closed objective is answered from its record.
+            let Some(closed) = self.env.archive.record(objective) else {
                 self.reject(None, Rule::O6, format!("{event}: no objective {objective}"));
                 return;
             };
             let text = format!(
                 "objective {objective} is {} at revision {}{}",
-                closed.status,
-                closed.revision,
+                closed.status(),
+                closed.objective.revision,
                 task.map_or_else(String::new, |t| format!("; task {t} is in its record"))
             );
             self.accept(
@@ -200,8 +203,9 @@ impl Ctx<'_, '_> {
         // A receipt names an objective of this Room and comes from an assignee of its tasks
         // (`RoomState::admits_event`, checked before).
         let Some(idx) = objective.and_then(|id| self.objective_index(id).ok()) else {
-            if let Some((id, closed)) =
-                objective.and_then(|id| self.state.closed.get(&id).map(|c| (id, c.status)))
+            if let Some((id, closed)) = objective
+                .and_then(|id| self.env.archive.record(id))
+                .map(|r| (r.id(), r.status()))
             {
                 self.accept(
                     Some(id),

@@ -272,10 +272,22 @@ impl Input {
 }
 
 impl Input {
+    /// The objective this input names, if it names one: a control, a review, a task update,
+    /// or an accepted event about an objective.
+    pub fn objective_named(&self) -> Option<ObjectiveId> {
+        match self {
+            Input::Control { objective, .. }
+            | Input::RecordReview { objective, .. }
+            | Input::UpdateTask { objective, .. } => Some(*objective),
+            Input::EventAccepted(event) => event.body.objective(),
+            _ => None,
+        }
+    }
+
     /// What this input's decision asks about closed objectives that left the live state: a
     /// memory entry's provenance (M1) or the content a redaction names, when the live state
-    /// does not hold it; the record of a closed objective whose task an assignee confirms
-    /// done (T2). The host reads the records found by these keys into
+    /// does not hold it; the objective an input names, or the late result it decides, when
+    /// it is not live. The host reads the records found by these keys into
     /// [`Env::archive`].
     pub fn archive_needed(&self, state: &RoomState) -> Vec<RecordKey> {
         match self {
@@ -297,17 +309,17 @@ impl Input {
             } if !state.names_content(digest) => {
                 vec![RecordKey::Content(digest.clone())]
             }
-            // T2: an assignee confirming its task done after the objective closed proves it
-            // by the objective's record.
-            Input::UpdateTask {
-                objective,
-                status: Column::Done,
-                contribution: Some(contribution),
-                ..
-            } if state.closed_objective(*objective).is_some() => {
-                vec![RecordKey::Contribution(*contribution)]
+            // D4: a late result that is not live may be one a closed objective kept.
+            Input::DecideLateResult { op, .. } if !state.held_results().contains_key(op) => {
+                vec![RecordKey::Held(*op)]
             }
-            _ => Vec::new(),
+            // An objective named that is not live may have closed (D3, O6, O13, O14, R2, T2:
+            // its record answers; an assignee confirming its task done proves it there).
+            _ => self
+                .objective_named()
+                .filter(|id| state.objective(*id).is_none())
+                .map(|id| vec![RecordKey::Objective(id)])
+                .unwrap_or_default(),
         }
     }
 }
@@ -1002,7 +1014,7 @@ impl Ctx<'_, '_> {
             Ok(idx) => return Ok(Some(idx)),
             Err(unknown) => unknown,
         };
-        let Some(status) = self.state.closed.get(&id).map(|c| c.status) else {
+        let Some(status) = self.env.archive.record(id).map(ObjectiveRecord::status) else {
             return Err(unknown);
         };
         if self.authorized(by, permission, Some(id)) {

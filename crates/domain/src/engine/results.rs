@@ -334,8 +334,8 @@ impl Ctx<'_, '_> {
         let Some(held) = self.state.held.get(&op).cloned() else {
             // A late result of a closed objective whose record left the live state stays
             // evidence there (D4), as it would in the live state.
-            let closed = self.state.closed.iter().find(|(_, c)| c.held(op));
-            let Some((objective, status)) = closed.map(|(id, c)| (*id, c.status)) else {
+            let closed = self.env.archive.holding(op);
+            let Some((objective, status)) = closed.map(|r| (r.id(), r.status())) else {
                 return Err(InputError::NothingHeld(op));
             };
             if self.authorized(by, Permission::LateResultDecide, Some(objective)) {
@@ -426,7 +426,7 @@ impl Ctx<'_, '_> {
         // any other move is refused by D3 below.
         if let (Column::Done, Some(c)) = (status, contribution)
             && let Some(record) = self.env.archive.record(objective)
-            && self.state.closed.contains_key(&objective)
+            && self.state.objective(objective).is_none()
             && record.completed_by(task, c, by)
         {
             if self.authorized(by, Permission::TaskUpdateOwn, Some(objective)) {

@@ -9,7 +9,7 @@ use agentroom_domain::ids::{ObjectiveId, OperationId};
 use agentroom_domain::ledger::Balances as LedgerBalances;
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::room::Permission;
-use agentroom_ports::{OperationStatus, Resolution, ResolutionOutcome};
+use agentroom_ports::{OperationStatus, Resolution, ResolutionOutcome, StoredRoom};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::Extensions;
 use rmcp::{Json, tool, tool_router};
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::{Applied, Balances, Checked, applied, check_key, json};
-use crate::{RoomTools, ToolError};
+use crate::{Caller, RoomTools, ToolError};
 
 /// The most ledger entries `budget_show` answers with.
 pub const MAX_LEDGER_ENTRIES: usize = 200;
@@ -233,14 +233,20 @@ fn balances(of: LedgerBalances) -> Balances {
     }
 }
 
-/// `text` as an objective id of the caller's Room, or not found.
-fn objective_in(
-    state: &agentroom_domain::state::RoomState,
-    text: &str,
-) -> Result<ObjectiveId, ToolError> {
-    let unknown = || ToolError::NotFound(format!("no objective {text} in this room"));
-    let id: ObjectiveId = text.parse().map_err(|_| unknown())?;
-    state.knows_objective(id).then_some(id).ok_or_else(unknown)
+impl RoomTools {
+    /// `text` as an objective id of the caller's Room, open or closed (its record read then),
+    /// or not found.
+    async fn objective_in(
+        &self,
+        caller: &Caller,
+        stored: StoredRoom,
+        text: &str,
+    ) -> Result<ObjectiveId, ToolError> {
+        let unknown = || ToolError::NotFound(format!("no objective {text} in this room"));
+        let id: ObjectiveId = text.parse().map_err(|_| unknown())?;
+        let shown = self.showing(caller, stored, id).await?;
+        shown.state.objective(id).map(|_| id).ok_or_else(unknown)
+    }
 }
 
 /// `text` as an operation id, or not found (`what` names what was looked for).
@@ -392,7 +398,7 @@ impl RoomTools {
         let (caller, stored) = self
             .authorized(&context, Permission::ObjectiveControl)
             .await?;
-        let objective = objective_in(&stored.state, &input.objective)?;
+        let objective = self.objective_in(&caller, stored, &input.objective).await?;
         self.deciding("controlling an objective")?;
         let action = match input.action {
             Control::Pause => ControlAction::Pause,
@@ -462,7 +468,11 @@ impl RoomTools {
             .authorized(&context, Permission::LateResultDecide)
             .await?;
         let op = operation_id(&input.operation, "held result of operation")?;
-        if stored.state.late_result_of(op).is_none() {
+        if !self
+            .coordinator
+            .holds_late_result(&caller.room, &stored, op)
+            .await?
+        {
             return Err(ToolError::NotFound(format!(
                 "no held result of operation {op}"
             )));

@@ -225,20 +225,13 @@ async fn second_segment<S: Send + Sync>(parts: &mut Parts, state: &S) -> Result<
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct KnownObjective(pub(crate) ObjectiveId);
 
-impl<S: Send + Sync> FromRequestParts<S> for KnownObjective {
+impl FromRequestParts<ApiState> for KnownObjective {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        let text = second_segment(parts, state).await?;
-        let unknown = || ApiError::NotFound(format!("no objective {text} in this room"));
-        let id: ObjectiveId = text.parse().map_err(|_| unknown())?;
-        if !caller.stored.state.knows_objective(id) {
-            return Err(ApiError::NotFound(format!(
-                "no objective {id} in this room"
-            )));
-        }
-        Ok(KnownObjective(id))
+    async fn from_request_parts(parts: &mut Parts, api: &ApiState) -> Result<Self, ApiError> {
+        ObjectiveView::from_request_parts(parts, api)
+            .await
+            .map(|view| KnownObjective(view.id))
     }
 }
 
@@ -266,7 +259,11 @@ impl FromRequestParts<ApiState> for ObjectiveView {
 
     async fn from_request_parts(parts: &mut Parts, api: &ApiState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, api).await?;
-        let KnownObjective(id) = KnownObjective::from_request_parts(parts, api).await?;
+        let text = second_segment(parts, api).await?;
+        let id: ObjectiveId = text
+            .parse()
+            .map_err(|_| ApiError::NotFound(format!("no objective {text} in this room")))?;
+        // A closed objective left the live state: its record shows it (one more read).
         let room = if caller.stored.state.objective(id).is_some() {
             caller.stored
         } else {
@@ -386,16 +383,21 @@ impl FromRequestParts<ApiState> for ReadableContribution {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HeldOperation(pub(crate) OperationId);
 
-impl<S: Send + Sync> FromRequestParts<S> for HeldOperation {
+impl FromRequestParts<ApiState> for HeldOperation {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        let text = second_segment(parts, state).await?;
+    async fn from_request_parts(parts: &mut Parts, api: &ApiState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, api).await?;
+        let text = second_segment(parts, api).await?;
         let op: OperationId = text
             .parse()
             .map_err(|_| ApiError::NotFound(format!("no held result of operation {text}")))?;
-        if caller.stored.state.late_result_of(op).is_none() {
+        // Live, or kept by a closed objective's record (deciding it is refused by D4).
+        if !api
+            .rooms
+            .holds_late_result(&caller.room, &caller.stored, op)
+            .await?
+        {
             return Err(ApiError::NotFound(format!(
                 "no held result of operation {op}"
             )));

@@ -362,7 +362,7 @@ pub(crate) async fn post_event(
             }),
         },
         PostEvent::ExplicitReference { objective, task } => {
-            known_objective(&caller, objective)?;
+            known_objective(&api, &caller, objective).await?;
             EventBody::ExplicitReference { objective, task }
         }
         PostEvent::WaitAck {
@@ -393,11 +393,22 @@ pub(crate) async fn post_event(
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
 }
 
-fn known_objective(caller: &Caller, objective: ObjectiveId) -> Result<(), ApiError> {
-    caller
-        .stored
-        .state
-        .knows_objective(objective)
+/// 404 unless the caller's Room has objective `objective`, open or closed (its record read
+/// then).
+async fn known_objective(
+    api: &ApiState,
+    caller: &Caller,
+    objective: ObjectiveId,
+) -> Result<(), ApiError> {
+    let known = caller.stored.state.objective(objective).is_some()
+        || api
+            .rooms
+            .room_for_objective(&caller.room, objective)
+            .await?
+            .state
+            .objective(objective)
+            .is_some();
+    known
         .then_some(())
         .ok_or_else(|| ApiError::NotFound(format!("no objective {objective} in this room")))
 }

@@ -1144,7 +1144,12 @@ async fn a_whole_objective_runs_through_the_http_api_alone() {
         .unwrap()
         .unwrap();
     assert!(live.state.objectives().is_empty(), "open work only");
-    assert!(live.state.closed_objective(id.parse().unwrap()).is_some());
+    let record = app
+        .store
+        .objective_record(live.state.room(), id.parse().unwrap())
+        .await
+        .unwrap();
+    assert!(record.is_some(), "its record holds it");
     let listed = app.get("olive", "/v1/rooms/local/objectives").await;
     assert_eq!(listed["items"][0]["status"], "completed", "{listed}");
     let room = app.get("olive", "/v1/rooms/local").await;
