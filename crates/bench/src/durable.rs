@@ -72,7 +72,7 @@ pub(crate) struct Args {
     rounds: usize,
 }
 
-fn p(id: &str) -> anyhow::Result<PrincipalId> {
+pub(crate) fn p(id: &str) -> anyhow::Result<PrincipalId> {
     PrincipalId::parse(id).with_context(|| format!("principal {id}"))
 }
 
@@ -103,7 +103,11 @@ impl Provider for NoOp {
 
 /// The PostgreSQL store over a pool of at most `connections`, its connections named `app` so
 /// that their server backends can be found (`pg_stat_activity.application_name`).
-async fn store_on(url: &str, connections: u32, app: &str) -> anyhow::Result<Arc<PgRooms>> {
+pub(crate) async fn store_on(
+    url: &str,
+    connections: u32,
+    app: &str,
+) -> anyhow::Result<Arc<PgRooms>> {
     let options = PgConnectOptions::from_str(url)
         .context("parsing the database URL")?
         .application_name(app);
@@ -132,7 +136,7 @@ fn runner(name: &str) -> RunnerConfig {
 
 /// Creates the Room `name` (owner `olive`) and grants `oscar` the operator role through the
 /// service, as `agentroom room create` and the drill do.
-async fn create_room(coordinator: &Coordinator, name: &str) -> anyhow::Result<RoomId> {
+pub(crate) async fn create_room(coordinator: &Coordinator, name: &str) -> anyhow::Result<RoomId> {
     let state = RoomState::new(RoomSetup {
         room: RoomId::parse(name)?,
         owner: p("olive")?,

@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod durable;
+mod idle;
 mod planning;
 
 use agentroom_bench::floor;
@@ -38,6 +39,9 @@ enum Command {
     /// An objective of N sequential tasks plus review through a real `agentroom serve` on
     /// PostgreSQL: write commits and µs per task next to the raw commit floor of the same run.
     Room(agentroom_bench::path::room::Args),
+    /// Write transactions per second of a host process whose calls all wait (PostgreSQL):
+    /// one heartbeat per process per interval, whatever the calls in flight.
+    Idle(idle::Args),
 }
 
 /// Which stores `chaos` runs on.
@@ -170,5 +174,6 @@ fn main() -> anyhow::Result<()> {
         Command::Chaos(args) => chaos(&args),
         Command::Aging(args) => agentroom_bench::path::aging::run(&args),
         Command::Room(args) => agentroom_bench::path::room::run(&args),
+        Command::Idle(args) => idle::run(&args),
     }
 }
