@@ -114,7 +114,11 @@ impl HostedSpecialists {
         submission: Submission,
     ) -> Result<(), SubmitError> {
         let mut waiting = self.lock();
-        if let Some(recorded) = self.journal.get(op) {
+        let recorded = self
+            .journal
+            .get(op)
+            .map_err(|e| SubmitError::Unrecorded(Box::new(e)))?;
+        if let Some(recorded) = recorded {
             if recorded.principal.as_ref() != Some(principal) {
                 return Err(SubmitError::NotYours {
                     op,
@@ -198,8 +202,15 @@ impl Specialist for HostedSpecialists {
         let (reply, submitted) = oneshot::channel();
         {
             let mut waiting = self.lock();
-            if let Some(recorded) = self.journal.get(call.op) {
-                return recorded_outcome(recorded);
+            match self.journal.get(call.op) {
+                Ok(Some(recorded)) => return recorded_outcome(recorded),
+                Ok(None) => {}
+                // Whether a result was recorded is unknown: never ask for it again (D2).
+                Err(err) => {
+                    return AgentOutcome::Uncertain {
+                        reason: format!("the hosted journal cannot be read: {err}"),
+                    };
+                }
             }
             waiting.insert(
                 call.op,
@@ -276,7 +287,12 @@ impl Reconciler for HostedReconciler {
         if self.hosted.lock().contains_key(&op) {
             return Ok(None);
         }
-        Ok(Some(match self.hosted.journal.get(op) {
+        let recorded = self
+            .hosted
+            .journal
+            .get(op)
+            .map_err(|e| ReconcileError(e.to_string()))?;
+        Ok(Some(match recorded {
             Some(execution) => Reconciliation::Executed {
                 charge: execution.charge,
                 result: execution.result,

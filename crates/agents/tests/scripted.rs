@@ -276,8 +276,8 @@ fn a_torn_journal_tail_is_cut_off_and_a_corrupt_line_is_reported() {
     .to_string();
     std::fs::write(&path, format!("{line}\n{{\"op\": \"00000000-00")).unwrap();
     let journal = Journal::open(&path).unwrap();
-    assert_eq!(journal.executions().len(), 1);
-    assert_eq!(journal.executions()[0].principal, Some(p("sam")));
+    assert_eq!(journal.executions().unwrap().len(), 1);
+    assert_eq!(journal.executions().unwrap()[0].principal, Some(p("sam")));
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
         format!("{line}\n"),

@@ -6,10 +6,15 @@
 //! tail without one: that call never returned, so by this record it never ran; opening the
 //! journal cuts the tail off and readers ignore it. Any other unreadable line is corruption and
 //! is reported, never skipped.
+//!
+//! In memory the journal and its reconciler keep only where each operation's line starts
+//! (issue 21: a host's memory must not grow with every result it ever recorded); a lookup
+//! reads that one line back.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
@@ -71,7 +76,11 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> JournalError + '_ {
 
 /// The whole lines of the journal at `path` and the length of the prefix they take; a missing
 /// file is an empty journal.
-fn read(path: &Path) -> Result<(Vec<Execution>, u64), JournalError> {
+/// Whole lines read: each execution with the offset its line starts at, the offset past the
+/// last of them, and the count of lines up to it.
+type Lines = (Vec<(u64, Execution)>, u64, usize);
+
+fn read(path: &Path) -> Result<(Vec<(u64, Execution)>, u64), JournalError> {
     let (executions, whole, _) = read_from(path, 0, 0)?;
     Ok((executions, whole))
 }
@@ -79,11 +88,7 @@ fn read(path: &Path) -> Result<(Vec<Execution>, u64), JournalError> {
 /// The whole lines of the journal at `path` from byte `offset` on (the end of a whole line,
 /// `lines` lines into the file), the offset past the last of them and the count of lines up
 /// to it. A missing file is an empty journal; a torn tail (no newline yet) is left for later.
-fn read_from(
-    path: &Path,
-    offset: u64,
-    lines: usize,
-) -> Result<(Vec<Execution>, u64, usize), JournalError> {
+fn read_from(path: &Path, offset: u64, lines: usize) -> Result<Lines, JournalError> {
     let mut file = match File::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -94,13 +99,13 @@ fn read_from(
     read_lines(&mut file, path, offset, lines)
 }
 
-/// [`read_from`] on a file already open.
+/// [`read_from`] on a file already open; each execution with the offset its line starts at.
 fn read_lines(
     file: &mut File,
     path: &Path,
     offset: u64,
     lines: usize,
-) -> Result<(Vec<Execution>, u64, usize), JournalError> {
+) -> Result<Lines, JournalError> {
     use std::io::{Read as _, Seek as _, SeekFrom};
     file.seek(SeekFrom::Start(offset)).map_err(io(path))?;
     let mut bytes = Vec::new();
@@ -108,11 +113,14 @@ fn read_lines(
     let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
     let mut executions = Vec::new();
     let mut count = lines;
+    let mut start = offset;
     for line in bytes[..whole].split(|b| *b == b'\n') {
         if whole == 0 {
             break;
         }
         count += 1;
+        let at = start;
+        start = start.saturating_add(u64::try_from(line.len()).unwrap_or(u64::MAX) + 1);
         if line.is_empty() {
             continue;
         }
@@ -122,7 +130,7 @@ fn read_lines(
                 line: count,
                 reason: e.to_string(),
             })?;
-        executions.push(execution);
+        executions.push((at, execution));
     }
     // `split` yields one empty piece after the last newline.
     let count = if whole == 0 { lines } else { count - 1 };
@@ -130,17 +138,64 @@ fn read_lines(
     Ok((executions, offset.saturating_add(read), count))
 }
 
+/// The execution whose line starts at `offset` of `file` (a whole line: it was read or
+/// written whole before its offset was kept).
+fn line_at(file: &File, path: &Path, offset: u64) -> Result<Execution, JournalError> {
+    let mut line = Vec::new();
+    let mut chunk = [0_u8; 4096];
+    let mut at = offset;
+    loop {
+        let n = file.read_at(&mut chunk, at).map_err(io(path))?;
+        let read = chunk.get(..n).unwrap_or_default();
+        if let Some(end) = read.iter().position(|b| *b == b'\n') {
+            line.extend_from_slice(read.get(..end).unwrap_or_default());
+            break;
+        }
+        if n == 0 {
+            return Err(JournalError::Corrupt {
+                path: path.display().to_string(),
+                line: 0,
+                reason: format!("no whole line at byte {offset}"),
+            });
+        }
+        line.extend_from_slice(read);
+        at = at.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+    serde_json::from_slice(&line).map_err(|e| JournalError::Corrupt {
+        path: path.display().to_string(),
+        line: 0,
+        reason: format!("the line at byte {offset}: {e}"),
+    })
+}
+
 /// The durable record of executed calls.
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
     state: Mutex<JournalState>,
+    /// What the file held when it was opened, by operation: the reply each used, which the
+    /// scripted agents resume from.
+    opened: Vec<Recorded>,
+}
+
+/// What a journal line says about the script: which reply of which role an operation used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    /// The operation.
+    pub op: OperationId,
+    /// The port it was called through.
+    pub role: CallRole,
+    /// Which reply of the scenario answered it.
+    pub reply: usize,
 }
 
 #[derive(Debug)]
 struct JournalState {
     file: File,
-    executions: BTreeMap<OperationId, Execution>,
+    /// Where each recorded operation's line starts.
+    offsets: HashMap<OperationId, u64>,
+    /// The length of the whole lines: where the next one starts.
+    end: u64,
 }
 
 impl Journal {
@@ -167,10 +222,27 @@ impl Journal {
                 .and_then(|d| d.sync_all())
                 .map_err(io(dir))?;
         }
-        let executions = executions.into_iter().map(|e| (e.op, e)).collect();
+        let mut offsets = HashMap::with_capacity(executions.len());
+        let mut opened = Vec::with_capacity(executions.len());
+        for (at, execution) in executions {
+            // An operation is recorded once; its first record stands.
+            if let std::collections::hash_map::Entry::Vacant(entry) = offsets.entry(execution.op) {
+                entry.insert(at);
+                opened.push(Recorded {
+                    op: execution.op,
+                    role: execution.role,
+                    reply: execution.reply,
+                });
+            }
+        }
         Ok(Self {
             path,
-            state: Mutex::new(JournalState { file, executions }),
+            state: Mutex::new(JournalState {
+                file,
+                offsets,
+                end: whole,
+            }),
+            opened,
         })
     }
 
@@ -179,14 +251,30 @@ impl Journal {
         &self.path
     }
 
-    /// What `op` executed, if it did.
-    pub fn get(&self, op: OperationId) -> Option<Execution> {
-        self.lock().executions.get(&op).cloned()
+    /// What the file held when it was opened, one per operation, in file order.
+    pub fn opened(&self) -> &[Recorded] {
+        &self.opened
     }
 
-    /// Every execution, by operation id.
-    pub fn executions(&self) -> Vec<Execution> {
-        self.lock().executions.values().cloned().collect()
+    /// What `op` executed, if it did (its line read back).
+    pub fn get(&self, op: OperationId) -> Result<Option<Execution>, JournalError> {
+        let state = self.lock();
+        state
+            .offsets
+            .get(&op)
+            .map(|at| line_at(&state.file, &self.path, *at))
+            .transpose()
+    }
+
+    /// Every execution, by operation id (the file read whole).
+    pub fn executions(&self) -> Result<Vec<Execution>, JournalError> {
+        let _state = self.lock();
+        let (lines, _) = read(&self.path)?;
+        let mut first: std::collections::BTreeMap<OperationId, Execution> = Default::default();
+        for (_, execution) in lines {
+            first.entry(execution.op).or_insert(execution);
+        }
+        Ok(first.into_values().collect())
     }
 
     /// Appends `execution` and syncs it to disk; the call may return only after this. An
@@ -194,18 +282,20 @@ impl Journal {
     /// returned.
     pub(crate) fn record(&self, execution: Execution) -> Result<Execution, JournalError> {
         let mut state = self.lock();
-        if let Some(first) = state.executions.get(&execution.op) {
-            return Ok(first.clone());
+        if let Some(at) = state.offsets.get(&execution.op) {
+            return line_at(&state.file, &self.path, *at);
         }
         let mut line = serde_json::to_vec(&execution).map_err(|e| JournalError::Corrupt {
             path: self.path.display().to_string(),
-            line: state.executions.len() + 1,
+            line: state.offsets.len() + 1,
             reason: e.to_string(),
         })?;
         line.push(b'\n');
         state.file.write_all(&line).map_err(io(&self.path))?;
         state.file.sync_data().map_err(io(&self.path))?;
-        state.executions.insert(execution.op, execution.clone());
+        let at = state.end;
+        state.end = at.saturating_add(u64::try_from(line.len()).unwrap_or(u64::MAX));
+        state.offsets.insert(execution.op, at);
         Ok(execution)
     }
 
@@ -237,7 +327,8 @@ pub struct JournalReconciler {
 /// What a reconciler has read of its journal.
 #[derive(Debug, Default)]
 struct Index {
-    executions: std::collections::HashMap<OperationId, Execution>,
+    /// Where each recorded operation's line starts.
+    offsets: HashMap<OperationId, u64>,
     /// The file read (device and inode): another file at the path is read anew.
     file: Option<(u64, u64)>,
     /// The byte offset past the last whole line read.
@@ -271,9 +362,9 @@ impl Index {
             return Ok(());
         }
         let (executions, read_to, lines) = read_lines(&mut file, path, self.read_to, self.lines)?;
-        for execution in executions {
+        for (at, execution) in executions {
             // An operation is recorded once; its first record stands.
-            self.executions.entry(execution.op).or_insert(execution);
+            self.offsets.entry(execution.op).or_insert(at);
         }
         self.read_to = read_to;
         self.lines = lines;
@@ -303,10 +394,16 @@ impl Reconciler for JournalReconciler {
             return Ok(None);
         }
         let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
-        index
-            .catch_up(&self.path)
-            .map_err(|e| ReconcileError(e.to_string()))?;
-        Ok(Some(match index.executions.get(&operation.op()) {
+        let unread = |e: JournalError| ReconcileError(e.to_string());
+        index.catch_up(&self.path).map_err(unread)?;
+        let recorded = match index.offsets.get(&operation.op()) {
+            Some(at) => {
+                let file = File::open(&self.path).map_err(|e| unread(io(&self.path)(e)))?;
+                Some(line_at(&file, &self.path, *at).map_err(unread)?)
+            }
+            None => None,
+        };
+        Ok(Some(match recorded {
             Some(execution) => Reconciliation::Executed {
                 charge: execution.charge,
                 result: execution.result.clone(),
@@ -350,11 +447,11 @@ mod tests {
         file.write_all(text.as_bytes()).unwrap();
     }
 
-    fn reason(index: &Index, n: u128) -> Option<String> {
-        index
-            .executions
-            .get(&op(n))
-            .map(|e| format!("{:?}", e.result))
+    /// The result recorded for operation `n`, read back from the line the index points at.
+    fn reason_in(index: &Index, path: &Path, n: u128) -> Option<String> {
+        let at = index.offsets.get(&op(n))?;
+        let file = File::open(path).unwrap();
+        Some(format!("{:?}", line_at(&file, path, *at).unwrap().result))
     }
 
     /// D2 at scale (issue 21): the reconciler's index reads only what was appended since its
@@ -366,21 +463,24 @@ mod tests {
         let path = dir.path().join("executions.jsonl");
         let mut index = Index::default();
         index.catch_up(&path).unwrap();
-        assert!(index.executions.is_empty(), "a missing journal is empty");
+        assert!(index.offsets.is_empty(), "a missing journal is empty");
 
         append(&path, &format!("{}\n{}\n", line(1, "one"), line(2, "two")));
         index.catch_up(&path).unwrap();
-        assert_eq!((index.executions.len(), index.lines), (2, 2));
+        assert_eq!((index.offsets.len(), index.lines), (2, 2));
         let torn = line(3, "three");
         let (head, tail) = torn.split_at(10);
         append(&path, head);
         index.catch_up(&path).unwrap();
-        assert!(reason(&index, 3).is_none(), "a torn tail is not read");
+        assert!(
+            reason_in(&index, &path, 3).is_none(),
+            "a torn tail is not read"
+        );
         append(&path, &format!("{tail}\n{}\n", line(1, "again")));
         index.catch_up(&path).unwrap();
-        assert!(reason(&index, 3).unwrap().contains("three"));
+        assert!(reason_in(&index, &path, 3).unwrap().contains("three"));
         assert!(
-            reason(&index, 1).unwrap().contains("one"),
+            reason_in(&index, &path, 1).unwrap().contains("one"),
             "the first record stands"
         );
         assert_eq!(index.read_to, std::fs::metadata(&path).unwrap().len());
@@ -394,8 +494,8 @@ mod tests {
 
         std::fs::write(&path, format!("{}\n", line(9, "nine"))).unwrap();
         index.catch_up(&path).unwrap();
-        assert_eq!(index.executions.len(), 1, "a replaced journal is read anew");
-        assert!(reason(&index, 9).unwrap().contains("nine"));
+        assert_eq!(index.offsets.len(), 1, "a replaced journal is read anew");
+        assert!(reason_in(&index, &path, 9).unwrap().contains("nine"));
 
         // Replaced by a longer file (renamed over it): another file, read from its start.
         let longer = dir.path().join("longer.jsonl");
@@ -405,7 +505,38 @@ mod tests {
         std::fs::write(&longer, text).unwrap();
         std::fs::rename(&longer, &path).unwrap();
         index.catch_up(&path).unwrap();
-        assert_eq!(index.executions.len(), 10, "every line of the new file");
-        assert!(reason(&index, 9).is_none() && reason(&index, 20).is_some());
+        assert_eq!(index.offsets.len(), 10, "every line of the new file");
+        assert!(reason_in(&index, &path, 9).is_none() && reason_in(&index, &path, 20).is_some());
+    }
+
+    fn execution(n: u128, reason: &str) -> Execution {
+        serde_json::from_str(&line(n, reason)).unwrap()
+    }
+
+    /// Issue 21: the journal keeps where each line starts, not the executions; a lookup reads
+    /// the line back, before and after a reopen, and a second record of an operation answers
+    /// its first.
+    #[test]
+    fn d2_a_journal_reads_each_execution_back_from_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("executions.jsonl");
+        let journal = Journal::open(&path).unwrap();
+        journal.record(execution(1, "one")).unwrap();
+        journal.record(execution(2, "two")).unwrap();
+        assert_eq!(journal.get(op(2)).unwrap(), Some(execution(2, "two")));
+        drop(journal);
+        // A torn tail (a crash mid-line) is cut off when it is opened again.
+        append(&path, &line(3, "torn")[..12]);
+        let journal = Journal::open(&path).unwrap();
+        let opened: Vec<OperationId> = journal.opened().iter().map(|r| r.op).collect();
+        assert_eq!(opened, vec![op(1), op(2)]);
+        assert_eq!(journal.get(op(3)).unwrap(), None);
+        journal.record(execution(3, "three")).unwrap();
+        let again = journal.record(execution(1, "again")).unwrap();
+        assert_eq!(again, execution(1, "one"), "the first record stands");
+        for (n, reason) in [(1, "one"), (2, "two"), (3, "three")] {
+            assert_eq!(journal.get(op(n)).unwrap(), Some(execution(n, reason)));
+        }
+        assert_eq!(journal.executions().unwrap().len(), 3);
     }
 }

@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use crate::contribution_id;
 use crate::router::Agents;
 
-pub use journal::{Execution, Journal, JournalError, JournalReconciler};
+pub use journal::{Execution, Journal, JournalError, JournalReconciler, Recorded};
 pub use scenario::{OwnerMessage, RoomSpec, Scenario, ScenarioError};
 use scenario::{ReasonerSays, ReviewerSays, SpecialistSays};
 
@@ -111,7 +111,7 @@ impl Scripted {
     pub fn with_journal(mut self, journal: Arc<Journal>) -> Self {
         {
             let mut cursors = self.lock();
-            for execution in journal.executions() {
+            for execution in journal.opened() {
                 let (cursor, repeats) = match execution.role {
                     CallRole::Reasoner => (
                         &mut cursors.reasoner,
@@ -180,10 +180,21 @@ impl Scripted {
         Ok(recorded)
     }
 
-    /// The recorded outcome of `op`, when the journal holds one.
-    fn replay(&self, op: OperationId) -> Option<(Charge, CallResult)> {
-        let execution = self.journal.as_ref()?.get(op)?;
-        Some((execution.charge, execution.result))
+    /// The recorded outcome of `op`, when the journal holds one; an error when the journal
+    /// cannot be read (then whether it ran is unknown: never run again blindly, D2).
+    fn replay(&self, op: OperationId) -> Result<Option<(Charge, CallResult)>, JournalError> {
+        let Some(journal) = self.journal.as_ref() else {
+            return Ok(None);
+        };
+        Ok(journal.get(op)?.map(|e| (e.charge, e.result)))
+    }
+}
+
+/// A journal that cannot be read: whether the call ran is unknown (D2), so it is not run.
+fn unreadable<T>(err: &JournalError) -> AgentOutcome<T> {
+    tracing::error!(%err, "the scripted journal cannot be read");
+    AgentOutcome::Uncertain {
+        reason: format!("the scripted agents' journal cannot be read: {err}"),
     }
 }
 
@@ -252,8 +263,10 @@ impl Reasoner for Scripted {
 
     #[tracing::instrument(skip_all, fields(op = %call.op))]
     async fn interpret(&self, call: &ReasonerCall) -> AgentOutcome<ReasonerResult> {
-        if let Some((charge, result)) = self.replay(call.op) {
-            return returned(charge, result, as_reasoner);
+        match self.replay(call.op) {
+            Ok(None) => {}
+            Err(err) => return unreadable(&err),
+            Ok(Some((charge, result))) => return returned(charge, result, as_reasoner),
         }
         // One lock from picking the reply to taking it: concurrent calls never share a reply.
         let mut cursors = self.lock();
@@ -315,8 +328,10 @@ impl Scripted {
         call: &SpecialistCall,
     ) -> (AgentOutcome<SpecialistResult>, std::time::Duration) {
         let now = std::time::Duration::ZERO;
-        if let Some((charge, result)) = self.replay(call.op) {
-            return (returned(charge, result, as_specialist), now);
+        match self.replay(call.op) {
+            Ok(None) => {}
+            Err(err) => return (unreadable(&err), now),
+            Ok(Some((charge, result))) => return (returned(charge, result, as_specialist), now),
         }
         let entries = &self.scenario.specialist;
         let mut cursors = self.lock();
@@ -467,8 +482,10 @@ impl Reviewer for Scripted {
 
     #[tracing::instrument(skip_all, fields(op = %call.op, principal = %call.principal))]
     async fn review(&self, call: &ReviewerCall) -> AgentOutcome<ReviewerResult> {
-        if let Some((charge, result)) = self.replay(call.op) {
-            return returned(charge, result, as_reviewer);
+        match self.replay(call.op) {
+            Ok(None) => {}
+            Err(err) => return unreadable(&err),
+            Ok(Some((charge, result))) => return returned(charge, result, as_reviewer),
         }
         let entries = &self.scenario.reviewer;
         let mut cursors = self.lock();
