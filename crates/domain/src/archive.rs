@@ -186,7 +186,7 @@ impl Archive for NoArchive {
 }
 
 /// The records the host read for a decision.
-impl Archive for [ObjectiveRecord] {
+impl Archive for Vec<ObjectiveRecord> {
     fn has_contribution(&self, id: ContributionId) -> bool {
         self.iter().any(|r| r.contribution(id).is_some())
     }
@@ -201,24 +201,5 @@ impl Archive for [ObjectiveRecord] {
     }
     fn holding(&self, op: OperationId) -> Option<&ObjectiveRecord> {
         self.iter().find(|r| r.holds(op))
-    }
-}
-
-/// The records the host read for a decision.
-impl Archive for Vec<ObjectiveRecord> {
-    fn has_contribution(&self, id: ContributionId) -> bool {
-        self.as_slice().has_contribution(id)
-    }
-    fn has_owner_message(&self, event: EventId) -> bool {
-        self.as_slice().has_owner_message(event)
-    }
-    fn names(&self, digest: &ContentDigest) -> bool {
-        self.as_slice().names(digest)
-    }
-    fn record(&self, objective: ObjectiveId) -> Option<&ObjectiveRecord> {
-        self.as_slice().record(objective)
-    }
-    fn holding(&self, op: OperationId) -> Option<&ObjectiveRecord> {
-        self.as_slice().holding(op)
     }
 }

@@ -449,18 +449,13 @@ pub async fn b1_operations_are_created_with_their_reservation_and_the_committers
     );
 }
 
-/// D2: a receipt is written once, only by the current lease generation; a stale generation
-/// can neither write one nor extend its heartbeat.
-pub async fn d2_a_receipt_is_written_once_and_only_by_the_current_generation<S: Store>(
-    store: Arc<S>,
-) {
-    let mut d = Driver::create(&*store, "fence", 1_000_000).await;
-    let decision = d.owner_message("go");
-    let op = reserved_op(&decision);
+/// The commit of `decision` (an accepted event) with every call it reserves leased to runner
+/// `a` for 0 ms: expired at once, claimable unless a heartbeat extends it.
+fn expiring<'a>(d: &'a Driver, decision: &'a Decision) -> Commit<'a> {
     let mut commit = Commit::decided(
         &d.room(),
         &d.state,
-        &decision,
+        decision,
         AT,
         "event_accepted",
         Some(&lease("a", 0)),
@@ -469,6 +464,18 @@ pub async fn d2_a_receipt_is_written_once_and_only_by_the_current_generation<S: 
         .operations
         .iter_mut()
         .for_each(|o| o.lease = Some(lease("a", 0)));
+    commit
+}
+
+/// D2: a receipt is written once, only by the current lease generation; a stale generation
+/// can neither write one nor extend its heartbeat.
+pub async fn d2_a_receipt_is_written_once_and_only_by_the_current_generation<S: Store>(
+    store: Arc<S>,
+) {
+    let mut d = Driver::create(&*store, "fence", 1_000_000).await;
+    let decision = d.owner_message("go");
+    let op = reserved_op(&decision);
+    let commit = expiring(&d, &decision);
     d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
     d.state = decision.state.clone();
     // The lease (0 ms) has expired: another runner claims it at generation 2.
@@ -653,18 +660,7 @@ pub async fn d3_one_heartbeat_extends_every_lease_fenced_on_each_generation<S: S
         let decision = d.owner_message("go");
         let op = reserved_op(&decision);
         // Leased for 0 ms: expired at once unless the heartbeat extends it.
-        let mut commit = Commit::decided(
-            &d.room(),
-            &d.state,
-            &decision,
-            AT,
-            "event_accepted",
-            Some(&lease("a", 0)),
-        );
-        commit
-            .operations
-            .iter_mut()
-            .for_each(|o| o.lease = Some(lease("a", 0)));
+        let mut commit = expiring(&d, &decision);
         if name == "beat-b" {
             commit.cancellations.push(op);
         }

@@ -1,7 +1,8 @@
 //! Holding a lease while a call runs: the process's one heartbeat ([`Beater`]) extends it at
 //! most a third of the lease apart, fenced on the generation; the abort fires when the
-//! heartbeat says fenced or cancel, or when no heartbeat got through for a whole lease (D3). Also the runner's call loop: calls that
-//! reached nothing are retried with jittered backoff within a window.
+//! heartbeat says fenced or cancel, or when no heartbeat got through for a whole lease (D3).
+//! Also the runner's call loop: calls that reached nothing are retried with jittered backoff
+//! within a window.
 
 use std::future::Future;
 use std::sync::Arc;
