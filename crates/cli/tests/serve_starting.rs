@@ -107,12 +107,7 @@ fn site() -> (Database, String, String) {
         .unwrap_or_else(|| panic!("no owner token: {printed}"))
         .trim()
         .to_owned();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    (db, owner, format!("127.0.0.1:{port}"))
+    (db, owner, format!("127.0.0.1:{}", support::free_port()))
 }
 
 /// `serve` on `db` at `address`, its stdout piped.

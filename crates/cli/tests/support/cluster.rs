@@ -6,7 +6,6 @@
 //! directory deleted when the guard drops, even while a failed test unwinds.
 #![allow(clippy::print_stderr, reason = "a skipped test says why on stderr")]
 
-use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -50,12 +49,6 @@ fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released).
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 /// A running private cluster; stopped and deleted on drop.
 pub struct Cluster {
     bin: PathBuf,
@@ -97,7 +90,7 @@ impl Cluster {
         let cluster = Cluster {
             bin,
             dir,
-            port: free_port(),
+            port: super::free_port(),
             as_root,
         };
         cluster.run(

@@ -35,6 +35,27 @@ use tempfile::TempDir;
 
 pub use database::Database;
 
+/// A TCP port on 127.0.0.1 that was free when asked (bound, read, released) and that this
+/// test process has not handed out before: tests of one binary run in parallel, and the
+/// kernel may give a just-released port to the next `bind(0)` before the first test's child
+/// process has bound it.
+pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if given.insert(port) {
+            return port;
+        }
+    }
+}
+
 pub const SIGKILL: i32 = 9;
 /// The drill's lease in the crash tests: short, so a restart waits little for a dead
 /// process's leases.
