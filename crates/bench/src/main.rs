@@ -8,6 +8,7 @@
 mod durable;
 mod idle;
 mod planning;
+mod recovery;
 
 use agentroom_bench::floor;
 use agentroom_bench::procfs::{TICK_US, cpu_ticks};
@@ -42,6 +43,12 @@ enum Command {
     /// Write transactions per second of a host process whose calls all wait (PostgreSQL):
     /// one heartbeat per process per interval, whatever the calls in flight.
     Idle(idle::Args),
+    /// A host with N calls in flight over M Rooms is SIGKILLed and `agentroom serve` starts
+    /// on what it left (PostgreSQL): its first `/health` answer, every call classified, ready.
+    Recovery(recovery::Args),
+    /// The host `recovery` kills (run by it).
+    #[command(hide = true)]
+    RecoveryFill(recovery::FillArgs),
 }
 
 /// Which stores `chaos` runs on.
@@ -175,5 +182,7 @@ fn main() -> anyhow::Result<()> {
         Command::Aging(args) => agentroom_bench::path::aging::run(&args),
         Command::Room(args) => agentroom_bench::path::room::run(&args),
         Command::Idle(args) => idle::run(&args),
+        Command::Recovery(args) => recovery::run(&args),
+        Command::RecoveryFill(args) => recovery::fill(&args),
     }
 }

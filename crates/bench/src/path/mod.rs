@@ -70,7 +70,7 @@ const RECOVER_EVERY: u32 = 10;
 pub(crate) const SETTLE: Duration = Duration::from_millis(2 * POLL_MS);
 
 /// The `agentroom` binary: `explicit`, or the one next to this binary.
-pub(crate) fn agentroom_binary(explicit: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
+pub fn agentroom_binary(explicit: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
     let binary = match explicit {
         Some(path) => path.clone(),
         None => std::env::current_exe()
