@@ -15,6 +15,7 @@
 //! - Recovery's evidence (receipts, confirmations, operators' resolutions) is decided the
 //!   same way, one call event at a time.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentroom_ports::domain::authority::required_role;
@@ -175,10 +176,44 @@ impl Shared {
         self: &Arc<Self>,
         mut recovery: Recovery,
     ) -> RecoveryReport {
-        for due in recovery.take_due() {
-            let (room, op) = (due.record.room.clone(), due.record.op());
-            let taken = self.call_events(&room, op, due.events.clone()).await;
-            recovery.taken(&due, taken);
+        // Each Room decides what is due to it in the order found; Rooms decide concurrently
+        // (issue 21: recovery is not one operation at a time across the whole store).
+        let due = recovery.take_due();
+        let mut by_room: BTreeMap<RoomId, Vec<usize>> = BTreeMap::new();
+        for (n, d) in due.iter().enumerate() {
+            by_room.entry(d.record.room.clone()).or_default().push(n);
+        }
+        let mut rooms = tokio::task::JoinSet::new();
+        for (room, found) in by_room {
+            let shared = Arc::clone(self);
+            let events: Vec<_> = found
+                .iter()
+                .map(|&n| (n, due[n].record.op(), due[n].events.clone()))
+                .collect();
+            rooms.spawn(async move {
+                let mut decided = Vec::with_capacity(events.len());
+                for (n, op, events) in events {
+                    decided.push((n, shared.call_events(&room, op, events).await));
+                }
+                decided
+            });
+        }
+        // What a Room could not decide (its task ended early) stays: the next pass hands its
+        // evidence over again.
+        let mut taken = vec![false; due.len()];
+        while let Some(joined) = rooms.join_next().await {
+            match joined {
+                Ok(decided) => {
+                    for (n, was) in decided {
+                        taken[n] = was;
+                    }
+                }
+                Err(err) => tracing::warn!(%err, "a Room's recovery task ended early"),
+            }
+        }
+        // Reported in the order found, whichever Room finished first.
+        for (d, taken) in due.iter().zip(taken) {
+            recovery.taken(d, taken);
         }
         recovery.report
     }

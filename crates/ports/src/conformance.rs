@@ -56,6 +56,7 @@ macro_rules! store_conformance {
             d3_a_cancellation_reaches_the_heartbeat,
             d3_one_heartbeat_extends_every_lease_fenced_on_each_generation,
             claims_take_expired_leases_only_and_bump_the_generation,
+            d2_expired_calls_are_claimed_and_marked_uncertain_in_one_write,
             concurrent_claimers_never_share_an_operation,
             uncertain_dead_letter_and_operator_resolution,
             d2_recovery_attempts_on_uncertain_operations_are_counted,
@@ -733,6 +734,79 @@ pub async fn claims_take_expired_leases_only_and_bump_the_generation<S: Store>(s
         store.operation(live_op).await.unwrap().unwrap().generation,
         1
     );
+}
+
+/// D2 (issue 21, recovery): expired in-flight calls without a receipt are claimed and marked
+/// uncertain by one write, a batch at a time: a new generation fences the dead holder, an
+/// attempt is counted; a live lease and a receipted call are left alone.
+pub async fn d2_expired_calls_are_claimed_and_marked_uncertain_in_one_write<S: Store>(
+    store: Arc<S>,
+) {
+    let mut d = Driver::create(&*store, "claim-uncertain", 1_000_000).await;
+    let live = d.owner_message("live");
+    let live_op = reserved_op(&live);
+    d.commit(&*store, &live, "event_accepted").await.unwrap();
+    let mut expired = Vec::new();
+    for text in ["first", "second", "receipted"] {
+        let decision = d.owner_message(text);
+        expired.push(reserved_op(&decision));
+        let commit = expiring(&d, &decision);
+        d.revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+        d.state = decision.state.clone();
+    }
+    assert_eq!(
+        store
+            .record_receipt(expired[2], 1, &answer())
+            .await
+            .unwrap(),
+        ReceiptWrite::Recorded
+    );
+    let mut claimed = store
+        .claim_expired_uncertain(lease("b", 60_000), 1)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "at most the limit");
+    claimed.extend(
+        store
+            .claim_expired_uncertain(lease("b", 60_000), 10)
+            .await
+            .unwrap(),
+    );
+    let ops: BTreeSet<_> = claimed.iter().map(|c| c.record.op()).collect();
+    assert_eq!(ops, BTreeSet::from([expired[0], expired[1]]));
+    for claim in &claimed {
+        assert_eq!(claim.generation, 2);
+        assert_eq!(claim.record.status, OperationStatus::Uncertain);
+        assert_eq!(claim.record.recovery_attempts, 1);
+        assert_eq!(claim.record.lease_owner.as_deref(), Some("b"));
+        let stored = store.operation(claim.record.op()).await.unwrap().unwrap();
+        assert_eq!(stored.status, OperationStatus::Uncertain);
+        assert_eq!(stored.generation, 2);
+        assert_eq!(stored.recovery_attempts, 1);
+        // The dead holder's late writes are fenced.
+        assert_eq!(
+            store
+                .record_receipt(claim.record.op(), 1, &answer())
+                .await
+                .unwrap(),
+            ReceiptWrite::Fenced
+        );
+    }
+    assert!(
+        store
+            .claim_expired_uncertain(lease("c", 60_000), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "claimed once"
+    );
+    let live = store.operation(live_op).await.unwrap().unwrap();
+    assert_eq!(
+        (live.status, live.generation),
+        (OperationStatus::InFlight, 1)
+    );
+    let receipted = store.operation(expired[2]).await.unwrap().unwrap();
+    assert_eq!(receipted.status, OperationStatus::Receipted);
 }
 
 /// Concurrent claimers never get the same operation.

@@ -268,6 +268,32 @@ pub trait WorkflowStore: Send + Sync {
     /// Marks an in-flight operation without a receipt uncertain (D2), fenced on `generation`.
     async fn mark_uncertain(&self, op: OperationId, generation: i64) -> Result<bool, StoreError>;
 
+    /// Claims up to `limit` in-flight operations whose lease has expired (or never existed)
+    /// and marks them uncertain in the same write (D2: a call whose process stopped before
+    /// its receipt is never replayed), bumping their generation and counting a recovery
+    /// attempt, as [`WorkflowStore::claim_expired`] then [`WorkflowStore::mark_uncertain`]
+    /// would: what recovery does with a dead process's calls, one write per batch instead of
+    /// one per call (issue 21, item 3). The records are returned uncertain. A store that
+    /// cannot do it in one write does those two steps (this default): a claim it could not
+    /// mark is left out, in flight under `lease`, for a later pass.
+    async fn claim_expired_uncertain(
+        &self,
+        lease: LeaseGrant,
+        limit: usize,
+    ) -> Result<Vec<ClaimedOperation>, StoreError> {
+        let mut marked = Vec::new();
+        for mut claim in self.claim_expired(lease, limit).await? {
+            if self
+                .mark_uncertain(claim.record.op(), claim.generation)
+                .await?
+            {
+                claim.record.status = OperationStatus::Uncertain;
+                marked.push(claim);
+            }
+        }
+        Ok(marked)
+    }
+
     /// Counts one more recovery attempt on an uncertain operation (recovery asked its
     /// reconciler again), so the bound on attempts holds across restarts; the new count, or
     /// `None` when the operation is not uncertain.

@@ -604,6 +604,32 @@ RETURNING ",
     operation_columns!()
 );
 
+/// [`CLAIM_EXPIRED`] and [`MARK_UNCERTAIN`] in one statement (recovery, issue 21): up to `$1`
+/// expired in-flight operations (none has a receipt: recording one makes it `receipted`)
+/// claimed by `$2` for `$3` milliseconds, at a new generation, and marked uncertain.
+pub const CLAIM_EXPIRED_UNCERTAIN: &str = concat!(
+    "\
+WITH due AS ( \
+    SELECT op_id FROM operations \
+    WHERE status = 'in_flight' AND receipt IS NULL \
+      AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp()) \
+    ORDER BY seq \
+    LIMIT $1 \
+    FOR UPDATE SKIP LOCKED \
+) \
+UPDATE operations o \
+SET status = 'uncertain', \
+    lease_generation = o.lease_generation + 1, \
+    recovery_attempts = o.recovery_attempts + 1, \
+    lease_owner = $2, \
+    lease_expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond', \
+    updated_at = clock_timestamp() \
+FROM due \
+WHERE o.op_id = due.op_id \
+RETURNING ",
+    operation_columns!()
+);
+
 /// Extends a lease only at generation `$2` of an in-flight operation `$1`, by `$3`
 /// milliseconds from now by the database clock; returns whether an abort was asked for.
 pub const HEARTBEAT: &str = "\

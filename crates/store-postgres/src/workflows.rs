@@ -73,6 +73,19 @@ fn operation_record(row: &PgRow) -> Result<OperationRecord, StoreError> {
     Ok(record)
 }
 
+/// Claimed operations, as their rows were returned.
+fn claimed(rows: Vec<sqlx::postgres::PgRow>) -> Result<Vec<ClaimedOperation>, StoreError> {
+    rows.iter()
+        .map(|row| {
+            let record = operation_record(row)?;
+            Ok(ClaimedOperation {
+                generation: record.generation,
+                record,
+            })
+        })
+        .collect()
+}
+
 #[async_trait]
 impl WorkflowStore for PgRooms {
     #[tracing::instrument(level = "debug", skip(self, lease), fields(owner = %lease.owner))]
@@ -88,15 +101,25 @@ impl WorkflowStore for PgRooms {
             .fetch_all(&self.pool)
             .await
             .map_err(failed("claiming expired operations"))?;
-        rows.iter()
-            .map(|row| {
-                let record = operation_record(row)?;
-                Ok(ClaimedOperation {
-                    generation: record.generation,
-                    record,
-                })
-            })
-            .collect()
+        claimed(rows)
+    }
+
+    /// One statement: the claim and the uncertain mark of a whole batch in one commit.
+    #[tracing::instrument(level = "debug", skip(self, lease), fields(owner = %lease.owner))]
+    async fn claim_expired_uncertain(
+        &self,
+        lease: LeaseGrant,
+        limit: usize,
+    ) -> Result<Vec<ClaimedOperation>, StoreError> {
+        claimed(
+            sqlx::query(sql::CLAIM_EXPIRED_UNCERTAIN)
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .bind(&lease.owner)
+                .bind(millis(lease.duration))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(failed("claiming expired operations as uncertain"))?,
+        )
     }
 
     #[tracing::instrument(level = "debug", skip(self), fields(op = %op))]

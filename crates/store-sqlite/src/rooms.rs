@@ -1118,13 +1118,14 @@ fn collect_operations(
     Ok(records)
 }
 
-#[async_trait]
-impl WorkflowStore for SqliteRooms {
-    #[tracing::instrument(skip_all, fields(owner = %lease.owner, limit))]
-    async fn claim_expired(
+impl SqliteRooms {
+    /// Claims up to `limit_to` expired in-flight operations for `lease` and, with
+    /// `uncertain`, marks them uncertain in the same transaction.
+    fn claim(
         &self,
-        lease: LeaseGrant,
+        lease: &LeaseGrant,
         limit_to: usize,
+        uncertain: bool,
     ) -> Result<Vec<ClaimedOperation>, StoreError> {
         let mut connection = self.connections.writer();
         let tx = immediate(&mut connection)?;
@@ -1136,6 +1137,17 @@ impl WorkflowStore for SqliteRooms {
                 "claiming",
             )?
         };
+        if uncertain {
+            let mut statement = tx
+                .prepare_cached(UNCERTAIN_SQL)
+                .map_err(db("marking claims uncertain"))?;
+            for (_, record) in &mut claimed {
+                statement
+                    .execute(params![record.op().to_string(), record.generation])
+                    .map_err(db("marking claims uncertain"))?;
+                record.status = OperationStatus::Uncertain;
+            }
+        }
         tx.commit().map_err(db("committing a claim"))?;
         claimed.sort_by_key(|(key, _)| *key);
         Ok(claimed
@@ -1145,6 +1157,28 @@ impl WorkflowStore for SqliteRooms {
                 record,
             })
             .collect())
+    }
+}
+
+#[async_trait]
+impl WorkflowStore for SqliteRooms {
+    #[tracing::instrument(skip_all, fields(owner = %lease.owner, limit))]
+    async fn claim_expired(
+        &self,
+        lease: LeaseGrant,
+        limit_to: usize,
+    ) -> Result<Vec<ClaimedOperation>, StoreError> {
+        self.claim(&lease, limit_to, false)
+    }
+
+    /// The claims and their uncertain marks in one IMMEDIATE transaction (issue 21).
+    #[tracing::instrument(skip_all, fields(owner = %lease.owner, limit))]
+    async fn claim_expired_uncertain(
+        &self,
+        lease: LeaseGrant,
+        limit_to: usize,
+    ) -> Result<Vec<ClaimedOperation>, StoreError> {
+        self.claim(&lease, limit_to, true)
     }
 
     async fn heartbeat(

@@ -41,7 +41,7 @@ impl RunnerConfig {
             backoff_max: Duration::from_secs(30),
             store_retries: 3,
             max_recovery_attempts: 3,
-            claim_batch: 64,
+            claim_batch: 512,
         }
     }
 

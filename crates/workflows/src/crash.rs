@@ -20,7 +20,8 @@ pub const AFTER_RECEIPT: &str = "after_receipt";
 pub const AFTER_SETTLE: &str = "after_settle";
 /// After the operation was marked uncertain; the owner has not decided it.
 pub const AFTER_UNCERTAIN: &str = "after_uncertain";
-/// After recovery claimed an expired operation; it is not yet marked uncertain.
+/// After recovery's one write that claimed a batch of expired operations and marked them
+/// uncertain; no Room has decided them.
 pub const AFTER_CLAIM: &str = "after_claim";
 
 /// Every named point, in the order a call passes them.

@@ -157,30 +157,31 @@ impl Runner {
         Ok(recovery)
     }
 
-    /// Claims every expired in-flight operation without receipt and marks it uncertain.
+    /// Claims every expired in-flight operation without receipt and marks it uncertain, a
+    /// batch per write (issue 21: one commit per batch, not two per operation).
     async fn claim_and_mark_uncertain(
         &self,
         report: &mut RecoveryReport,
     ) -> Result<BTreeSet<OperationId>, WorkflowError> {
         let mut claimed = BTreeSet::new();
         loop {
-            let batch = lease::retrying(&self.config, "claim_expired", || {
+            let batch = lease::retrying(&self.config, "claim_expired_uncertain", || {
                 self.store
-                    .claim_expired(self.config.lease_grant(), self.config.claim_batch())
+                    .claim_expired_uncertain(self.config.lease_grant(), self.config.claim_batch())
             })
             .await?;
             if batch.is_empty() {
                 return Ok(claimed);
             }
+            // The claim and the uncertain mark are one write: a crash at either point leaves
+            // the batch uncertain, and the next pass reconciles it (counting an attempt).
+            crash_point(crash::AFTER_CLAIM);
+            crash_point(crash::AFTER_UNCERTAIN);
             for claim in batch {
-                crash_point(crash::AFTER_CLAIM);
                 let op = claim.record.op();
                 tracing::warn!(%op, generation = claim.generation, "no receipt and an expired lease: uncertain, never replayed");
-                if lease::mark_uncertain(&*self.store, &self.config, op, claim.generation).await? {
-                    crash_point(crash::AFTER_UNCERTAIN);
-                    claimed.insert(op);
-                    report.claimed.push(op);
-                }
+                claimed.insert(op);
+                report.claimed.push(op);
             }
         }
     }
