@@ -204,6 +204,9 @@ struct Poster {
     /// Who posts, distinct per poster on a Room, so that event ids never collide.
     caller: String,
     posted: u64,
+    /// Whether each message waits until the coordinator is quiet (its call settled). A poster
+    /// sharing its coordinator with others does not: the others' calls would hold it.
+    settles: bool,
 }
 
 impl Poster {
@@ -214,6 +217,7 @@ impl Poster {
             owner: p("olive")?,
             caller: caller.to_owned(),
             posted: 0,
+            settles: true,
         })
     }
 
@@ -237,7 +241,9 @@ impl Poster {
         if !matches!(outcome, Outcome::Decided { ref calls, .. } if calls.len() == 1) {
             bail!("owner message {id} reserved no reasoner call: {outcome:?}");
         }
-        self.coordinator.wait_idle().await;
+        if self.settles {
+            self.coordinator.wait_idle().await;
+        }
         Ok(())
     }
 
@@ -324,16 +330,28 @@ async fn lsn(pool: &sqlx::PgPool) -> anyhow::Result<i64> {
     Ok(lsn)
 }
 
+/// How concurrent callers reach the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hosts {
+    /// Each caller is its own coordinator, as separate host processes are: callers on one
+    /// Room conflict by compare-and-swap and reload. Each message waits for its call to
+    /// settle.
+    OnePerCaller,
+    /// Every caller posts through one coordinator, as the clients of one `serve` do: a Room's
+    /// decisions are serialized by its actor. Each message waits for its decision (the POST's
+    /// answer); the calls settle meanwhile and all have settled when the figure ends.
+    One,
+}
+
 /// Calls per second with `callers` concurrent callers spread over `rooms` fresh Rooms, each
-/// caller posting `per_caller` messages, and the commits each took. Each caller is its own
-/// coordinator over the shared pool-backed store, as separate host processes are: callers on
-/// one Room conflict by compare-and-swap and reload.
-async fn concurrent(
+/// caller posting `per_caller` messages, and the commits each took.
+pub(crate) async fn concurrent(
     url: &str,
     callers: usize,
     rooms: usize,
     per_caller: usize,
     pooled: bool,
+    hosts: Hosts,
 ) -> anyhow::Result<(f64, f64)> {
     let store = store_on(
         url,
@@ -365,18 +383,27 @@ async fn concurrent(
         let before = mark(&store, &poster).await?;
         made.push((poster, before));
     }
+    // Callers on one Room conflict by design (compare-and-swap): let them reload.
+    let config = |name: &str| {
+        CoordinatorConfig::new(runner(name)).with_conflict_retries(1_000, Duration::from_millis(1))
+    };
+    let host = coordinator(Arc::clone(&store), config("bench-host"));
     let started = Instant::now();
     let mut joins = Vec::new();
     for c in 0..callers {
-        // Callers on one Room conflict by design (compare-and-swap): let them reload.
-        let config = CoordinatorConfig::new(runner(&format!("bench-{c}")))
-            .with_conflict_retries(1_000, Duration::from_millis(1));
         let room = made[c % rooms].0.room.clone();
-        let mut poster = Poster::new(
-            coordinator(Arc::clone(&store), config),
-            room,
-            &format!("caller-{c}"),
-        )?;
+        let mut poster = match hosts {
+            Hosts::OnePerCaller => Poster::new(
+                coordinator(Arc::clone(&store), config(&format!("bench-{c}"))),
+                room,
+                &format!("caller-{c}"),
+            )?,
+            Hosts::One => {
+                let mut poster = Poster::new(host.clone(), room, &format!("caller-{c}"))?;
+                poster.settles = false;
+                poster
+            }
+        };
         joins.push(tokio::spawn(async move {
             for _ in 0..per_caller {
                 poster.message().await?;
@@ -387,6 +414,7 @@ async fn concurrent(
     for join in joins {
         join.await??;
     }
+    host.wait_idle().await;
     let elapsed = started.elapsed().as_secs_f64();
     let mut commits = 0;
     for (r, (poster, before)) in made.iter().enumerate() {
@@ -607,7 +635,7 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
             let floor_tps = floor::throughput(&url, callers, args.per_caller).await?;
             for rooms in [1usize, callers] {
                 let (tps, commits) =
-                    concurrent(&url, callers, rooms, args.per_caller, false).await?;
+                    concurrent(&url, callers, rooms, args.per_caller, false, Hosts::OnePerCaller).await?;
                 emit(&meta, json!({"figure": "durable_calls_concurrent", "callers": callers,
                     "rooms": rooms, "calls_per_s": round(tps),
                     "commits_per_call": round(commits),
@@ -617,7 +645,7 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
             }
             // B8: the same callers, each on its own Room, every Room drawing on one pool.
             let (tps, commits) =
-                concurrent(&url, callers, callers, args.per_caller, true).await?;
+                concurrent(&url, callers, callers, args.per_caller, true, Hosts::OnePerCaller).await?;
             emit(&meta, json!({"figure": "durable_calls_concurrent_one_budget_pool",
                 "callers": callers, "rooms": callers, "calls_per_s": round(tps),
                 "commits_per_call": round(commits),

@@ -5,6 +5,7 @@
 // Printing figures is this binary's job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod callers;
 mod durable;
 mod idle;
 mod planning;
@@ -43,6 +44,10 @@ enum Command {
     /// Write transactions per second of a host process whose calls all wait (PostgreSQL):
     /// one heartbeat per process per interval, whatever the calls in flight.
     Idle(idle::Args),
+    /// 8 and 32 concurrent callers on one Room and on as many Rooms (PostgreSQL), through one
+    /// coordinator and through one per caller, beside the raw commit throughput of as many
+    /// connections.
+    Callers(callers::Args),
     /// A host with N calls in flight over M Rooms is SIGKILLed and `agentroom serve` starts
     /// on what it left (PostgreSQL): its first `/health` answer, every call classified, ready.
     Recovery(recovery::Args),
@@ -182,6 +187,7 @@ fn main() -> anyhow::Result<()> {
         Command::Aging(args) => agentroom_bench::path::aging::run(&args),
         Command::Room(args) => agentroom_bench::path::room::run(&args),
         Command::Idle(args) => idle::run(&args),
+        Command::Callers(args) => callers::run(&args),
         Command::Recovery(args) => recovery::run(&args),
         Command::RecoveryFill(args) => recovery::fill(&args),
     }
