@@ -62,6 +62,55 @@ impl Provider for Waiting {
     }
 }
 
+/// A coordinator over `store` whose provider never answers, with `calls` reasoner calls in
+/// flight over `rooms` Rooms named `{prefix}-N` (one owner message each).
+pub(crate) async fn in_flight(
+    store: std::sync::Arc<agentroom_store_postgres::PgRooms>,
+    runner: RunnerConfig,
+    calls: usize,
+    rooms: usize,
+    prefix: &str,
+) -> anyhow::Result<agentroom_coordinator::Coordinator> {
+    let coordinator =
+        agentroom_coordinator::Coordinator::builder(store, CoordinatorConfig::new(runner))
+            .provider(std::sync::Arc::new(Waiting))
+            .build();
+    let owner = p("olive")?;
+    for n in 0..calls {
+        let room_name = format!("{prefix}-{}", n % rooms);
+        if n < rooms {
+            create_room(&coordinator, &room_name).await?;
+        }
+        let id = format!("{room_name}/{n}");
+        let event = Event {
+            id: EventId::from_uuid(Uuid::new_v5(&NAMESPACE, id.as_bytes())),
+            room: agentroom_domain::ids::RoomId::parse(&room_name)?,
+            author: owner.clone(),
+            body: EventBody::OwnerMessage {
+                text: format!("question {n}"),
+            },
+        };
+        let outcome = coordinator
+            .post(&event)
+            .await
+            .with_context(|| format!("posting message {id}"))?;
+        if !matches!(outcome, Outcome::Decided { ref calls, .. } if calls.len() == 1) {
+            bail!("owner message {id} reserved no reasoner call: {outcome:?}");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while coordinator.calls_in_flight() < calls {
+        if Instant::now() > deadline {
+            bail!(
+                "only {} of {calls} calls in flight after 120 s",
+                coordinator.calls_in_flight(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(coordinator)
+}
+
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.calls == 0 || args.rooms == 0 || args.seconds == 0 || args.lease_ms < 3 {
         bail!("--calls, --rooms and --seconds must be at least 1, --lease-ms at least 3");
@@ -84,47 +133,8 @@ async fn measure(args: &Args) -> anyhow::Result<()> {
         let lease = Duration::from_millis(args.lease_ms);
         let runner = RunnerConfig::new("bench-idle", lease);
         let heartbeat = runner.heartbeat();
-        let coordinator = agentroom_coordinator::Coordinator::builder(
-            store,
-            CoordinatorConfig::new(runner),
-        )
-        .provider(std::sync::Arc::new(Waiting))
-        .build();
-        let owner = p("olive")?;
         let started = Instant::now();
-        for n in 0..args.calls {
-            let room_name = format!("idle-{}", n % args.rooms);
-            if n < args.rooms {
-                create_room(&coordinator, &room_name).await?;
-            }
-            let id = format!("{room_name}/{n}");
-            let event = Event {
-                id: EventId::from_uuid(Uuid::new_v5(&NAMESPACE, id.as_bytes())),
-                room: agentroom_domain::ids::RoomId::parse(&room_name)?,
-                author: owner.clone(),
-                body: EventBody::OwnerMessage {
-                    text: format!("question {n}"),
-                },
-            };
-            let outcome = coordinator
-                .post(&event)
-                .await
-                .with_context(|| format!("posting message {id}"))?;
-            if !matches!(outcome, Outcome::Decided { ref calls, .. } if calls.len() == 1) {
-                bail!("owner message {id} reserved no reasoner call: {outcome:?}");
-            }
-        }
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while coordinator.calls_in_flight() < args.calls {
-            if Instant::now() > deadline {
-                bail!(
-                    "only {} of {} calls in flight after 120 s",
-                    coordinator.calls_in_flight(),
-                    args.calls
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let coordinator = in_flight(store, runner, args.calls, args.rooms, "idle").await?;
         let posted_s = started.elapsed().as_secs_f64();
         // Settle for two intervals, then count.
         tokio::time::sleep(heartbeat * 2).await;

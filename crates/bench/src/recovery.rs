@@ -21,22 +21,15 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use agentroom_coordinator::{CoordinatorConfig, Outcome, RunnerConfig};
-use agentroom_domain::engine::CallRequest;
-use agentroom_domain::event::{Event, EventBody};
-use agentroom_domain::ids::{EventId, RoomId};
-use agentroom_workflows::{Abort, CallOutcome, Provider};
+use agentroom_coordinator::RunnerConfig;
 use anyhow::{Context, anyhow, bail};
-use async_trait::async_trait;
 use serde_json::json;
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use uuid::Uuid;
 
-use crate::durable::{create_room, p, store_on};
+use crate::durable::store_on;
 use crate::floor;
+use crate::idle::in_flight;
 
-/// The namespace of the bench's event ids.
-const NAMESPACE: Uuid = Uuid::from_u128(0x6265_6e63_685f_7265_636f_7665_7279_0000);
 /// What the filler prints once every call is in flight.
 const READY: &str = "in flight";
 
@@ -87,22 +80,6 @@ pub(crate) struct FillArgs {
     lease_ms: u64,
 }
 
-/// Never answers: waits until the call is aborted.
-struct Waiting;
-
-#[async_trait]
-impl Provider for Waiting {
-    async fn call(
-        &self,
-        _request: &CallRequest,
-        _context: &agentroom_ports::CallContext,
-        abort: Abort,
-    ) -> CallOutcome {
-        abort.aborted().await;
-        CallOutcome::Aborted
-    }
-}
-
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -118,43 +95,8 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
             "bench-recovery-killed",
             Duration::from_millis(args.lease_ms),
         );
-        let coordinator =
-            agentroom_coordinator::Coordinator::builder(store, CoordinatorConfig::new(runner))
-                .provider(std::sync::Arc::new(Waiting))
-                .build();
-        let owner = p("olive")?;
-        for n in 0..args.operations {
-            let room_name = format!("recovery-{}", n % args.rooms);
-            if n < args.rooms {
-                create_room(&coordinator, &room_name).await?;
-            }
-            let id = format!("{room_name}/{n}");
-            let event = Event {
-                id: EventId::from_uuid(Uuid::new_v5(&NAMESPACE, id.as_bytes())),
-                room: RoomId::parse(&room_name)?,
-                author: owner.clone(),
-                body: EventBody::OwnerMessage {
-                    text: format!("question {n}"),
-                },
-            };
-            let outcome = coordinator
-                .post(&event)
-                .await
-                .with_context(|| format!("posting message {id}"))?;
-            if !matches!(outcome, Outcome::Decided { ref calls, .. } if calls.len() == 1) {
-                bail!("owner message {id} reserved no reasoner call: {outcome:?}");
-            }
-        }
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while coordinator.calls_in_flight() < args.operations {
-            if Instant::now() > deadline {
-                bail!(
-                    "only {} calls in flight after 120 s",
-                    coordinator.calls_in_flight()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let _coordinator =
+            in_flight(store, runner, args.operations, args.rooms, "recovery").await?;
         #[allow(clippy::print_stdout)]
         {
             println!("{READY}");
