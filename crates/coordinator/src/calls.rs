@@ -170,8 +170,8 @@ impl Shared {
         Ok(())
     }
 
-    /// Decides what a recovery pass found due, one operation at a time, and completes its
-    /// report.
+    /// Decides what a recovery pass found due, each Room its own in the order found, up to
+    /// [`RECOVERING_ROOMS`] Rooms at once, and completes its report.
     pub(crate) async fn settle_recovered(
         self: &Arc<Self>,
         mut recovery: Recovery,
@@ -184,7 +184,13 @@ impl Shared {
             by_room.entry(d.record.room.clone()).or_default().push(n);
         }
         let mut rooms = tokio::task::JoinSet::new();
+        let mut taken = vec![false; due.len()];
         for (room, found) in by_room {
+            // At most RECOVERING_ROOMS at once, so that a store of many Rooms does not queue
+            // more decisions on the connection pool than it can serve before its timeout.
+            if rooms.len() >= RECOVERING_ROOMS {
+                Self::decided(rooms.join_next().await, &mut taken);
+            }
             let shared = Arc::clone(self);
             let events: Vec<_> = found
                 .iter()
@@ -198,18 +204,8 @@ impl Shared {
                 decided
             });
         }
-        // What a Room could not decide (its task ended early) stays: the next pass hands its
-        // evidence over again.
-        let mut taken = vec![false; due.len()];
-        while let Some(joined) = rooms.join_next().await {
-            match joined {
-                Ok(decided) => {
-                    for (n, was) in decided {
-                        taken[n] = was;
-                    }
-                }
-                Err(err) => tracing::warn!(%err, "a Room's recovery task ended early"),
-            }
+        while !rooms.is_empty() {
+            Self::decided(rooms.join_next().await, &mut taken);
         }
         // Reported in the order found, whichever Room finished first.
         for (d, taken) in due.iter().zip(taken) {
@@ -217,7 +213,29 @@ impl Shared {
         }
         recovery.report
     }
+
+    /// Notes what one Room's recovery task decided. What a Room could not decide (its task
+    /// ended early) stays: the next pass hands its evidence over again.
+    fn decided(
+        joined: Option<Result<Vec<(usize, bool)>, tokio::task::JoinError>>,
+        taken: &mut [bool],
+    ) {
+        match joined {
+            Some(Ok(decided)) => {
+                for (n, was) in decided {
+                    if let Some(slot) = taken.get_mut(n) {
+                        *slot = was;
+                    }
+                }
+            }
+            Some(Err(err)) => tracing::warn!(%err, "a Room's recovery task ended early"),
+            None => {}
+        }
+    }
 }
+
+/// How many Rooms decide what recovery found at once.
+const RECOVERING_ROOMS: usize = 16;
 
 /// Runs one leased call as its own task, counted in flight until the Room decided it.
 pub(crate) fn dispatch(shared: &Arc<Shared>, call: Leased) {
