@@ -17,6 +17,10 @@ mod support;
 
 /// The crash-point matrix and the mid-call SIGKILL, on the site `$site` makes (written once,
 /// expanded once per store).
+/// The lease of the drills whose call (300 ms) outlasts the default 200 ms lease: longer than
+/// the call, so no heartbeat must land in time.
+const SLOW_CALL_LEASE_MS: &str = "2000";
+
 macro_rules! crash_matrix {
     ($site:expr) => {
         use std::os::unix::process::ExitStatusExt;
@@ -26,6 +30,7 @@ macro_rules! crash_matrix {
         use agentroom_ports::domain::money::UsdMicros;
         use agentroom_ports::{OperationFilter, OperationStatus};
 
+        use crate::SLOW_CALL_LEASE_MS;
         use crate::support::{Running, SIGKILL, Site, ops, the_recovered};
 
         fn site() -> Site {
@@ -66,9 +71,19 @@ macro_rules! crash_matrix {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn d2_killed_after_the_receipt_recovery_hands_it_to_the_owner() {
             let site = site();
+            // A lease longer than the call: what is tested is the stop, not heartbeats keeping
+            // a 200 ms lease alive on a loaded machine (a late one made the call uncertain).
             site.crash_at(
                 "after_receipt",
-                &["--calls", "1", "--call-ms", "300", "--stop-during-call"],
+                &[
+                    "--calls",
+                    "1",
+                    "--call-ms",
+                    "300",
+                    "--stop-during-call",
+                    "--lease-ms",
+                    SLOW_CALL_LEASE_MS,
+                ],
             );
             let summary = site.restart(&["--calls", "1"]);
             let delivered = ops(&summary, "delivered");
@@ -84,7 +99,15 @@ macro_rules! crash_matrix {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn d2_d6_a_graceful_stop_during_a_call_records_its_receipt_for_the_next_recovery() {
             let site = site();
-            let stopped = site.restart(&["--calls", "1", "--call-ms", "300", "--stop-during-call"]);
+            let stopped = site.restart(&[
+                "--calls",
+                "1",
+                "--call-ms",
+                "300",
+                "--stop-during-call",
+                "--lease-ms",
+                SLOW_CALL_LEASE_MS,
+            ]);
             // The call finished within the grace and its receipt is durable, but the stopping
             // host decided nothing: the Room still holds the reservation.
             assert_eq!(stopped["stop"]["drained"], true, "{stopped}");
