@@ -116,7 +116,8 @@ fn room_id(name: &str) -> RoomId {
     RoomId::parse(name).unwrap()
 }
 
-/// Waits until no Room has an open call or an unaccepted event, twice in a row 500 ms apart.
+/// Waits until no Room has an open call or an unaccepted event, five times in a row 500 ms
+/// apart.
 async fn settled(store: &PgRooms) {
     let deadline = Instant::now() + PATIENCE;
     let mut quiet = 0;
@@ -135,7 +136,10 @@ async fn settled(store: &PgRooms) {
             }
         }
         quiet = if busy.is_empty() { quiet + 1 } else { 0 };
-        if quiet >= 2 {
+        // Work waiting on the pool shows as neither open nor unaccepted: quiet for 2 s, long
+        // enough for the serves' passes (every 50 ms, every Room now and then) to resume it
+        // on a loaded machine.
+        if quiet >= 5 {
             return;
         }
         assert!(Instant::now() < deadline, "never settled: {busy:?}");
