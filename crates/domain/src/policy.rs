@@ -471,6 +471,54 @@ impl fmt::Display for ReviewSource {
     }
 }
 
+/// How the Room coordinates its agents (issue 19's qualification compares the three with the
+/// same agents, permissions and budget). The baselines switch planning and the review gate
+/// off; every call still goes through the store, the ledger and the runner.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Coordination {
+    /// agentroom as designed: the reasoner plans versioned tasks, specialists work, a reviewer
+    /// distinct from every author checks the report against every criterion (the default).
+    #[default]
+    Planner,
+    /// Selective routing: the reasoner names the one capability the answer needs and the
+    /// message goes to the specialist bound to it; one task, no dependencies, no review gate.
+    Routing,
+    /// Legacy sessions: no reasoner; every specialist's session sees the owner's message and
+    /// works alone; the objective ends when one of them declares its work done.
+    Sessions,
+}
+
+impl Coordination {
+    /// Every mode, in a fixed order.
+    pub const ALL: [Coordination; 3] = [
+        Coordination::Planner,
+        Coordination::Routing,
+        Coordination::Sessions,
+    ];
+
+    /// The mode's name as written in `policies/room.toml`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Coordination::Planner => "planner",
+            Coordination::Routing => "routing",
+            Coordination::Sessions => "sessions",
+        }
+    }
+
+    /// Whether this is the planner (the state of a planner Room serializes without the mode,
+    /// exactly as before the modes existed).
+    pub fn is_planner(&self) -> bool {
+        *self == Coordination::Planner
+    }
+}
+
+impl fmt::Display for Coordination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The settings a Room runs under, read from `policies/room.toml`.
 ///
 /// The serde derives are for persisting a Room's state; a policy file is read with
@@ -485,6 +533,9 @@ pub struct RoomPolicy {
     /// Absent from the state of Rooms made before content bounds existed: the defaults.
     #[serde(default)]
     content: ContentBounds,
+    /// Absent from the state of planner Rooms (the default), so their state is unchanged.
+    #[serde(default, skip_serializing_if = "Coordination::is_planner")]
+    coordination: Coordination,
 }
 
 impl RoomPolicy {
@@ -568,6 +619,24 @@ impl RoomPolicy {
                 }),
         };
 
+        let coordination = match file.coordination.and_then(|c| c.mode) {
+            None => Coordination::default(),
+            Some(mode) => Coordination::ALL
+                .into_iter()
+                .find(|c| c.as_str() == mode.get_ref())
+                .unwrap_or_else(|| {
+                    problems.add(
+                        &mode.span(),
+                        "coordination.mode",
+                        format!(
+                            "must be `planner`, `routing` or `sessions`, got `{}`",
+                            mode.get_ref().escape_debug()
+                        ),
+                    );
+                    Coordination::default()
+                }),
+        };
+
         let capabilities = file.capabilities.unwrap_or_default();
         let mut paths = |list: Option<Vec<Spanned<String>>>, field: &str| -> Vec<String> {
             let list = list.unwrap_or_default();
@@ -627,6 +696,7 @@ impl RoomPolicy {
             capability_files,
             binding_files,
             content,
+            coordination,
         })
     }
 
@@ -639,6 +709,18 @@ impl RoomPolicy {
     #[must_use]
     pub fn with_content(mut self, content: ContentBounds) -> Self {
         self.content = content;
+        self
+    }
+
+    /// How the Room coordinates its agents; [`Coordination::Planner`] by default.
+    pub fn coordination(&self) -> Coordination {
+        self.coordination
+    }
+
+    /// The same policy coordinating its agents by `coordination`.
+    #[must_use]
+    pub fn with_coordination(mut self, coordination: Coordination) -> Self {
+        self.coordination = coordination;
         self
     }
 
@@ -683,6 +765,14 @@ struct RoomFile {
     review: Option<ReviewFile>,
     capabilities: Option<CapabilitiesFile>,
     content: Option<ContentFile>,
+    coordination: Option<CoordinationFile>,
+}
+
+/// The `[coordination]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a `[coordination]` table")]
+struct CoordinationFile {
+    mode: Option<Spanned<String>>,
 }
 
 /// The `[content]` table as written.

@@ -65,6 +65,9 @@ impl Ctx<'_, '_> {
 
     /// Reserves the next interpretation attempt and calls the reasoner with what it may see.
     pub(super) fn issue_interpretation(&mut self, target: Target) {
+        if self.open_sessions(target) {
+            return;
+        }
         let (objective_id, observed, title, criteria, progress, unmet) = match target {
             Target::Intake(_) => (
                 None,
@@ -343,12 +346,13 @@ impl Ctx<'_, '_> {
     }
 
     /// O7: admits a whole plan or refuses it. Creates the objective for a first plan.
-    fn admit(
+    pub(super) fn admit(
         &mut self,
         target: Target,
         plan: PlanProposal,
         observed: ObservedRevisions,
     ) -> Result<(), Refused> {
+        let plan = self.routed(plan);
         let (idx, trigger) = match target {
             Target::Intake(event) => {
                 let criteria = check_first_criteria(&plan.criteria)?;
@@ -597,7 +601,7 @@ impl Ctx<'_, '_> {
             .iter()
             .filter(|t| t.kind == TaskKind::Report)
             .count();
-        if reports != 1 {
+        if reports != 1 && !(reports > 1 && self.many_reports()) {
             return Err(refused(
                 Rule::O7,
                 format!("a plan needs exactly one report task, this one has {reports}"),

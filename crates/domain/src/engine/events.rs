@@ -230,7 +230,10 @@ impl Ctx<'_, '_> {
             );
             return;
         }
-        if status == ObjectiveStatus::Running && self.objective(idx).interpretation.is_none() {
+        if status == ObjectiveStatus::Running
+            && self.objective(idx).interpretation.is_none()
+            && !self.ignores_receipts()
+        {
             self.accept(
                 Some(id),
                 None,

@@ -21,6 +21,7 @@ mod calls;
 mod control;
 mod events;
 mod memory;
+mod modes;
 mod outcome;
 mod redaction;
 mod results;

@@ -300,6 +300,9 @@ impl Ctx<'_, '_> {
                 reason: reason.clone(),
             };
         }
+        if self.baseline_task_failed(idx, &task, &reason) {
+            return;
+        }
         self.reject(
             Some(id),
             Rule::O7,

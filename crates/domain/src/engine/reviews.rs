@@ -27,6 +27,9 @@ impl Ctx<'_, '_> {
         task: &TaskIdentity,
         contribution: ContributionId,
     ) {
+        if self.complete_unreviewed(idx, task, contribution) {
+            return;
+        }
         let id = self.objective(idx).id;
         let Some(report) = self.state.contributions.get(&contribution).cloned() else {
             return;
