@@ -10,6 +10,7 @@
 mod capabilities;
 mod demo;
 mod drill;
+mod eval;
 mod event;
 mod host;
 mod mcp;
@@ -76,6 +77,11 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         root: Option<std::path::PathBuf>,
     },
+    /// Issue 19's qualification: run the scenario corpus in legacy sessions, selective
+    /// routing and the planner with the same scripted agents, permissions and budget, evaluate
+    /// each run from its durable trace against the scenario's ground truth, and write the
+    /// dated report (Markdown, SVG, JSON).
+    Eval(Box<eval::EvalArgs>),
     /// Serve the six A2E planning messages on stdin/stdout (NDJSON), one session.
     Planning {
         /// Speak A2E over stdin/stdout (the only transport of this command).
@@ -329,6 +335,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         scenario: room_demo::DEFAULT_SCENARIO.to_owned(),
         root: None,
     }) {
+        Command::Eval(args) => {
+            let text = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?
+                .block_on(eval::run(*args))?;
+            output::print(&text)?;
+        }
         Command::Demo { scenario, root } => {
             let text = match <demo::Scenario as clap::ValueEnum>::from_str(&scenario, false) {
                 Ok(in_memory) => demo::run(in_memory)?,
