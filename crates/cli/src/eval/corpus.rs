@@ -9,7 +9,7 @@
 //! same_effects = [["op-a", "op-b"]]     # effect ids that name one effect (optional)
 //! [[eval.step]]
 //! do = "say"                            # say | correct | raise | pause | resume | readmit
-//! key = "summary"                       #   | discard | sleep | restart
+//! key = "summary"                       #   | discard | review | sleep | restart
 //! text = "Summarize ..."
 //! [[eval.truth]]
 //! key = "summary"
@@ -20,6 +20,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use agentroom_agents::scripted::Scenario;
+use agentroom_domain::ids::PrincipalId;
+use agentroom_domain::review::Verdict;
 use agentroom_eval::{GroundTruth, ObjectiveTruth};
 use serde::Deserialize;
 
@@ -71,6 +73,14 @@ pub(crate) enum Step {
     Readmit { key: String },
     /// The operator discards them.
     Discard { key: String },
+    /// `by` reviews the latest report of the objective `key` as a person (a Room whose
+    /// policy has human reviews), giving every criterion `verdict`, a `met` citing the
+    /// report's first source and quoting its first line (R7).
+    Review {
+        key: String,
+        by: PrincipalId,
+        verdict: Verdict,
+    },
     /// Nothing happens for `ms` milliseconds (calls keep running).
     Sleep { ms: u64 },
     /// The process running the Room is killed with SIGKILL here; a new one recovers it and
@@ -103,7 +113,10 @@ pub(crate) struct EvalScenario {
     /// What the people do, in order.
     pub(crate) steps: Vec<Step>,
     /// What is true of each criterion.
-    #[cfg_attr(not(test), expect(dead_code, reason = "read once the trace loader lands"))]
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "read once the trace loader lands")
+    )]
     pub(crate) truth: GroundTruth,
 }
 
@@ -205,7 +218,8 @@ fn check_steps(steps: &[Step]) -> Result<BTreeSet<&str>, String> {
             | Step::Pause { key }
             | Step::Resume { key }
             | Step::Readmit { key }
-            | Step::Discard { key } => Some(key),
+            | Step::Discard { key }
+            | Step::Review { key, .. } => Some(key),
             Step::Raise { micros } => {
                 if *micros <= 0 {
                     return Err(format!("step {}: raise by a positive amount", n + 1));

@@ -10,12 +10,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentroom_agents::PriceTable;
-use agentroom_coordinator::{Coordinator, ErrorClass, InputId};
+use agentroom_coordinator::{Coordinator, ErrorClass, HumanReview, InputId, OperatorInput};
 use agentroom_domain::engine::{ControlAction, LateDecision, MembershipChange};
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{EventId, ObjectiveId, PoolId, PrincipalId, RoomId};
 use agentroom_domain::money::UsdMicros;
 use agentroom_domain::policy::{AccessPolicy, Coordination, RoomPolicy};
+use agentroom_domain::review::{CriterionVerdict, ReviewSubmission, Verdict};
 use agentroom_domain::room::Role;
 use agentroom_domain::state::{RoomSetup, RoomState};
 use agentroom_eval::Mode;
@@ -274,6 +275,35 @@ impl Run<'_> {
                     }
                     result
                 }
+                Step::Review { key, by, verdict } => {
+                    let Some(objective) = self.objective(coordinator, key).await? else {
+                        played
+                            .refused
+                            .push(format!("step {}: `{key}` opened no objective", n + 1));
+                        continue;
+                    };
+                    match review(coordinator, &self.room, objective, *verdict).await? {
+                        None => {
+                            played.refused.push(format!(
+                                "step {}: no report of `{key}` awaits a review",
+                                n + 1
+                            ));
+                            Ok(())
+                        }
+                        Some(review) => coordinator
+                            .submit(
+                                &self.room,
+                                self.input(n, "review"),
+                                OperatorInput::RecordReview {
+                                    by: by.clone(),
+                                    objective,
+                                    review,
+                                },
+                            )
+                            .await
+                            .map(drop),
+                    }
+                }
                 Step::Sleep { ms } => {
                     tokio::time::sleep(Duration::from_millis(*ms)).await;
                     wait = false;
@@ -350,6 +380,61 @@ impl Run<'_> {
             .find(|o| o.origin() == event)
             .map(|o| o.id()))
     }
+}
+
+/// A person's review of the latest report of `objective`, every criterion `verdict`: a
+/// `met` cites the report's first source and quotes its first line (R7). `None` when the
+/// objective has no report.
+async fn review(
+    coordinator: &Coordinator,
+    room: &RoomId,
+    objective: ObjectiveId,
+    verdict: Verdict,
+) -> anyhow::Result<Option<ReviewSubmission>> {
+    let state = coordinator.room(room).await?.state;
+    let Some(found) = state.objective(objective) else {
+        return Ok(None);
+    };
+    let Some(report) = found.reports().last().cloned() else {
+        return Ok(None);
+    };
+    let Some(contribution) = state.contributions().get(&report.contribution) else {
+        return Ok(None);
+    };
+    let content = coordinator.report_content(&state, contribution).await?;
+    let text = content
+        .body
+        .clone()
+        .or_else(|| content.artifacts.first().map(|a| a.content.clone()))
+        .unwrap_or_default();
+    let quote = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned);
+    let source = content.sources.iter().find_map(|s| s.id.clone());
+    let met = verdict == Verdict::Met;
+    let verdicts = found
+        .criteria()
+        .iter()
+        .map(|c| CriterionVerdict {
+            criterion: c.id.clone(),
+            verdict,
+            evidence: format!("{verdict:?} on reading report v{}", report.version),
+            sources: if met {
+                source.iter().cloned().collect()
+            } else {
+                Vec::new()
+            },
+            quote: if met { quote.clone() } else { None },
+        })
+        .collect();
+    let review = HumanReview {
+        report_version: report.version,
+        observed: found.observed(),
+        verdicts,
+    };
+    Ok(Some(review.bind(&state, objective)?))
 }
 
 /// The journal of a run under `root`.

@@ -1,0 +1,172 @@
+//! `agentroom eval` end to end (issue 19): the real binary plays scenarios of the corpus in
+//! each mode on a real store, a restarting scenario across a SIGKILL, and a campaign of two
+//! `eval` processes shares one budget pool on PostgreSQL without passing its ceiling (B8).
+//! CI runs one scenario in each mode; the whole corpus runs outside CI (README).
+#![allow(
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests: a failed unwrap is a failed test"
+)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use agentroom_ports::PoolStore;
+use agentroom_ports::domain::ids::PoolId;
+use agentroom_ports::domain::ledger::{BudgetLedger, LedgerEntry};
+use agentroom_store_postgres::PgRooms;
+use support::{Database, agentroom, migrate_up, ok};
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/eval")
+}
+
+fn eval(root: &Path, extra: &[&str]) -> std::process::Command {
+    let corpus = corpus();
+    let mut command = agentroom(&["eval", "--scenarios"]);
+    command.arg(&corpus).arg("--out").arg(root.join("report"));
+    command.args(extra);
+    command
+}
+
+#[test]
+fn eval_plays_one_scenario_in_each_mode_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    let out = eval(dir.path(), &["--only", "01-honest", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let stdout = ok(&out);
+    for mode in ["sessions", "routing", "planner"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains("01-honest") && l.contains(mode)),
+            "{mode} missing:\n{stdout}"
+        );
+    }
+    assert!(root.join("planning.db").exists());
+}
+
+#[test]
+fn eval_restarting_scenario_recovers_after_sigkill_without_repeating_the_call_d2() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    let out = eval(
+        dir.path(),
+        &["--only", "07-crash-restart", "--modes", "planner", "--root"],
+    )
+    .arg(&root)
+    .output()
+    .unwrap();
+    let stdout = ok(&out);
+    assert!(stdout.contains("07-crash-restart"), "{stdout}");
+    // The journal holds each operation once: the killed process's call was reconciled from
+    // it, never run again.
+    let journal = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("journal-"))
+        .expect("the run's journal");
+    let text = std::fs::read_to_string(journal).unwrap();
+    let gathers = text
+        .lines()
+        .filter(|l| l.contains("\"role\":\"specialist\"") && l.contains("/gather\""))
+        .count();
+    assert_eq!(gathers, 1, "the research ran once:\n{text}");
+}
+
+#[test]
+fn eval_refuses_bad_input_with_a_clear_error_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&["--modes", "swarm"], "unknown mode `swarm`"),
+        (&["--only", "99-nope"], "no scenario named 99-nope"),
+        (&["--campaign", "Not A Pool"], "pool id"),
+    ];
+    for (args, expected) in cases {
+        let root = dir.path().join("data");
+        let out = eval(dir.path(), args)
+            .arg("--root")
+            .arg(&root)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            !dir.path().join("report").exists(),
+            "{args:?} wrote a report"
+        );
+    }
+    let out = agentroom(&["eval", "--scenarios"])
+        .arg(dir.path().join("missing"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("missing"),
+        "{out:?}"
+    );
+}
+
+/// B8 across processes: two `eval` processes of one campaign draw on one pool whose ceiling
+/// is below what both would spend; together they never pass it, and its log replays.
+#[test]
+fn eval_campaign_of_two_processes_never_exceeds_its_pool_ceiling_b8() {
+    let database = Database::create();
+    let url = database.url();
+    migrate_up(&url);
+    let limit: i64 = 60_000;
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let children: Vec<_> = dirs
+        .iter()
+        .zip(["camp-a", "camp-b"])
+        .map(|(dir, run)| {
+            eval(
+                dir.path(),
+                &[
+                    "--only",
+                    "01-honest,12-two-objectives",
+                    "--campaign",
+                    "campaign",
+                    "--campaign-limit-micros",
+                    &limit.to_string(),
+                    "--run-id",
+                    run,
+                    "--database-url",
+                    &url,
+                ],
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for child in children {
+        ok(&child.wait_with_output().unwrap());
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = PgRooms::connect(&url).await.unwrap();
+        let pool_id = PoolId::parse("campaign").unwrap();
+        let pool = store.load_pool(&pool_id).await.unwrap().unwrap().ledger;
+        let b = pool.balances();
+        assert_eq!(b.limit.micros(), limit);
+        assert!(b.available.micros() >= 0, "pool overspent: {b:?}");
+        assert!(b.spent.micros() + b.reserved.micros() <= limit, "{b:?}");
+        assert_eq!(pool.overrun(), None, "{b:?}");
+        assert!(
+            b.spent.micros() > limit / 2,
+            "both processes spent from it: {b:?}"
+        );
+        let log = store.pool_log(&pool_id).await.unwrap();
+        let entries: Vec<LedgerEntry> = log.iter().map(|row| row.entry.clone()).collect();
+        assert_eq!(BudgetLedger::replay(&entries).unwrap(), pool);
+    });
+}
