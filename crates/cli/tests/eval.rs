@@ -24,6 +24,10 @@ fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/eval")
 }
 
+fn corpus_file(name: &str) -> PathBuf {
+    corpus().join(name)
+}
+
 fn eval(root: &Path, extra: &[&str]) -> std::process::Command {
     let corpus = corpus();
     let mut command = agentroom(&["eval", "--scenarios"]);
@@ -45,11 +49,94 @@ fn eval_plays_one_scenario_in_each_mode_on_the_embedded_store() {
         assert!(
             stdout
                 .lines()
-                .any(|l| l.contains("01-honest") && l.contains(mode)),
+                .any(|l| l.starts_with(&format!("| {mode} | 1/1 |"))),
             "{mode} missing:\n{stdout}"
         );
     }
     assert!(root.join("planning.db").exists());
+    // The report, read back: the trace of each mode evaluated against the ground truth.
+    let report = dir.path().join("report");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
+            .unwrap();
+    let run = |mode: &str| {
+        json["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metrics"]["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {mode} run"))["metrics"]
+            .clone()
+    };
+    let planner = run("planner");
+    assert_eq!(planner["objectives_completed"], 1);
+    assert_eq!(planner["false_completions"], 0, "{planner}");
+    assert_eq!(planner["duplicate_confirmed_effects"], 0);
+    // The baselines let one agent answer alone: the gathered source never reaches the answer.
+    for mode in ["sessions", "routing"] {
+        let m = run(mode);
+        assert_eq!(m["false_completions"], 1, "{mode}: {m}");
+        assert!(m["cost_micros"].as_i64().unwrap() < planner["cost_micros"].as_i64().unwrap());
+    }
+    let markdown = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(
+        markdown.contains("## Where the planner costs more"),
+        "{markdown}"
+    );
+    let svg = std::fs::read_to_string(report.join("report.svg")).unwrap();
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+}
+
+#[test]
+fn eval_refuses_to_report_a_holdout_whose_corpus_changed_after_freezing() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    std::fs::copy(
+        corpus_file("16-single-writer.toml"),
+        corpus.join("16-single-writer.toml"),
+    )
+    .unwrap();
+    let manifest = dir.path().join("holdout.json");
+    let frozen = agentroom(&["eval", "--scenarios"])
+        .arg(&corpus)
+        .arg("--freeze")
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    assert!(ok(&frozen).contains("froze"));
+    // Unchanged: the holdout runs and reports with its hashes.
+    let run = |out: &str| {
+        agentroom(&["eval", "--modes", "routing", "--scenarios"])
+            .arg(&corpus)
+            .arg("--holdout")
+            .arg(&manifest)
+            .arg("--root")
+            .arg(dir.path().join(out).join("data"))
+            .arg("--out")
+            .arg(dir.path().join(out).join("report"))
+            .output()
+            .unwrap()
+    };
+    ok(&run("first"));
+    let md = std::fs::read_to_string(dir.path().join("first/report/report.md")).unwrap();
+    assert!(md.contains("- holdout: "), "{md}");
+    // A tuned scenario: refused, naming it, and nothing reported.
+    let path = corpus.join("16-single-writer.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("charge_micros = 600", "charge_micros = 500"),
+    )
+    .unwrap();
+    let out = run("second");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("corpus/16-single-writer.toml changed"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("second/report").exists());
 }
 
 #[test]
@@ -64,7 +151,11 @@ fn eval_restarting_scenario_recovers_after_sigkill_without_repeating_the_call_d2
     .output()
     .unwrap();
     let stdout = ok(&out);
-    assert!(stdout.contains("07-crash-restart"), "{stdout}");
+    // Completed, no false completion, no duplicate effect.
+    assert!(
+        stdout.contains("| planner | 1/1 | 0 | 0 | 0 | 0 |"),
+        "{stdout}"
+    );
     // The journal holds each operation once: the killed process's call was reconciled from
     // it, never run again.
     let journal = std::fs::read_dir(&root)

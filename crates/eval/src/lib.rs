@@ -33,16 +33,22 @@
 //! in `i64` micros), so a loader can fill it from either store and tests can write one by hand.
 
 mod error;
+pub mod holdout;
+pub mod load;
 mod metrics;
+pub mod report;
 mod summary;
 pub mod trace;
 mod truth;
 
 pub use error::{TraceError, TruthError};
+pub use holdout::{Change, HoldoutError, Manifest};
+pub use load::{LoadError, load_trace};
 pub use metrics::{
     Correction, DuplicateEffect, Evidence, FalseCompletion, Metrics, Repeat, RepeatedAttempt,
     evaluate,
 };
+pub use report::{Rendered, Report, ReportError, RunFigures};
 pub use summary::{ModeSummary, SummaryError, median, summarize};
 pub use trace::{Mode, Trace};
 pub use truth::{CriterionTruth, GroundTruth, ObjectiveTruth, Truth};

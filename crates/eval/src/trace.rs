@@ -42,6 +42,39 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in report order.
+    pub const ALL: [Mode; 3] = [Mode::Sessions, Mode::Routing, Mode::Planner];
+
+    /// What the mode is, as the report defines it: each baseline as a competent team would
+    /// build it, on the same store, ledger, runner, agents, permissions and budget.
+    pub const fn definition(self) -> &'static str {
+        match self {
+            Mode::Sessions => {
+                "legacy sessions. No planner: every specialist's session gets the owner's \
+                 message as its task, on the capability it is bound to, and works alone with \
+                 what the message says. The objective completes when the first session declares \
+                 its work done; the others are asked to stop. A failed session leaves the \
+                 others working. No review gate; budget reservations, pauses, late-result holds \
+                 and crash recovery as in the planner."
+            }
+            Mode::Routing => {
+                "selective routing. The reasoner reads the message and the capabilities (as in \
+                 the planner) and the message goes to the one specialist bound to the \
+                 capability that produces the answer (the plan's report task, without \
+                 dependencies). Its answer completes the objective. No plan versions after the \
+                 first, no repair plan (a failure stops for attention), no review gate; budget, \
+                 pauses, late-result holds and crash recovery as in the planner."
+            }
+            Mode::Planner => {
+                "agentroom as it is: the reasoner proposes a versioned plan admitted whole \
+                 (O7), specialists work in dependency order, every call reserves budget first \
+                 (B2), failures and unmet reviews trigger repair or corrective plans (R3), and \
+                 the objective completes only when a reviewer distinct from every author finds \
+                 every criterion met on a source-bound report (R1, R2)."
+            }
+        }
+    }
+
     /// The mode's name on the command line and in reports.
     pub const fn as_str(self) -> &'static str {
         match self {

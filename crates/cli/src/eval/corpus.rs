@@ -113,10 +113,6 @@ pub(crate) struct EvalScenario {
     /// What the people do, in order.
     pub(crate) steps: Vec<Step>,
     /// What is true of each criterion.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "read once the trace loader lands")
-    )]
     pub(crate) truth: GroundTruth,
 }
 

@@ -64,6 +64,20 @@ pub(crate) struct EvalArgs {
         default_value_t = 50_000_000
     )]
     campaign_limit_micros: i64,
+    /// Record the SHA-256 of this binary, of every corpus file and of the policy files to
+    /// FILE, before a holdout run, and exit without running.
+    #[arg(long, value_name = "FILE", conflicts_with = "holdout")]
+    freeze: Option<PathBuf>,
+    /// Run as the holdout frozen in FILE: refused, with nothing written, when the binary, a
+    /// corpus file or a policy file changed since it was frozen.
+    #[arg(long, value_name = "FILE")]
+    holdout: Option<PathBuf>,
+    /// The policy files the holdout's hashes cover.
+    #[arg(long, value_name = "DIR", default_value = "policies")]
+    policies: PathBuf,
+    /// The report's date (`YYYY-MM-DD`); today in UTC by default.
+    #[arg(long, value_name = "DATE", value_parser = parse_date)]
+    date: Option<String>,
     /// Where the report goes (report.md, report.svg, report.json).
     #[arg(long, value_name = "DIR", default_value = "eval-report")]
     out: PathBuf,
@@ -74,6 +88,21 @@ pub(crate) struct EvalArgs {
     /// Internal: play a restarting scenario up to its restart, say so, and wait to be killed.
     #[arg(long, hide = true)]
     until_restart: bool,
+}
+
+fn parse_date(text: &str) -> Result<String, String> {
+    let b = text.as_bytes();
+    let ok = b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("`{text}` is not a date: give YYYY-MM-DD"))
+    }
 }
 
 fn parse_mode(text: &str) -> Result<Mode, String> {
@@ -97,6 +126,24 @@ struct Finished {
 /// Runs `agentroom eval`.
 pub(crate) async fn run(args: EvalArgs) -> anyhow::Result<String> {
     let corpus = read_corpus(&args.scenarios, &args.only)?;
+    if let Some(path) = &args.freeze {
+        let manifest = hashes(&args)?;
+        manifest.freeze(path)?;
+        return Ok(format!(
+            "froze {} files ({}) in {}\n",
+            manifest.files.len(),
+            manifest.digest(),
+            path.display()
+        ));
+    }
+    let frozen = match &args.holdout {
+        Some(path) => {
+            let frozen = agentroom_eval::Manifest::read(path)?;
+            frozen.check(&hashes(&args)?)?;
+            Some(frozen)
+        }
+        None => None,
+    };
     let temporary;
     let root = match &args.root {
         Some(root) => root.clone(),
@@ -145,30 +192,125 @@ pub(crate) async fn run(args: EvalArgs) -> anyhow::Result<String> {
     }
     progress.done();
     host.coordinator.deliver_notifications().await?;
-    let mut out = String::new();
+    let mut metrics = Vec::new();
     for f in &finished {
-        let stored = host.coordinator.room_with_history(&f.room).await?;
-        let statuses: Vec<String> = stored
-            .state
-            .objectives()
+        let scenario = corpus
             .iter()
-            .map(|o| o.status().to_string())
-            .collect();
-        out.push_str(&format!(
-            "{:<24} {:<9} {:>6} ms  {}  {}\n",
-            f.scenario,
-            f.mode,
-            f.wall.as_millis(),
-            statuses.join(","),
-            f.played.refused.join("; ")
+            .find(|s| s.name == f.scenario)
+            .ok_or_else(|| anyhow!("{}: not in the corpus", f.scenario))?;
+        let trace =
+            agentroom_eval::load_trace(&*store, &f.room, &f.scenario, f.mode, &f.keys).await?;
+        let m = agentroom_eval::evaluate(&trace, &scenario.truth)
+            .with_context(|| format!("evaluating {} ({})", f.scenario, f.mode))?;
+        metrics.push((m, trace));
+    }
+    let date = match &args.date {
+        Some(date) => date.clone(),
+        None => today_utc(),
+    };
+    let store_fact = match &args.database_url {
+        Some(url) => format!("PostgreSQL {}", crate::store::redact(url)),
+        None => format!(
+            "embedded SQLite {}",
+            root.join(crate::store::PLANNING_DB).display()
+        ),
+    };
+    let facts = vec![
+        (
+            "binary".to_owned(),
+            format!("agentroom {}", env!("CARGO_PKG_VERSION")),
+        ),
+        ("store".to_owned(), store_fact),
+        ("corpus".to_owned(), args.scenarios.display().to_string()),
+        (
+            "runs".to_owned(),
+            format!(
+                "{} scenarios × {} modes in {:.1} s",
+                corpus.len(),
+                args.modes.len(),
+                started.elapsed().as_secs_f64()
+            ),
+        ),
+    ];
+    let mut facts = facts;
+    if let Some(frozen) = &frozen {
+        // Checked again now: nothing may change while the holdout runs.
+        frozen.check(&hashes(&args)?)?;
+        facts.push((
+            "holdout".to_owned(),
+            format!("{} files frozen as {}", frozen.files.len(), frozen.digest()),
         ));
     }
+    let runs = metrics
+        .into_iter()
+        .map(|(m, trace)| agentroom_eval::RunFigures::of(m, &trace))
+        .collect();
+    let report = agentroom_eval::Report::new(&date, runs, facts)?;
+    let rendered = report.render()?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    for (name, text) in [
+        ("report.md", &rendered.markdown),
+        ("report.svg", &rendered.svg),
+        ("report.json", &rendered.json),
+    ] {
+        let path = args.out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut out = summary_table(&rendered.markdown);
     out.push_str(&format!(
-        "{} runs in {:.1} s\n",
-        finished.len(),
-        started.elapsed().as_secs_f64()
+        "\nreport: {} (.md, .svg, .json)\n",
+        args.out.join("report").display()
     ));
     Ok(out)
+}
+
+/// The holdout's hashes now: this binary, the corpus, the policies.
+fn hashes(args: &EvalArgs) -> anyhow::Result<agentroom_eval::Manifest> {
+    let binary = std::env::current_exe().context("finding the agentroom binary")?;
+    Ok(agentroom_eval::Manifest::compute(
+        &binary,
+        &args.scenarios,
+        &args.policies,
+    )?)
+}
+
+/// The Markdown report's summary section, for the terminal.
+fn summary_table(markdown: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in markdown.lines() {
+        if line.starts_with("## ") {
+            inside = line == "## Summary";
+            continue;
+        }
+        if inside && line.starts_with('|') {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Today's date in UTC (`YYYY-MM-DD`), from the system clock: the report's date unless
+/// `--date` gives one.
+fn today_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let days = i64::try_from(secs / 86_400).unwrap_or_default();
+    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 /// Plays one scenario in one mode to quiet, across a SIGKILL when it restarts.
