@@ -536,7 +536,7 @@ fn say_what_is_served(
 
 /// What the Rooms' quotes must cover (B6): per role, the priciest model serving it (hosted
 /// specialists are executed by their agent hosts, not a model). `None` without models.
-fn served_to_rooms(
+pub(crate) fn served_to_rooms(
     served: &[Served],
     hosted: &[agentroom_domain::ids::PrincipalId],
 ) -> Option<agentroom_domain::state::Served> {

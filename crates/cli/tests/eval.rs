@@ -205,6 +205,68 @@ fn eval_refuses_bad_input_with_a_clear_error_and_writes_nothing() {
     );
 }
 
+/// `--openai`: the deterministic OpenAI-compatible test model, which answers only from what
+/// it is sent, serves every role in place of the scripted agents; the runs, their trace and
+/// the report are the same machinery.
+#[test]
+fn eval_with_a_model_serves_every_role_over_http_and_reports() {
+    use support::model::{listening, testmodel};
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("requests.jsonl");
+    let mut model = std::process::Command::new(testmodel());
+    model
+        .args(["--listen", "127.0.0.1:0", "--record"])
+        .arg(&record);
+    let (_model, address) = listening(model, "listening on http://");
+    let config = dir.path().join("model.toml");
+    std::fs::write(
+        &config,
+        format!("base_url = \"http://{address}/v1\"\nmodel = \"testmodel\"\n"),
+    )
+    .unwrap();
+    let out = eval(
+        dir.path(),
+        &[
+            "--only",
+            "16-single-writer",
+            "--modes",
+            "routing,planner",
+            "--openai",
+        ],
+    )
+    .arg(&config)
+    .arg("--root")
+    .arg(dir.path().join("data"))
+    .output()
+    .unwrap();
+    ok(&out);
+    let requests = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        requests.lines().count() >= 2,
+        "the model was called: {requests}"
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("report/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["runs"].as_array().unwrap().len(), 2);
+    let agents = json["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f[0] == "agents")
+        .unwrap()
+        .clone();
+    assert!(
+        agents[1].as_str().unwrap().contains("OpenAI-compatible"),
+        "{agents}"
+    );
+    for run in json["runs"].as_array().unwrap() {
+        assert!(run["calls"]["reasoner"].as_u64().unwrap() >= 1, "{run}");
+        assert!(run["metrics"]["cost_micros"].as_i64().unwrap() > 0, "{run}");
+    }
+}
+
 /// B8 across processes: two `eval` processes of one campaign draw on one pool whose ceiling
 /// is below what both would spend; together they never pass it, and its log replays.
 #[test]

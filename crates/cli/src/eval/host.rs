@@ -24,20 +24,24 @@ use super::play::LEASE;
 /// One Room's agents.
 struct RoomAgents {
     provider: Arc<dyn Provider>,
-    reconciler: JournalReconciler,
+    /// `None` for models, whose APIs keep no record this host can read.
+    reconciler: Option<JournalReconciler>,
 }
 
 /// Routes each call and each reconciliation to the agents of its operation's Room.
 pub(crate) struct Agents {
     store: Arc<dyn Store>,
     rooms: RwLock<HashMap<RoomId, RoomAgents>>,
+    /// The models every Room uses instead of its scenario's scripted agents (`--openai`).
+    models: Option<Arc<dyn Provider>>,
 }
 
 impl Agents {
-    fn new(store: Arc<dyn Store>) -> Self {
+    fn new(store: Arc<dyn Store>, models: Option<Arc<dyn Provider>>) -> Self {
         Self {
             store,
             rooms: RwLock::default(),
+            models,
         }
     }
 
@@ -49,6 +53,17 @@ impl Agents {
         scenario: &EvalScenario,
         journal: &Path,
     ) -> anyhow::Result<()> {
+        if let Some(models) = &self.models {
+            let agents = RoomAgents {
+                provider: Arc::clone(models),
+                reconciler: None,
+            };
+            self.rooms
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(room.clone(), agents);
+            return Ok(());
+        }
         let journal = Arc::new(Journal::open(journal)?);
         let scripted = Arc::new(Scripted::new(scenario.agents.clone()).with_journal(journal));
         let reconciler = scripted
@@ -56,7 +71,7 @@ impl Agents {
             .ok_or_else(|| anyhow!("the scripted agents keep no journal"))?;
         let agents = RoomAgents {
             provider: Arc::new(scripted.agents()),
-            reconciler,
+            reconciler: Some(reconciler),
         };
         self.rooms
             .write()
@@ -78,7 +93,7 @@ impl Agents {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(room)
-            .map(|a| a.reconciler.clone())
+            .and_then(|a| a.reconciler.clone())
     }
 }
 
@@ -127,6 +142,34 @@ impl Reconciler for Agents {
     }
 }
 
+/// OpenAI-compatible models serving every role (`eval --openai CONFIG`), in place of the
+/// scenarios' scripted agents: the Rooms' quotes must cover them (B6).
+pub(crate) struct Models {
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) served: Option<agentroom_domain::state::Served>,
+    pub(crate) quotes: agentroom_domain::state::Quotes,
+}
+
+impl Models {
+    /// The models a providers configuration names (the file `serve --openai` reads), priced
+    /// by the policy files under `policies` (the built-in ones when it does not exist).
+    pub(crate) fn open(config: &Path, policies: &Path) -> anyhow::Result<Self> {
+        let dir = policies.exists().then(|| policies.to_path_buf());
+        let prices = crate::policies::load(&crate::policies::PolicyFiles::new(dir)?)?.prices;
+        let (agents, _, served) = crate::host::agents(
+            &crate::host::AgentsChoice::OpenAi {
+                config: config.to_path_buf(),
+            },
+            &prices,
+        )?;
+        Ok(Self {
+            provider: Arc::new(agents),
+            served: crate::serve::served_to_rooms(&served, &[]),
+            quotes: agentroom_agents::providers::quotes_needed(&served),
+        })
+    }
+}
+
 /// The host: the coordinator and the agents behind it.
 pub(crate) struct Host {
     pub(crate) coordinator: Coordinator,
@@ -140,6 +183,7 @@ impl Host {
         store: Arc<dyn Store>,
         runner: &str,
         corpus: &[EvalScenario],
+        models: Option<&Models>,
     ) -> anyhow::Result<Self> {
         let mut bindings: HashMap<&str, &PrincipalId> = HashMap::new();
         for scenario in corpus {
@@ -163,18 +207,23 @@ impl Host {
             .fold(MemoryCatalog::new(), |c, (capability, provider)| {
                 c.bind(capability, provider)
             });
-        let agents = Arc::new(Agents::new(Arc::clone(&store)));
-        let coordinator = Coordinator::builder(
+        let agents = Arc::new(Agents::new(
+            Arc::clone(&store),
+            models.map(|m| Arc::clone(&m.provider)),
+        ));
+        let mut builder = Coordinator::builder(
             store,
             CoordinatorConfig::new(RunnerConfig::new(runner, LEASE)),
         )
         .provider(Arc::clone(&agents) as Arc<dyn Provider>)
         .reconciler(Arc::clone(&agents) as Arc<dyn Reconciler>)
         .clock(Arc::new(SystemClock))
-        .catalog(Arc::new(catalog))
-        .build();
+        .catalog(Arc::new(catalog));
+        if let Some(served) = models.and_then(|m| m.served.clone()) {
+            builder = builder.served(served);
+        }
         Ok(Self {
-            coordinator,
+            coordinator: builder.build(),
             agents,
         })
     }

@@ -64,6 +64,11 @@ pub(crate) struct EvalArgs {
         default_value_t = 50_000_000
     )]
     campaign_limit_micros: i64,
+    /// Serve every role with the OpenAI-compatible models of this providers configuration
+    /// (the file `serve --openai` reads) instead of the scenarios' scripted agents. The
+    /// ground truth stays the scenarios': what a model delivers is judged by their markers.
+    #[arg(long, value_name = "CONFIG")]
+    openai: Option<PathBuf>,
     /// Record the SHA-256 of this binary, of every corpus file and of the policy files to
     /// FILE, before a holdout run, and exit without running.
     #[arg(long, value_name = "FILE", conflicts_with = "holdout")]
@@ -178,7 +183,16 @@ pub(crate) async fn run(args: EvalArgs) -> anyhow::Result<String> {
             }
         }
     }
-    let host = Host::new(Arc::clone(&store), "agentroom-eval", &corpus)?;
+    let models = match &args.openai {
+        Some(config) => Some(host::Models::open(config, &args.policies)?),
+        None => None,
+    };
+    let host = Host::new(
+        Arc::clone(&store),
+        "agentroom-eval",
+        &corpus,
+        models.as_ref(),
+    )?;
     host.coordinator.recover().await?;
     let total = corpus.len() * args.modes.len();
     let progress = Progress::new(total);
@@ -187,7 +201,8 @@ pub(crate) async fn run(args: EvalArgs) -> anyhow::Result<String> {
     for scenario in &corpus {
         for mode in &args.modes {
             progress.show(finished.len(), &scenario.name, *mode);
-            finished.push(run_one(&args, &host, scenario, *mode, &run_id, &root).await?);
+            let quotes = models.as_ref().map(|m| m.quotes);
+            finished.push(run_one(&args, &host, scenario, *mode, &run_id, &root, quotes).await?);
         }
     }
     progress.done();
@@ -222,6 +237,16 @@ pub(crate) async fn run(args: EvalArgs) -> anyhow::Result<String> {
         ),
         ("store".to_owned(), store_fact),
         ("corpus".to_owned(), args.scenarios.display().to_string()),
+        (
+            "agents".to_owned(),
+            match &args.openai {
+                Some(config) => format!(
+                    "OpenAI-compatible models of {} (judged by the scenarios' markers)",
+                    config.display()
+                ),
+                None => "scripted (the scenarios' replies, the same in every mode)".to_owned(),
+            },
+        ),
         (
             "runs".to_owned(),
             format!(
@@ -321,8 +346,10 @@ async fn run_one(
     mode: Mode,
     run_id: &str,
     root: &Path,
+    quotes: Option<agentroom_domain::state::Quotes>,
 ) -> anyhow::Result<Finished> {
-    let run = new_run(args, scenario, mode, run_id, root)?;
+    let mut run = new_run(args, scenario, mode, run_id, root)?;
+    run.quotes = quotes;
     let coordinator = &host.coordinator;
     let started = Instant::now();
     let mut played = Played::default();
@@ -370,6 +397,7 @@ fn new_run<'a>(
         journal: play::journal_path(root, &room),
         room,
         pool: args.campaign.clone(),
+        quotes: None,
     })
 }
 
@@ -385,11 +413,17 @@ async fn until_restart(
     let at = scenario
         .restart_at()
         .ok_or_else(|| anyhow!("{} does not restart", scenario.name))?;
-    let run = new_run(args, scenario, mode, run_id, root)?;
+    let models = match &args.openai {
+        Some(config) => Some(host::Models::open(config, &args.policies)?),
+        None => None,
+    };
+    let mut run = new_run(args, scenario, mode, run_id, root)?;
+    run.quotes = models.as_ref().map(|m| m.quotes);
     let host = Host::new(
         store,
         "agentroom-eval-before-restart",
         std::slice::from_ref(scenario),
+        models.as_ref(),
     )?;
     host.agents.register(&run.room, scenario, &run.journal)?;
     host.coordinator.recover().await?;
@@ -438,6 +472,13 @@ async fn crash_child(
     };
     if let Some(pool) = &args.campaign {
         command.arg("--campaign").arg(pool.as_str());
+    }
+    if let Some(config) = &args.openai {
+        command
+            .arg("--openai")
+            .arg(config)
+            .arg("--policies")
+            .arg(&args.policies);
     }
     let mut child = command.spawn().context("starting the process to kill")?;
     let stdout = child

@@ -53,6 +53,8 @@ pub(crate) struct Run<'a> {
     pub(crate) journal: PathBuf,
     /// The pool the Room draws on (`--campaign`).
     pub(crate) pool: Option<PoolId>,
+    /// The Room's quotes when models serve it (`--openai`); the scripted model's otherwise.
+    pub(crate) quotes: Option<agentroom_domain::state::Quotes>,
 }
 
 /// What the people did that the Room refused (a refusal is part of the run: e.g. a pause of
@@ -129,7 +131,10 @@ impl Run<'_> {
             owner: spec.owner.clone(),
             policy: policy.with_coordination(coordination(self.mode)),
             access: AccessPolicy::default(),
-            quotes: PriceTable::shipped()?.quotes(SCRIPTED_MODEL)?,
+            quotes: match self.quotes {
+                Some(quotes) => quotes,
+                None => PriceTable::shipped()?.quotes(SCRIPTED_MODEL)?,
+            },
             limit: UsdMicros::new(spec.limit_micros),
         })?;
         coordinator.create_room(&state).await?;
