@@ -216,7 +216,7 @@ fn table(out: &mut String, records: &[TokenRecord]) -> anyhow::Result<()> {
 }
 
 /// A timestamp as `YYYY-MM-DDTHH:MM:SSZ` (UTC, proleptic Gregorian calendar).
-fn utc(at: Timestamp) -> String {
+pub(crate) fn utc(at: Timestamp) -> String {
     let seconds = at.as_millis().div_euclid(1000);
     let days = seconds.div_euclid(86_400);
     let rest = seconds.rem_euclid(86_400);

@@ -83,12 +83,20 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Hashes `binary`, every file under `corpus` and every file under `policies` (a folder
-    /// that does not exist adds nothing).
-    pub fn compute(binary: &Path, corpus: &Path, policies: &Path) -> Result<Self, HoldoutError> {
+    /// Hashes `binary`, every file under `corpus` (`None`: the corpus compiled into the
+    /// binary, which its hash covers) and every file under `policies` (a folder that does not
+    /// exist adds nothing: the binary's built-in policies).
+    pub fn compute(
+        binary: &Path,
+        corpus: Option<&Path>,
+        policies: &Path,
+    ) -> Result<Self, HoldoutError> {
         let mut files = BTreeMap::new();
         files.insert("binary".to_owned(), sha256_file(binary)?);
-        for (prefix, dir) in [("corpus", corpus), ("policies", policies)] {
+        for (prefix, dir) in [("corpus", corpus), ("policies", Some(policies))] {
+            let Some(dir) = dir else {
+                continue;
+            };
             if prefix == "policies" && !dir.exists() {
                 continue;
             }

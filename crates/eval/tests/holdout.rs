@@ -19,7 +19,7 @@ fn setup(dir: &Path) {
 fn manifest(dir: &Path) -> Manifest {
     Manifest::compute(
         &dir.join("binary"),
-        &dir.join("corpus"),
+        Some(&dir.join("corpus")),
         &dir.join("policies"),
     )
     .unwrap()
@@ -95,7 +95,8 @@ fn an_added_or_removed_file_or_a_new_binary_refuses_it() {
 #[test]
 fn unreadable_paths_and_bad_manifests_are_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let error = Manifest::compute(&dir.path().join("nope"), dir.path(), dir.path()).unwrap_err();
+    let error =
+        Manifest::compute(&dir.path().join("nope"), Some(dir.path()), dir.path()).unwrap_err();
     assert!(matches!(error, HoldoutError::Read { .. }), "{error}");
     assert!(error.to_string().contains("nope"));
     let path = dir.path().join("bad.json");

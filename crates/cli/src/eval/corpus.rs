@@ -243,6 +243,100 @@ fn check_steps(steps: &[Step]) -> Result<BTreeSet<&str>, String> {
     Ok(said)
 }
 
+/// The shipped corpus (`scenarios/eval`), compiled in: what `eval` runs without
+/// `--scenarios`, so an installed binary runs it from any directory.
+const BUILT_IN: &[(&str, &str)] = &[
+    (
+        "01-honest",
+        include_str!("../../../../scenarios/eval/01-honest.toml"),
+    ),
+    (
+        "02-early-claim",
+        include_str!("../../../../scenarios/eval/02-early-claim.toml"),
+    ),
+    (
+        "03-loops",
+        include_str!("../../../../scenarios/eval/03-loops.toml"),
+    ),
+    (
+        "04-self-approval",
+        include_str!("../../../../scenarios/eval/04-self-approval.toml"),
+    ),
+    (
+        "05-wrong-capability",
+        include_str!("../../../../scenarios/eval/05-wrong-capability.toml"),
+    ),
+    (
+        "06-budget-raise",
+        include_str!("../../../../scenarios/eval/06-budget-raise.toml"),
+    ),
+    (
+        "07-crash-restart",
+        include_str!("../../../../scenarios/eval/07-crash-restart.toml"),
+    ),
+    (
+        "08-lost-reply",
+        include_str!("../../../../scenarios/eval/08-lost-reply.toml"),
+    ),
+    (
+        "09-result-after-pause",
+        include_str!("../../../../scenarios/eval/09-result-after-pause.toml"),
+    ),
+    (
+        "10-unknown-verdict",
+        include_str!("../../../../scenarios/eval/10-unknown-verdict.toml"),
+    ),
+    (
+        "11-owner-correction",
+        include_str!("../../../../scenarios/eval/11-owner-correction.toml"),
+    ),
+    (
+        "12-two-objectives",
+        include_str!("../../../../scenarios/eval/12-two-objectives.toml"),
+    ),
+    (
+        "13-missing-fact",
+        include_str!("../../../../scenarios/eval/13-missing-fact.toml"),
+    ),
+    (
+        "14-repair-after-failure",
+        include_str!("../../../../scenarios/eval/14-repair-after-failure.toml"),
+    ),
+    (
+        "15-format-error",
+        include_str!("../../../../scenarios/eval/15-format-error.toml"),
+    ),
+    (
+        "16-single-writer",
+        include_str!("../../../../scenarios/eval/16-single-writer.toml"),
+    ),
+];
+
+/// The shipped corpus; `only` keeps the named ones.
+pub(crate) fn built_in(only: &[String]) -> Result<Vec<EvalScenario>, CorpusError> {
+    let mut scenarios = Vec::new();
+    for (name, text) in BUILT_IN {
+        let path = PathBuf::from(format!("scenarios/eval/{name}.toml"));
+        scenarios.push(EvalScenario::parse(&path, text)?);
+    }
+    keep(scenarios, only)
+}
+
+fn keep(
+    mut scenarios: Vec<EvalScenario>,
+    only: &[String],
+) -> Result<Vec<EvalScenario>, CorpusError> {
+    for name in only {
+        if !scenarios.iter().any(|s| &s.name == name) {
+            return Err(CorpusError::Unknown(name.clone()));
+        }
+    }
+    if !only.is_empty() {
+        scenarios.retain(|s| only.contains(&s.name));
+    }
+    Ok(scenarios)
+}
+
 /// Reads every `*.toml` of `dir`, sorted by name; `only` keeps the named ones.
 pub(crate) fn read_corpus(dir: &Path, only: &[String]) -> Result<Vec<EvalScenario>, CorpusError> {
     let entries = std::fs::read_dir(dir).map_err(|source| CorpusError::Read {
@@ -268,15 +362,7 @@ pub(crate) fn read_corpus(dir: &Path, only: &[String]) -> Result<Vec<EvalScenari
     for path in paths {
         scenarios.push(EvalScenario::read(&path)?);
     }
-    for name in only {
-        if !scenarios.iter().any(|s| &s.name == name) {
-            return Err(CorpusError::Unknown(name.clone()));
-        }
-    }
-    if !only.is_empty() {
-        scenarios.retain(|s| only.contains(&s.name));
-    }
-    Ok(scenarios)
+    keep(scenarios, only)
 }
 
 #[cfg(test)]
@@ -385,5 +471,11 @@ criteria = [{ criterion = "c", truth = "met" }]
         );
         let e = read_corpus(&dir, &["nope".to_owned()]).unwrap_err();
         assert!(matches!(e, CorpusError::Unknown(_)), "{e}");
+        // The compiled-in corpus is the shipped folder, file for file.
+        let built_in = built_in(&[]).unwrap();
+        assert_eq!(
+            built_in.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            corpus.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
     }
 }

@@ -40,8 +40,9 @@ pub(crate) struct EvalArgs {
     )]
     modes: Vec<Mode>,
     /// The corpus: a folder of scenario files (`*.toml`).
-    #[arg(long, value_name = "DIR", default_value = "scenarios/eval")]
-    scenarios: PathBuf,
+    /// The shipped corpus (`scenarios/eval`, compiled in) when not given.
+    #[arg(long, value_name = "DIR")]
+    scenarios: Option<PathBuf>,
     /// Run only these scenarios (file stems), comma-separated.
     #[arg(long, value_delimiter = ',', value_name = "NAME")]
     only: Vec<String>,
@@ -130,7 +131,10 @@ struct Finished {
 
 /// Runs `agentroom eval`.
 pub(crate) async fn run(args: EvalArgs) -> anyhow::Result<String> {
-    let corpus = read_corpus(&args.scenarios, &args.only)?;
+    let corpus = match &args.scenarios {
+        Some(dir) => read_corpus(dir, &args.only)?,
+        None => corpus::built_in(&args.only)?,
+    };
     if let Some(path) = &args.freeze {
         let manifest = hashes(&args)?;
         manifest.freeze(path)?;
@@ -236,7 +240,13 @@ pub(crate) async fn run(args: EvalArgs) -> anyhow::Result<String> {
             format!("agentroom {}", env!("CARGO_PKG_VERSION")),
         ),
         ("store".to_owned(), store_fact),
-        ("corpus".to_owned(), args.scenarios.display().to_string()),
+        (
+            "corpus".to_owned(),
+            match &args.scenarios {
+                Some(dir) => dir.display().to_string(),
+                None => "the shipped scenarios/eval (compiled in)".to_owned(),
+            },
+        ),
         (
             "agents".to_owned(),
             match &args.openai {
@@ -295,7 +305,7 @@ fn hashes(args: &EvalArgs) -> anyhow::Result<agentroom_eval::Manifest> {
     let binary = std::env::current_exe().context("finding the agentroom binary")?;
     Ok(agentroom_eval::Manifest::compute(
         &binary,
-        &args.scenarios,
+        args.scenarios.as_deref(),
         &args.policies,
     )?)
 }
@@ -320,22 +330,12 @@ fn summary_table(markdown: &str) -> String {
 /// Today's date in UTC (`YYYY-MM-DD`), from the system clock: the report's date unless
 /// `--date` gives one.
 fn today_utc() -> String {
-    let secs = std::time::SystemTime::now()
+    let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or_default();
-    let days = i64::try_from(secs / 86_400).unwrap_or_default();
-    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    let stamp = crate::token::utc(agentroom_domain::ids::Timestamp::from_millis(millis));
+    stamp.get(..10).unwrap_or(&stamp).to_owned()
 }
 
 /// Plays one scenario in one mode to quiet, across a SIGKILL when it restarts.
@@ -451,8 +451,6 @@ async fn crash_child(
     command
         .arg("eval")
         .arg("--until-restart")
-        .arg("--scenarios")
-        .arg(&args.scenarios)
         .arg("--only")
         .arg(&scenario.name)
         .arg("--modes")
@@ -472,6 +470,9 @@ async fn crash_child(
     };
     if let Some(pool) = &args.campaign {
         command.arg("--campaign").arg(pool.as_str());
+    }
+    if let Some(dir) = &args.scenarios {
+        command.arg("--scenarios").arg(dir);
     }
     if let Some(config) = &args.openai {
         command
