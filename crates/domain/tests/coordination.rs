@@ -176,6 +176,28 @@ fn sessions_first_declared_done_completes_and_aborts_the_others() {
 }
 
 #[test]
+fn sessions_a_session_finishing_after_completion_stays_evidence_d4() {
+    let mut room = room(Coordination::Sessions);
+    let d = room.say("Summarize the state of the art");
+    let sessions = calls_of(&d, CallRole::Specialist);
+    room.contribute(&sessions[0], "done: my summary");
+    assert_eq!(room.objective().status(), ObjectiveStatus::Completed);
+    // The other session's result arrives anyway (it was uncertain, then reconciled).
+    let d = room.contribute(&sessions[1], "done: mine too");
+    assert_rejected(&d, Rule::D4);
+    assert_eq!(room.objective().status(), ObjectiveStatus::Completed);
+    assert_eq!(room.objective().reports().len(), 1, "no second completion");
+    // A failure of it after completion stops nothing either.
+    let mut room = self::room(Coordination::Sessions);
+    let d = room.say("Summarize the state of the art");
+    let sessions = calls_of(&d, CallRole::Specialist);
+    room.contribute(&sessions[0], "done: my summary");
+    let d = room.fail(&sessions[1]);
+    assert_eq!(stopped_by(&d), None);
+    assert_eq!(room.objective().status(), ObjectiveStatus::Completed);
+}
+
+#[test]
 fn sessions_a_failed_session_leaves_the_others_working() {
     let mut room = room(Coordination::Sessions);
     let d = room.say("Summarize the state of the art");

@@ -188,7 +188,12 @@ impl Ctx<'_, '_> {
         task: &TaskIdentity,
         reason: &str,
     ) -> bool {
-        match self.coordination() {
+        let mode = self.coordination();
+        if mode != Coordination::Planner && self.objective(idx).status.is_terminal() {
+            // The objective ended (another session declared done): nothing to repair.
+            return true;
+        }
+        match mode {
             Coordination::Planner => false,
             Coordination::Routing => {
                 self.stop_for_attention(

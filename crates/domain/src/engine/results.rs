@@ -86,6 +86,19 @@ impl Ctx<'_, '_> {
             self.hold_result(idx, task, operation.id, contribution, why);
             return;
         }
+        // A result for an objective that already ended (a baseline's other session, still
+        // running or uncertain when the first declared done) stays evidence (D4).
+        let status = self.objective(idx).status;
+        if status.is_terminal() {
+            self.reject(
+                Some(objective),
+                Rule::D4,
+                format!(
+                    "{contribution} landed after the objective was {status}: kept as evidence, completes nothing"
+                ),
+            );
+            return;
+        }
         self.complete_if_current(idx, task, operation.id, contribution);
     }
 
