@@ -249,6 +249,19 @@ where
         });
     }
 
+    // The ledger, in order; the operations it charged (B3) are those that ran.
+    let rows = store.ledger(room).await.map_err(failed)?;
+    trace.ledger = rows.iter().map(ledger_entry).collect();
+    let charged: BTreeSet<OperationId> = rows
+        .iter()
+        .filter_map(|row| match row {
+            DomainEntry::Settled { op, .. } | DomainEntry::SettlementRefused { op, .. } => {
+                Some(*op)
+            }
+            _ => None,
+        })
+        .collect();
+
     // Operations, their receipts and resolutions.
     let operations = store.room_operations(room, None).await.map_err(failed)?;
     let key_of: BTreeMap<String, String> = trace
@@ -305,16 +318,10 @@ where
                 at_ms: r.at.as_millis(),
             }),
         });
-        if let Some(receipt) =
-            receipt_of(stored, ended, &inputs, &trace.decisions, &contribution_ops)
-        {
+        if let Some(receipt) = receipt_of(stored, ended, &inputs, &charged, &contribution_ops) {
             trace.receipts.push(receipt);
         }
     }
-
-    // The ledger, in order.
-    let rows = store.ledger(room).await.map_err(failed)?;
-    trace.ledger = rows.iter().map(ledger_entry).collect();
     Ok(trace)
 }
 
@@ -399,13 +406,14 @@ fn completed_contributions(objective: &Objective) -> BTreeSet<String> {
 }
 
 /// The receipt the trace shows for `stored`: the runner's (its receipt, applied by a
-/// `call_returned` decision) or a reconciler's confirmation (a `reconciled` decision that
-/// confirmed it executed).
+/// `call_returned` decision) or a reconciler's confirmation (a `reconciled` decision after
+/// which the ledger charged it: confirmed executed, B3; one confirmed never executed is
+/// released instead).
 fn receipt_of(
     stored: &StoredOperation,
     ended: Option<(i64, i64)>,
     inputs: &BTreeMap<i64, InputKind>,
-    decisions: &[DecisionRecord],
+    charged: &BTreeSet<OperationId>,
     contributions: &BTreeMap<String, &Contribution>,
 ) -> Option<ReceiptRecord> {
     let id = stored.op().to_string();
@@ -422,27 +430,17 @@ fn receipt_of(
         .unwrap_or_default()
     };
     match input {
-        InputKind::Reconciled => {
-            let executed = decisions
-                .iter()
-                .find(|d| d.revision == revision)
-                .is_some_and(|d| {
-                    d.log.iter().any(|l| {
-                        l.message.contains(&id) && l.message.contains("confirmed executed")
-                    })
-                });
-            executed.then(|| ReceiptRecord {
-                op: id.clone(),
-                confirmed_by: Confirmation::Reconciler,
-                result: match (&stored.receipt, contribution) {
-                    (Some(r), _) => result_kind(&r.result),
-                    (None, Some(_)) => ResultKind::Contribution,
-                    (None, None) => ResultKind::NoResult,
-                },
-                effects: effects(contribution),
-                at_ms: at,
-            })
-        }
+        InputKind::Reconciled => charged.contains(&stored.op()).then(|| ReceiptRecord {
+            op: id.clone(),
+            confirmed_by: Confirmation::Reconciler,
+            result: match (&stored.receipt, contribution) {
+                (Some(r), _) => result_kind(&r.result),
+                (None, Some(_)) => ResultKind::Contribution,
+                (None, None) => ResultKind::NoResult,
+            },
+            effects: effects(contribution),
+            at_ms: at,
+        }),
         _ => stored.receipt.as_ref().map(|r| ReceiptRecord {
             op: id.clone(),
             confirmed_by: Confirmation::Runner,
