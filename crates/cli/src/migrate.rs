@@ -17,13 +17,23 @@ pub(crate) enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Revert every migration, destroying everything the database holds.
+    /// Revert the planner's migrations, destroying its state; on PostgreSQL the workflow
+    /// store's calls (`operations`, its own ledger) are kept. With --workflows, revert the
+    /// workflow store's instead.
     Down {
         #[command(flatten)]
         store: StoreArgs,
-        /// Required: says you mean to destroy everything in this database.
+        /// Required to revert the planner's migrations: says you mean to destroy the
+        /// planner's state in this database.
         #[arg(long)]
         confirm_destroy_planner_state: bool,
+        /// Revert the workflow store's ledger (PostgreSQL only), once the planner's is
+        /// reverted: destroys every recorded call, its lease and its receipt.
+        #[arg(long)]
+        workflows: bool,
+        /// Required with --workflows: says you mean to destroy the recorded calls.
+        #[arg(long, requires = "workflows")]
+        confirm_destroy_workflow_state: bool,
     },
 }
 
@@ -42,13 +52,7 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
 async fn postgres(command: Command, url: &str) -> anyhow::Result<String> {
     use agentroom_store_postgres::migrate;
     let shown = crate::store::redact(url);
-    if let Command::Down {
-        confirm_destroy_planner_state: false,
-        ..
-    } = command
-    {
-        bail!("{}", REFUSE_DOWN);
-    }
+    refuse_unconfirmed(&command, REFUSE_DOWN_POSTGRES)?;
     let pool = migrate::connect(url).await?;
     Ok(match command {
         Command::Up { .. } => {
@@ -56,33 +60,91 @@ async fn postgres(command: Command, url: &str) -> anyhow::Result<String> {
             if applied.is_empty() {
                 format!("{shown}: up to date\n")
             } else {
-                format!("{shown}: applied {}\n", versions(&applied))
+                let mut parts = Vec::new();
+                if !applied.planner.is_empty() {
+                    parts.push(format!("planner {}", versions(&applied.planner)));
+                }
+                if !applied.workflows.is_empty() {
+                    parts.push(format!("workflows {}", versions(&applied.workflows)));
+                }
+                format!("{shown}: applied {}\n", parts.join("; "))
             }
         }
         Command::Status { .. } => {
             let mut out = format!("{shown}\n");
             for state in migrate::status(&pool).await? {
                 out.push_str(&format!(
-                    "{:04} {:<8} {}\n",
+                    "{:<9} {:04} {:<8} {}\n",
+                    state.ledger.as_str(),
                     state.version,
-                    format!("{:?}", state.state).to_lowercase(),
+                    state.state.as_str(),
                     state.description
                 ));
             }
             out
         }
+        Command::Down {
+            workflows: true, ..
+        } => {
+            let reverted = migrate::down_workflows(&pool).await?;
+            format!("{shown}: reverted workflows {}\n", versions(&reverted))
+        }
         Command::Down { .. } => {
             let reverted = migrate::down(&pool).await?;
-            format!("{shown}: reverted {}\n", versions(&reverted))
+            format!(
+                "{shown}: reverted planner {} (the workflow store's operations are kept)\n",
+                versions(&reverted)
+            )
         }
     })
 }
 
-const REFUSE_DOWN: &str = "migrate down destroys everything in the database (plans, tasks, Rooms \
-     and their history, operations, the ledger, the outbox); nothing was changed. Run it again \
-     with --confirm-destroy-planner-state if you mean it";
+/// Refuses a `down` without the confirmation its ledger asks for, before anything connects.
+fn refuse_unconfirmed(command: &Command, planner_refusal: &str) -> anyhow::Result<()> {
+    match command {
+        Command::Down {
+            workflows: true,
+            confirm_destroy_workflow_state: false,
+            ..
+        } => bail!("{REFUSE_DOWN_WORKFLOWS}"),
+        Command::Down {
+            workflows: false,
+            confirm_destroy_planner_state: false,
+            ..
+        } => bail!("{planner_refusal}"),
+        _ => Ok(()),
+    }
+}
+
+const REFUSE_DOWN_POSTGRES: &str = "migrate down destroys the planner's state (plans, tasks, \
+     Rooms and their history, the ledger, the outbox, tokens, contents, budget pools); the \
+     workflow store's operations are kept; nothing was changed. Run it again with \
+     --confirm-destroy-planner-state if you mean it";
+
+const REFUSE_DOWN_SQLITE: &str = "migrate down destroys everything in the embedded database \
+     (plans, tasks, Rooms and their history, operations, the ledger, the outbox); nothing was \
+     changed. Run it again with --confirm-destroy-planner-state if you mean it";
+
+const REFUSE_DOWN_WORKFLOWS: &str = "migrate down --workflows destroys every call the workflow \
+     store recorded (operations, their leases and receipts); nothing was changed. Run it again \
+     with --confirm-destroy-workflow-state if you mean it";
+
+/// The embedded file keeps one ledger: it belongs to one process, which owns both the
+/// planner's state and its calls, and no other consumer shares it.
+const SQLITE_ONE_LEDGER: &str = "the embedded SQLite database keeps one migration ledger (its \
+     file belongs to one process, which owns both the planner's state and its calls); \
+     --workflows applies to PostgreSQL only; nothing was changed";
 
 fn sqlite(command: Command) -> anyhow::Result<String> {
+    if !matches!(
+        command,
+        Command::Down {
+            workflows: true,
+            ..
+        }
+    ) {
+        refuse_unconfirmed(&command, REFUSE_DOWN_SQLITE)?;
+    }
     match command {
         Command::Up { store } => {
             let path = store.sqlite_path();
@@ -103,19 +165,19 @@ fn sqlite(command: Command) -> anyhow::Result<String> {
             for state in states {
                 let mark = state.state.as_str();
                 out.push_str(&format!(
-                    "{:04} {:<8} {}\n",
-                    state.version, mark, state.description
+                    "{:<9} {:04} {:<8} {}\n",
+                    state.ledger.as_str(),
+                    state.version,
+                    mark,
+                    state.description
                 ));
             }
             Ok(out)
         }
         Command::Down {
-            store,
-            confirm_destroy_planner_state,
-        } => {
-            if !confirm_destroy_planner_state {
-                bail!("{}", REFUSE_DOWN);
-            }
+            workflows: true, ..
+        } => bail!("{SQLITE_ONE_LEDGER}"),
+        Command::Down { store, .. } => {
             let path = store.sqlite_path();
             let reverted = agentroom_store_sqlite::migrate::down(&path)?;
             Ok(format!(

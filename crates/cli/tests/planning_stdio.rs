@@ -335,6 +335,21 @@ fn d5_migrate_down_needs_its_confirmation_and_an_unmigrated_database_is_refused(
         String::from_utf8_lossy(&status.stdout).contains("0001 applied"),
         "{status:?}"
     );
+    // The embedded file keeps one ledger: --workflows is PostgreSQL's, refused here.
+    let refused = run(&[
+        "migrate",
+        "down",
+        "--workflows",
+        "--confirm-destroy-workflow-state",
+    ]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(stderr.contains("keeps one migration ledger"), "{stderr}");
+    let status = run(&["migrate", "status"]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("planner   0001 applied"),
+        "{status:?}"
+    );
     let down = run(&["migrate", "down", "--confirm-destroy-planner-state"]);
     assert!(down.status.success(), "{down:?}");
     let status = run(&["migrate", "status"]);

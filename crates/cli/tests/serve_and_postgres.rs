@@ -206,10 +206,10 @@ fn d5_on_postgresql_nothing_migrates_but_migrate_and_down_needs_its_confirmation
         String::from_utf8_lossy(&operations.stdout),
         "no operations\n"
     );
-    assert!(
-        String::from_utf8_lossy(&up.stdout).contains("applied 0001"),
-        "{up:?}"
-    );
+    // Both ledgers (issue 19): the planner's, then the workflow store's.
+    let applied = String::from_utf8_lossy(&up.stdout).to_string();
+    assert!(applied.contains("applied planner 0001"), "{applied}");
+    assert!(applied.contains("; workflows 0001"), "{applied}");
 
     // The stdio host on PostgreSQL: the seed's create and add.
     let mut host = Command::new(env!("CARGO_BIN_EXE_agentroom"))
@@ -242,10 +242,29 @@ fn d5_on_postgresql_nothing_migrates_but_migrate_and_down_needs_its_confirmation
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--confirm-destroy-planner-state"));
     let status = agentroom(&["migrate", "status", "--database-url", &url]);
+    let listed = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(listed.contains("planner   0001 applied"), "{listed}");
     assert!(
-        String::from_utf8_lossy(&status.stdout).contains("0001 applied"),
-        "{status:?}"
+        listed.contains("workflows 0001 applied  adopt operations"),
+        "{listed}"
     );
+    // The workflow store's ledger has its own confirmation, and is refused while the
+    // planner's commit still writes its table.
+    let refused = agentroom(&["migrate", "down", "--workflows", "--database-url", &url]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--confirm-destroy-workflow-state"));
+    let refused = agentroom(&[
+        "migrate",
+        "down",
+        "--workflows",
+        "--confirm-destroy-workflow-state",
+        "--database-url",
+        &url,
+    ]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(stderr.contains("revert them first"), "{stderr}");
+
     let down = agentroom(&[
         "migrate",
         "down",
@@ -254,9 +273,27 @@ fn d5_on_postgresql_nothing_migrates_but_migrate_and_down_needs_its_confirmation
         &url,
     ]);
     assert!(down.status.success(), "{down:?}");
-    let status = agentroom(&["migrate", "status", "--database-url", &url]);
     assert!(
-        String::from_utf8_lossy(&status.stdout).contains("0001 pending"),
-        "{status:?}"
+        String::from_utf8_lossy(&down.stdout).contains("operations are kept"),
+        "{down:?}"
     );
+    let status = agentroom(&["migrate", "status", "--database-url", &url]);
+    let listed = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(listed.contains("planner   0001 pending"), "{listed}");
+    assert!(listed.contains("workflows 0001 applied"), "{listed}");
+
+    let down = agentroom(&[
+        "migrate",
+        "down",
+        "--workflows",
+        "--confirm-destroy-workflow-state",
+        "--database-url",
+        &url,
+    ]);
+    assert!(down.status.success(), "{down:?}");
+    let status = agentroom(&["migrate", "status", "--database-url", &url]);
+    let listed = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(listed.contains("workflows 0001 pending"), "{listed}");
+    let up = agentroom(&["migrate", "up", "--database-url", &url]);
+    assert!(up.status.success(), "{up:?}");
 }

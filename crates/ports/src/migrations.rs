@@ -55,9 +55,58 @@ impl fmt::Display for MigrationState {
     }
 }
 
+/// Which migration ledger a migration is recorded in. A PostgreSQL database keeps two: the
+/// workflow store's (the `operations` table: calls, their leases and receipts), which a
+/// consumer of the workflow store can keep while the planner's state is reverted, and the
+/// planner's (everything else). The embedded SQLite file keeps one, the planner's: it belongs
+/// to one process, which owns both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Ledger {
+    /// The planner's migrations (`migrations/postgres`, `migrations/sqlite`), recorded in
+    /// `_sqlx_migrations`.
+    Planner,
+    /// The workflow store's migrations (`migrations/postgres-workflows`), recorded in
+    /// `_agentroom_workflow_migrations`.
+    Workflows,
+}
+
+impl Ledger {
+    /// Its name in `agentroom migrate status`: `planner` or `workflows`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ledger::Planner => "planner",
+            Ledger::Workflows => "workflows",
+        }
+    }
+
+    /// The table that records it.
+    pub fn table(self) -> &'static str {
+        match self {
+            Ledger::Planner => "_sqlx_migrations",
+            Ledger::Workflows => "_agentroom_workflow_migrations",
+        }
+    }
+
+    /// How a refusal names one of its migrations.
+    fn noun(self) -> &'static str {
+        match self {
+            Ledger::Planner => "migration",
+            Ledger::Workflows => "workflow store migration",
+        }
+    }
+}
+
+impl fmt::Display for Ledger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One migration and where it stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MigrationStatus {
+    /// The ledger that records it.
+    pub ledger: Ledger,
     /// Its version (the `NNNN` of the file name).
     pub version: i64,
     /// Its description (the rest of the file name).
@@ -95,9 +144,10 @@ pub struct Recorded {
     pub checksum: Vec<u8>,
 }
 
-/// Every migration `carried` and every one `recorded` (by version; `None`: the store has no
-/// migration table), in version order, with where each stands.
+/// Every migration `carried` and every one `recorded` in `ledger` (by version; `None`: the
+/// store has no such migration table), in version order, with where each stands.
 pub fn compare<'a>(
+    ledger: Ledger,
     carried: impl IntoIterator<Item = Carried<'a>>,
     recorded: Option<&BTreeMap<i64, Recorded>>,
 ) -> Vec<MigrationStatus> {
@@ -115,6 +165,7 @@ pub fn compare<'a>(
             (
                 m.version,
                 MigrationStatus {
+                    ledger,
                     version: m.version,
                     description: m.description.to_owned(),
                     state,
@@ -124,6 +175,7 @@ pub fn compare<'a>(
         .collect();
     for (version, r) in recorded {
         status.entry(*version).or_insert_with(|| MigrationStatus {
+            ledger,
             version: *version,
             description: r.description.clone(),
             state: if r.success {
@@ -136,23 +188,26 @@ pub fn compare<'a>(
     status.into_values().collect()
 }
 
-/// Why a store refuses to open a database whose migrations stand as `recorded` says, for a
-/// binary that carries `carried` (D5); `None` when every migration is applied as carried and
-/// none is applied that it does not carry.
+/// Why a store refuses to open a database whose migrations in `ledger` stand as `recorded`
+/// says, for a binary that carries `carried` (D5); `None` when every migration is applied as
+/// carried and none is applied that it does not carry.
 pub fn refusal<'a>(
+    ledger: Ledger,
     carried: impl IntoIterator<Item = Carried<'a>>,
     recorded: Option<&BTreeMap<i64, Recorded>>,
 ) -> Option<String> {
     if recorded.is_none() {
-        return Some("there is no migration table _sqlx_migrations".to_owned());
+        return Some(format!("there is no migration table {}", ledger.table()));
     }
-    let problems: Vec<String> = compare(carried, recorded)
+    let problems: Vec<String> = compare(ledger, carried, recorded)
         .into_iter()
         .filter_map(|m| {
             let what = m.state.problem()?;
             Some(format!(
-                "migration {} ({}) {what}",
-                m.version, m.description
+                "{} {} ({}) {what}",
+                ledger.noun(),
+                m.version,
+                m.description
             ))
         })
         .collect();
@@ -199,10 +254,11 @@ mod tests {
             (4, row("from the future", true, b"four")),
             (5, row("half done", false, b"five")),
         ]);
-        let states: Vec<(i64, MigrationState)> = compare(carried(), Some(&recorded))
-            .into_iter()
-            .map(|m| (m.version, m.state))
-            .collect();
+        let states: Vec<(i64, MigrationState)> =
+            compare(Ledger::Planner, carried(), Some(&recorded))
+                .into_iter()
+                .map(|m| (m.version, m.state))
+                .collect();
         assert_eq!(
             states,
             vec![
@@ -213,7 +269,7 @@ mod tests {
                 (5, MigrationState::Failed),
             ]
         );
-        let refusal = refusal(carried(), Some(&recorded)).unwrap();
+        let refusal = refusal(Ledger::Planner, carried(), Some(&recorded)).unwrap();
         assert!(
             refusal.contains("migration 2 (create rooms) was applied from different SQL"),
             "{refusal}"
@@ -228,12 +284,12 @@ mod tests {
     #[test]
     fn d5_a_database_without_a_table_is_refused_and_one_at_the_binarys_schema_is_not() {
         assert!(
-            refusal(carried(), None)
+            refusal(Ledger::Planner, carried(), None)
                 .unwrap()
                 .contains("no migration table")
         );
         assert!(
-            compare(carried(), None)
+            compare(Ledger::Planner, carried(), None)
                 .iter()
                 .all(|m| m.state == MigrationState::Pending)
         );
@@ -242,11 +298,30 @@ mod tests {
             (2, row("create rooms", true, b"two")),
             (3, row("lean room state", true, b"three")),
         ]);
-        assert_eq!(refusal(carried(), Some(&recorded)), None);
+        assert_eq!(refusal(Ledger::Planner, carried(), Some(&recorded)), None);
         assert!(
-            compare(carried(), Some(&recorded))
+            compare(Ledger::Planner, carried(), Some(&recorded))
                 .iter()
                 .all(MigrationStatus::applied)
+        );
+    }
+
+    #[test]
+    fn d5_the_workflow_ledger_is_refused_by_its_own_table_and_name() {
+        assert_eq!(
+            refusal(Ledger::Workflows, carried(), None).unwrap(),
+            "there is no migration table _agentroom_workflow_migrations"
+        );
+        let recorded = BTreeMap::from([(1, row("create planning", true, b"one"))]);
+        let refusal = refusal(Ledger::Workflows, carried(), Some(&recorded)).unwrap();
+        assert!(
+            refusal.contains("workflow store migration 2 (create rooms) is pending"),
+            "{refusal}"
+        );
+        assert!(
+            compare(Ledger::Workflows, carried(), Some(&recorded))
+                .iter()
+                .all(|m| m.ledger == Ledger::Workflows)
         );
     }
 }

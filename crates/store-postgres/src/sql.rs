@@ -154,6 +154,35 @@ SELECT version, description, success, checksum \
 FROM _sqlx_migrations \
 ORDER BY version";
 
+/// Whether the workflow store's migration ledger exists (in the search path).
+pub const WORKFLOW_MIGRATION_TABLE_EXISTS: &str =
+    "SELECT to_regclass('_agentroom_workflow_migrations') IS NOT NULL";
+
+/// The workflow store's migrations recorded as applied (or failed), in version order.
+pub const SELECT_APPLIED_WORKFLOW_MIGRATIONS: &str = "\
+SELECT version, description, success, checksum \
+FROM _agentroom_workflow_migrations \
+ORDER BY version";
+
+/// Whether the workflow store's table is there (in the search path).
+pub const OPERATIONS_EXISTS: &str = "SELECT to_regclass('operations') IS NOT NULL";
+
+/// Moves the workflow store's table, with its indexes, constraints and identity sequence, out
+/// of the way of the planner's migrations (inside their transaction, under the migration lock).
+pub const MOVE_OPERATIONS_ASIDE: &str = "\
+CREATE SCHEMA _agentroom_workflows_aside; \
+ALTER TABLE operations SET SCHEMA _agentroom_workflows_aside";
+
+/// Drops the table the planner's migrations left under the name `operations`, if any, and
+/// moves the workflow store's back into the schema the search path writes to.
+pub const BRING_OPERATIONS_BACK: &str = "\
+DROP TABLE IF EXISTS operations; \
+DO $$ BEGIN \
+    EXECUTE format('ALTER TABLE _agentroom_workflows_aside.operations SET SCHEMA %I', \
+                   current_schema()); \
+END $$; \
+DROP SCHEMA _agentroom_workflows_aside";
+
 // --- Rooms (migrations 0002, 0003, 0005) -----------------------------------------------------------------
 
 /// Creates a Room at revision 1 in one statement: the room row (counting its ledger rows),

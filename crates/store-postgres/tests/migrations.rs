@@ -9,7 +9,10 @@ use agentroom_domain::ids::{RoomId, Timestamp};
 use agentroom_planning::{Columns, NewPlan, PlanningRepository, RepoError};
 use agentroom_ports::conformance::Driver;
 use agentroom_ports::{ArtifactStore, Put, Revision, RoomStore, StoreError};
-use agentroom_store_postgres::migrate::{down, down_to, status, up};
+use agentroom_ports::{OperationFilter, WorkflowStore};
+use agentroom_store_postgres::migrate::{
+    Ledger, MigrateError, WORKFLOW_MIGRATOR, down, down_to, down_workflows, status, up,
+};
 use agentroom_store_postgres::{MigrationState, MigrationStatus, PgPlanning, PgPool, PgRooms};
 
 /// The store refuses the pool; returns the refusal's text and checks its advice.
@@ -32,11 +35,26 @@ async fn table_exists(pool: &PgPool, table: &str) -> bool {
         .unwrap()
 }
 
+/// The planner's ledger.
 fn states(status: &[MigrationStatus]) -> Vec<(i64, &str, MigrationState)> {
     status
         .iter()
+        .filter(|m| m.ledger == Ledger::Planner)
         .map(|m| (m.version, m.description.as_str(), m.state))
         .collect()
+}
+
+/// The workflow store's ledger.
+fn workflow_states(status: &[MigrationStatus]) -> Vec<(i64, &str, MigrationState)> {
+    status
+        .iter()
+        .filter(|m| m.ledger == Ledger::Workflows)
+        .map(|m| (m.version, m.description.as_str(), m.state))
+        .collect()
+}
+
+async fn count(pool: &PgPool, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
 }
 
 fn plan() -> NewPlan {
@@ -56,7 +74,12 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
     assert!(detail.contains("no migration table"), "{detail}");
     // Constructing did not migrate: no table was created, not even sqlx's own.
     assert!(!table_exists(&pool, "_sqlx_migrations").await);
+    assert!(!table_exists(&pool, "_agentroom_workflow_migrations").await);
     assert!(!table_exists(&pool, "planning_plans").await);
+    assert_eq!(
+        workflow_states(&status(&pool).await.unwrap()),
+        [(1, "adopt operations", MigrationState::Pending)]
+    );
     assert_eq!(
         states(&status(&pool).await.unwrap()),
         [
@@ -82,8 +105,14 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
 #[tokio::test]
 async fn d5_migrate_up_then_status_then_down() {
     let (schema, pool) = common::fresh_schema().await;
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    let migrated = up(&pool).await.unwrap();
+    assert_eq!(migrated.planner, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(migrated.workflows, [1]);
     let listed = status(&pool).await.unwrap();
+    assert_eq!(
+        workflow_states(&listed),
+        [(1, "adopt operations", MigrationState::Applied)]
+    );
     assert_eq!(
         states(&listed),
         [
@@ -101,13 +130,31 @@ async fn d5_migrate_up_then_status_then_down() {
     assert!(listed.iter().all(MigrationStatus::applied));
     let rooms = PgRooms::from_pool(pool.clone()).await.unwrap();
     // Migrating again is a no-op.
-    assert_eq!(up(&pool).await.unwrap(), Vec::<i64>::new());
+    assert!(up(&pool).await.unwrap().is_empty());
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     let room = RoomId::parse("local").unwrap();
     store.create_plan(&room, &plan()).await.unwrap();
     assert_eq!(store.plans(&room).await.unwrap().len(), 1);
+    // A call of the workflow store: an owner message reserves the reasoner's.
+    let mut calling = Driver::create(&rooms, "calling", 1_000_000).await;
+    let decision = calling.owner_message("plan something");
+    calling
+        .commit(&rooms, &decision, "event_accepted")
+        .await
+        .unwrap();
+    let open = rooms.operations(OperationFilter::Open).await.unwrap();
+    assert_eq!(open.len(), 1);
 
+    // Issue 19: reverting the planner's ledger removes planner state only; the workflow
+    // store's calls stay, with their ledger.
     assert_eq!(down(&pool).await.unwrap(), [9, 8, 7, 6, 5, 4, 3, 2, 1]);
+    assert!(table_exists(&pool, "operations").await);
+    assert_eq!(count(&pool, "SELECT count(*) FROM operations").await, 1);
+    assert!(!table_exists(&pool, "_agentroom_workflows_aside.operations").await);
+    assert_eq!(
+        workflow_states(&status(&pool).await.unwrap()),
+        [(1, "adopt operations", MigrationState::Applied)]
+    );
     for table in [
         "planning_plans",
         "planning_tasks",
@@ -115,7 +162,6 @@ async fn d5_migrate_up_then_status_then_down() {
         "room_history",
         "room_snapshots",
         "room_events",
-        "operations",
         "ledger_entries",
         "outbox",
         "access_tokens",
@@ -163,10 +209,52 @@ async fn d5_migrate_up_then_status_then_down() {
         }
         other => panic!("expected NotMigrated, got {other:?}"),
     }
-    // Up again works on the reverted schema.
-    assert_eq!(up(&pool).await.unwrap(), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    // Up again works on the reverted schema, over the kept calls: the planner's 0002 makes a
+    // table of its own, which the kept one replaces.
+    let migrated = up(&pool).await.unwrap();
+    assert_eq!(migrated.planner, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert!(migrated.workflows.is_empty());
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     assert!(store.plans(&room).await.unwrap().is_empty());
+    let rooms = PgRooms::from_pool(pool.clone()).await.unwrap();
+    let kept = rooms.operation(open[0].op()).await.unwrap().unwrap();
+    assert_eq!(kept.room, calling.room());
+    assert_eq!(kept.generation, open[0].generation);
+    assert_eq!(
+        rooms.operations(OperationFilter::Open).await.unwrap().len(),
+        1
+    );
+    // The kept table takes new calls after its old ones.
+    let mut again = Driver::create(&rooms, "again", 1_000_000).await;
+    let decision = again.owner_message("plan again");
+    again
+        .commit(&rooms, &decision, "event_accepted")
+        .await
+        .unwrap();
+    assert_eq!(
+        rooms.operations(OperationFilter::Open).await.unwrap().len(),
+        2
+    );
+    drop(rooms);
+
+    // The workflow store's ledger is reverted on its own, once the planner's is.
+    match down_workflows(&pool).await {
+        Err(MigrateError::PlannerApplied) => {}
+        other => panic!("expected PlannerApplied, got {other:?}"),
+    }
+    assert_eq!(count(&pool, "SELECT count(*) FROM operations").await, 2);
+    assert_eq!(down(&pool).await.unwrap(), [9, 8, 7, 6, 5, 4, 3, 2, 1]);
+    assert_eq!(down_workflows(&pool).await.unwrap(), [1]);
+    assert!(!table_exists(&pool, "operations").await);
+    assert!(
+        status(&pool)
+            .await
+            .unwrap()
+            .iter()
+            .all(|m| m.state == MigrationState::Pending)
+    );
+    let migrated = up(&pool).await.unwrap();
+    assert_eq!((migrated.planner.len(), migrated.workflows.len()), (9, 1));
     pool.close().await;
     common::drop_schema(&schema).await;
 }
@@ -203,6 +291,21 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
         .unwrap();
     let detail = not_migrated(&pool).await;
     assert!(detail.contains("failed"), "{detail}");
+    // A dirty ledger is not migrated over: an operator looks first.
+    match up(&pool).await {
+        Err(
+            error @ MigrateError::Dirty {
+                ledger: Ledger::Planner,
+                ..
+            },
+        ) => {
+            assert!(
+                error.to_string().contains("1 (create planning) failed"),
+                "{error}"
+            );
+        }
+        other => panic!("expected Dirty, got {other:?}"),
+    }
     assert_eq!(
         states(&status(&pool).await.unwrap()),
         [
@@ -287,6 +390,16 @@ async fn d1_history_written_before_0007_rebuilds_every_revision_after_it() {
     // Not closed: closing the store would close the pool it shares.
     drop(store);
 
+    // Below 0005 the planner's migrations shaped the workflow store's table: refused.
+    match down_to(&pool, 3).await {
+        Err(MigrateError::WouldReshapeWorkflows { target: 3 }) => {}
+        other => panic!("expected WouldReshapeWorkflows, got {other:?}"),
+    }
+    assert!(
+        states(&status(&pool).await.unwrap())
+            .iter()
+            .all(|m| m.2 == MigrationState::Applied)
+    );
     assert_eq!(down_to(&pool, 6).await.unwrap(), [9, 8, 7]);
     assert!(!table_exists(&pool, "room_contents").await);
     match PgRooms::from_pool(pool.clone()).await {
@@ -301,7 +414,7 @@ async fn d1_history_written_before_0007_rebuilds_every_revision_after_it() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
 
-    assert_eq!(up(&pool).await.unwrap(), [7, 8, 9]);
+    assert_eq!(up(&pool).await.unwrap().planner, [7, 8, 9]);
     // A store that committed nothing has nothing cached: it rebuilds every revision.
     let store = PgRooms::from_pool(pool.clone()).await.unwrap();
     for (revision, state) in &committed {
@@ -352,4 +465,120 @@ async fn connect_refuses_an_unmigrated_database_too() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
     common::drop_schema(&schema).await;
+}
+
+/// Issue 19: a database made by the release before the split (one ledger, `operations` made by
+/// the planner's 0002 and reshaped by its 0005) is upgraded in place: the store refuses it until
+/// `migrate up` applies the workflow store's 0001, which adopts the table with its calls, and
+/// then every Room revision and every call is there as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue19_a_database_from_before_the_split_adopts_its_calls_into_the_workflow_ledger() {
+    let (schema, pool) = common::fresh_schema().await;
+    up(&pool).await.unwrap();
+    let store = PgRooms::from_pool(pool.clone()).await.unwrap();
+    let mut room = Driver::create(&store, "before", 10_000_000).await;
+    let mut committed = vec![(room.revision, room.state.clone())];
+    for text in ["first", "second"] {
+        let decision = room.owner_message(text);
+        room.commit(&store, &decision, "event_accepted")
+            .await
+            .unwrap();
+        committed.push((room.revision, room.state.clone()));
+    }
+    let calls = store.operations(OperationFilter::Open).await.unwrap();
+    assert!(!calls.is_empty());
+    drop(store);
+    // The previous release's database: the same tables, one ledger.
+    sqlx::query("DROP TABLE _agentroom_workflow_migrations")
+        .execute(&pool)
+        .await
+        .unwrap();
+    match PgRooms::from_pool(pool.clone()).await {
+        Err(error @ StoreError::NotMigrated { .. }) => {
+            let text = error.to_string();
+            assert!(
+                text.contains("no migration table _agentroom_workflow_migrations"),
+                "{text}"
+            );
+        }
+        other => panic!("expected NotMigrated, got {other:?}"),
+    }
+
+    let migrated = up(&pool).await.unwrap();
+    assert!(migrated.planner.is_empty());
+    assert_eq!(migrated.workflows, [1]);
+    let store = PgRooms::from_pool(pool.clone()).await.unwrap();
+    let after = store.operations(OperationFilter::Open).await.unwrap();
+    assert_eq!(
+        after.iter().map(|o| o.op()).collect::<Vec<_>>(),
+        calls.iter().map(|o| o.op()).collect::<Vec<_>>()
+    );
+    for (revision, state) in &committed {
+        let rebuilt = store.state_at(&room.room(), *revision).await.unwrap();
+        assert_eq!(rebuilt.as_ref(), Some(state), "revision {revision}");
+    }
+    // And the Room goes on committing calls into the adopted table.
+    let decision = room.owner_message("third");
+    room.commit(&store, &decision, "event_accepted")
+        .await
+        .unwrap();
+    assert!(store.operations(OperationFilter::Open).await.unwrap().len() > calls.len());
+    store.close().await;
+    common::drop_schema(&schema).await;
+}
+
+/// Issue 19: the workflow store's 0001 on a database without the planner's migrations makes
+/// the same `operations` (columns, defaults, identity, indexes) as the planner's 0002..0009
+/// left, so the workflow store stands alone and an adopted table is no different.
+#[tokio::test]
+async fn issue19_the_workflow_migration_alone_makes_the_table_the_planner_left() {
+    let (planner_schema, planner) = common::fresh_schema().await;
+    up(&planner).await.unwrap();
+    let (alone_schema, alone) = common::fresh_schema().await;
+    WORKFLOW_MIGRATOR.run(&alone).await.unwrap();
+    assert!(!table_exists(&alone, "rooms").await);
+    assert_eq!(
+        workflow_states(&status(&alone).await.unwrap()),
+        [(1, "adopt operations", MigrationState::Applied)]
+    );
+    let shape = |pool: PgPool, schema: String| async move {
+        let columns: Vec<(String, String, String, Option<String>, String)> = sqlx::query_as(
+            "SELECT column_name::text, data_type::text, is_nullable::text, \
+                    column_default::text, is_identity::text \
+             FROM information_schema.columns \
+             WHERE table_schema = $1 AND table_name = 'operations' ORDER BY ordinal_position",
+        )
+        .bind(&schema)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let indexes: Vec<(String, String)> = sqlx::query_as(
+            "SELECT indexname::text, replace(indexdef, schemaname || '.', '') \
+             FROM pg_indexes WHERE schemaname = $1 AND tablename = 'operations' \
+             ORDER BY indexname",
+        )
+        .bind(&schema)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let constraints: Vec<(String, String)> = sqlx::query_as(
+            "SELECT c.conname::text, pg_get_constraintdef(c.oid) \
+             FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid \
+             JOIN pg_namespace n ON n.oid = t.relnamespace \
+             WHERE n.nspname = $1 AND t.relname = 'operations' ORDER BY c.conname",
+        )
+        .bind(&schema)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        (columns, indexes, constraints)
+    };
+    let left = shape(planner.clone(), planner_schema.clone()).await;
+    let made = shape(alone.clone(), alone_schema.clone()).await;
+    assert_eq!(left.0.len(), 15, "{:?}", left.0);
+    assert_eq!(left, made);
+    planner.close().await;
+    alone.close().await;
+    common::drop_schema(&planner_schema).await;
+    common::drop_schema(&alone_schema).await;
 }

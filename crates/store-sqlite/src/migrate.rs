@@ -131,6 +131,7 @@ pub(crate) fn pending(
     connection: &rusqlite::Connection,
 ) -> Result<Option<String>, rusqlite::Error> {
     Ok(migrations::refusal(
+        migrations::Ledger::Planner,
         carried(),
         recorded(connection)?.as_ref(),
     ))
@@ -207,7 +208,11 @@ pub fn status(path: &Path) -> Result<Vec<MigrationStatus>, MigrateError> {
     let err = database(path);
     let connection = connect(path, Durability::ProcessCrash, false).map_err(&err)?;
     let recorded = recorded(&connection).map_err(&err)?;
-    Ok(migrations::compare(carried(), recorded.as_ref()))
+    Ok(migrations::compare(
+        migrations::Ledger::Planner,
+        carried(),
+        recorded.as_ref(),
+    ))
 }
 
 /// Reverts every applied migration, newest first, destroying what they hold; returns the

@@ -1,8 +1,10 @@
 //! The consumer boundary (issue 19, item 5), as a downstream service would meet it: only the
 //! public API of the published crates, in an isolated PostgreSQL schema.
 //!
-//! 1. Apply the migrations there (`agentroom_store_postgres::migrate`) and check the ledger:
-//!    every migration this binary carries is applied with its checksum, nothing unknown.
+//! 1. Apply both migration sets there (`agentroom_store_postgres::migrate`), the planner's and
+//!    the workflow store's, and check both ledgers (`_sqlx_migrations`,
+//!    `_agentroom_workflow_migrations`): every migration this binary carries is applied with
+//!    its checksum, nothing unknown.
 //! 2. Run calls: a Room whose scripted agents plan, research, write and review, through the
 //!    public coordinator, on that schema; the objective completes.
 //! 3. Rebuild the service on the same schema (a new coordinator, new agents over the same
@@ -38,6 +40,7 @@ use agentroom_domain::objective::ObjectiveStatus;
 use agentroom_domain::policy::{AccessPolicy, RoomPolicy};
 use agentroom_domain::state::{RoomSetup, RoomState};
 use agentroom_ports::{OperationStatus, RoomStore, SystemClock, WorkflowStore};
+use agentroom_store_postgres::migrate::Ledger;
 use agentroom_store_postgres::{MigrationState, PgRooms, migrate};
 use agentroom_workflows::RunnerConfig;
 
@@ -257,20 +260,38 @@ async fn consumer_migrates_an_isolated_schema_runs_calls_and_rebuilds_without_re
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal.jsonl");
 
-    // 1. The migrations, applied in the schema, and their ledger.
+    // 1. Both migration sets, applied in the schema, each with its own ledger: the planner's
+    // and the workflow store's (operations, their leases and receipts).
     let pool = migrate::connect(&schema.url).await.unwrap();
     let applied = migrate::up(&pool).await.unwrap();
     assert!(
-        !applied.is_empty(),
-        "a fresh schema applies every migration"
+        !applied.planner.is_empty() && !applied.workflows.is_empty(),
+        "a fresh schema applies every migration of both sets: {applied:?}"
     );
     let status = migrate::status(&pool).await.unwrap();
-    assert!(!status.is_empty());
-    for m in &status {
-        assert_eq!(m.state, MigrationState::Applied, "{m:?}");
+    for ledger in [Ledger::Planner, Ledger::Workflows] {
+        let recorded: Vec<_> = status.iter().filter(|m| m.ledger == ledger).collect();
+        let applied_here = match ledger {
+            Ledger::Planner => &applied.planner,
+            Ledger::Workflows => &applied.workflows,
+        };
+        assert_eq!(recorded.len(), applied_here.len(), "{ledger}: {recorded:?}");
+        for m in recorded {
+            assert_eq!(m.state, MigrationState::Applied, "{m:?}");
+        }
+        // Each ledger is its own table, in the schema.
+        let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM {}.{}",
+            schema.name,
+            ledger.table()
+        )))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(rows, applied_here.len() as i64, "{ledger}");
     }
     // Applied again: nothing is pending.
-    assert_eq!(migrate::up(&pool).await.unwrap(), Vec::<i64>::new());
+    assert!(migrate::up(&pool).await.unwrap().is_empty());
     // Nothing leaked outside the schema: the public schema's tables are not touched.
     let in_schema: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
