@@ -75,7 +75,14 @@ async fn next_line<R: AsyncBufRead + Unpin>(
     }
 }
 
-/// The transport loop, over any reader and writer (the tests drive it with pipes too).
+/// The most messages one group commit answers: bounds the replies held back and the time
+/// the database's write lock is held.
+const GROUP: usize = 256;
+
+/// The transport loop, over any reader and writer (the tests drive it with pipes too). The
+/// lines a pipelining client has already sent (whole lines in the buffer) are answered as one
+/// group whose writes commit together ([`Session::steps`]); a reply goes out only after the
+/// commit that made what it acknowledges durable.
 pub(crate) async fn serve<R, W>(
     session: &Session,
     mut input: BufReader<R>,
@@ -86,26 +93,42 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut line = Vec::with_capacity(4096);
-    loop {
-        let reply = match next_line(&mut input, &mut line).await? {
-            Line::Eof => break,
-            Line::TooLarge(bytes) => Some(session.too_large(bytes)),
-            Line::Message(bytes) => {
-                let trimmed = bytes.trim_ascii();
-                if trimmed.is_empty() {
-                    None
-                } else {
-                    match session.step(trimmed).await {
-                        Step::Reply(reply) => Some(reply),
-                        Step::Silent => None,
-                        Step::Close => break,
-                    }
-                }
+    let mut group: Vec<Line> = Vec::with_capacity(GROUP);
+    'serving: loop {
+        group.clear();
+        group.push(next_line(&mut input, &mut line).await?);
+        while group.len() < GROUP && input.buffer().contains(&b'\n') {
+            group.push(next_line(&mut input, &mut line).await?);
+        }
+        let messages: Vec<&[u8]> = group
+            .iter()
+            .filter_map(|l| match l {
+                Line::Message(bytes) if !bytes.trim_ascii().is_empty() => Some(bytes.trim_ascii()),
+                _ => None,
+            })
+            .collect();
+        let mut steps = if messages.is_empty() {
+            Vec::new()
+        } else {
+            session.steps(&messages).await
+        }
+        .into_iter();
+        for l in &group {
+            let reply = match l {
+                Line::Eof => break 'serving,
+                Line::TooLarge(bytes) => Some(session.too_large(*bytes)),
+                Line::Message(bytes) if bytes.trim_ascii().is_empty() => None,
+                Line::Message(_) => match steps.next() {
+                    Some(Step::Reply(reply)) => Some(reply),
+                    Some(Step::Silent) => None,
+                    // `shutdown`, or a message after it (not answered).
+                    Some(Step::Close) | None => break 'serving,
+                },
+            };
+            if let Some(reply) = reply {
+                output.write_all(reply.as_bytes()).await?;
+                output.write_all(b"\n").await?;
             }
-        };
-        if let Some(reply) = reply {
-            output.write_all(reply.as_bytes()).await?;
-            output.write_all(b"\n").await?;
         }
         // Every reply is flushed before we could wait for more input; while whole lines are
         // already buffered, their replies go out together.

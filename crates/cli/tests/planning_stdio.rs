@@ -49,6 +49,34 @@ impl Host {
         }
     }
 
+    /// The host on `--fsync` (every commit survives power loss): the group commit's case.
+    fn start_fsync(root: &Path) -> Host {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentroom"))
+            .args(["planning", "--stdio", "--fsync", "--root"])
+            .arg(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Host {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
     fn write(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(line.as_bytes()).unwrap();
@@ -307,6 +335,169 @@ fn every_acknowledged_task_survives_sigkill() {
         .map(|t| t["task_id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(stored, acknowledged, "every acknowledged task, in order");
+}
+
+/// Issue 21, planning group commit: a client pipelines thousands of task/adds in one write and
+/// the host is SIGKILLed while it answers them. Every acknowledged task is stored, in order,
+/// and what is stored is exactly a prefix of what was sent: a group's replies go out only after
+/// its commit, and a group is stored whole or not at all.
+#[test]
+fn a_group_commit_acknowledges_only_what_it_stored_when_killed_mid_stream() {
+    let root = tempfile::tempdir().unwrap();
+    let mut host = Host::start_fsync(root.path());
+    let plan = host.ask(&json!({"type": "planning/plan/create", "id": "c"}))["plan_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let n = 3000;
+    let mut batch = String::new();
+    for i in 0..n {
+        batch.push_str(
+            &json!({"type": "planning/task/add", "id": format!("t{i}"), "plan_id": plan,
+            "title": format!("task {i}"), "status": "todo"})
+            .to_string(),
+        );
+        batch.push('\n');
+    }
+    let writer = {
+        let mut stdin = host.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            // The host may die before it reads everything: a broken pipe is expected.
+            let _ = stdin.write_all(batch.as_bytes());
+            let _ = stdin.flush();
+        })
+    };
+    let mut acknowledged = Vec::new();
+    for _ in 0..n / 3 {
+        let reply = host.read();
+        assert_eq!(reply["success"], true, "{reply}");
+        acknowledged.push(reply["task_id"].as_str().unwrap().to_owned());
+    }
+    host.child.kill().unwrap(); // SIGKILL, mid-stream
+    host.child.wait().unwrap();
+    writer.join().unwrap();
+    // Replies read after the kill were acknowledged too: drain what the pipe still held.
+    while let Ok(line) = host.lines.try_recv() {
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        acknowledged.push(reply["task_id"].as_str().unwrap().to_owned());
+    }
+
+    let mut again = Host::start(root.path());
+    let listed = again.ask(&json!({"type": "planning/task/list", "id": "l", "plan_id": plan}));
+    let stored: Vec<String> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        stored.len() >= acknowledged.len(),
+        "{} < {}",
+        stored.len(),
+        acknowledged.len()
+    );
+    assert_eq!(
+        stored[..acknowledged.len()],
+        acknowledged[..],
+        "every acknowledged task, in order"
+    );
+    let titles: Vec<String> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["title"].as_str().unwrap().to_owned())
+        .collect();
+    let sent: Vec<String> = (0..stored.len()).map(|i| format!("task {i}")).collect();
+    assert_eq!(titles, sent, "a prefix of what was sent, no gap");
+}
+
+/// Issue 21: one group holding writes, reads of those writes and refusals. Each message is
+/// answered as it would be alone: a read sees the group's earlier writes, a refused add or a
+/// cycle writes nothing and does not undo its neighbours, and everything answered as done is
+/// stored once the replies are out.
+#[test]
+fn a_group_answers_each_message_as_alone_and_stores_what_it_acknowledged() {
+    let root = tempfile::tempdir().unwrap();
+    let mut host = Host::start_fsync(root.path());
+    let plan = host.ask(&json!({"type": "planning/plan/create", "id": "c"}))["plan_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let lines = [
+        json!({"type": "planning/task/add", "id": "a", "plan_id": plan, "title": "first"}),
+        json!({"type": "planning/task/add", "id": "b", "plan_id": "no-such-plan", "title": "x"}),
+        json!({"type": "planning/plan/board", "id": "c", "plan_id": plan}),
+        json!({"type": "planning/task/add", "id": "d", "plan_id": plan, "title": "second"}),
+    ];
+    let mut batch = String::new();
+    for line in &lines {
+        batch.push_str(&line.to_string());
+        batch.push('\n');
+    }
+    // One write: the host reads these lines as one group.
+    host.stdin
+        .as_mut()
+        .unwrap()
+        .write_all(batch.as_bytes())
+        .unwrap();
+    host.stdin.as_mut().unwrap().flush().unwrap();
+    let replies: Vec<Value> = (0..lines.len()).map(|_| host.read()).collect();
+    let by = |id: &str| replies.iter().find(|r| r["req_id"] == id).unwrap().clone();
+    assert_eq!(by("a")["success"], true, "{replies:?}");
+    assert_eq!(by("b")["success"], false, "{replies:?}");
+    assert_eq!(by("b")["code"], "unknown_plan", "{replies:?}");
+    let first = by("a")["task_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        by("c")["boards"][0]["tasks"]["backlog"][0]["task_id"],
+        first.as_str()
+    );
+    assert_eq!(by("d")["success"], true, "{replies:?}");
+    let second = by("d")["task_id"].as_str().unwrap().to_owned();
+
+    // A dependency cycle refused inside a group undoes that update only.
+    let group = [
+        json!({"type": "planning/task/update", "id": "e", "plan_id": plan, "task_id": second,
+               "deps": [first]}),
+        json!({"type": "planning/task/update", "id": "f", "plan_id": plan, "task_id": first,
+               "deps": [second]}),
+        json!({"type": "planning/task/update", "id": "g", "plan_id": plan, "task_id": first,
+               "status": "done"}),
+    ];
+    let mut batch = String::new();
+    for line in &group {
+        batch.push_str(&line.to_string());
+        batch.push('\n');
+    }
+    host.stdin
+        .as_mut()
+        .unwrap()
+        .write_all(batch.as_bytes())
+        .unwrap();
+    host.stdin.as_mut().unwrap().flush().unwrap();
+    let replies: Vec<Value> = (0..group.len()).map(|_| host.read()).collect();
+    let by = |id: &str| replies.iter().find(|r| r["req_id"] == id).unwrap().clone();
+    assert_eq!(by("e")["success"], true, "{replies:?}");
+    assert_eq!(by("f")["success"], false, "{replies:?}");
+    assert_eq!(by("g")["success"], true, "{replies:?}");
+    host.child.kill().unwrap();
+    host.child.wait().unwrap();
+
+    let mut again = Host::start(root.path());
+    // g is stored: the first task is done.
+    let board = again.ask(&json!({"type": "planning/plan/board", "id": "s", "plan_id": plan}));
+    assert_eq!(
+        board["boards"][0]["tasks"]["done"][0]["task_id"],
+        first.as_str(),
+        "{board}"
+    );
+    // e is stored (the second task waits on the first), f is not: the cycle is refused again.
+    let cycle = again.ask(
+        &json!({"type": "planning/task/update", "id": "t", "plan_id": plan,
+                                  "task_id": first, "deps": [second]}),
+    );
+    assert_eq!(cycle["success"], false, "{cycle}");
+    let listed = again.ask(&json!({"type": "planning/task/list", "id": "l", "plan_id": plan}));
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 2, "{listed}");
 }
 
 #[test]

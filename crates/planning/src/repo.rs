@@ -125,6 +125,22 @@ pub trait PlanningRepository: Send + Sync {
         plan: i64,
         task_id: &str,
     ) -> Result<Option<TaskDetail>, RepoError>;
+
+    /// Opens a group commit for one client's pipelined messages (issue 21): the writes until
+    /// [`end_group`](Self::end_group) commit together, in one transaction and one sync, and
+    /// the reads in between see them. Each write stays whole on its own (a refused or failed
+    /// one writes nothing), so a group commits exactly the writes that were answered as done.
+    /// Returns whether a group is open: a store that cannot group (the default, or one that
+    /// shares its writer with other users) answers `false` and commits each write by itself.
+    async fn begin_group(&self) -> Result<bool, RepoError> {
+        Ok(false)
+    }
+
+    /// Commits the open group. An error means none of its writes is stored: the caller must
+    /// not acknowledge any of them.
+    async fn end_group(&self) -> Result<(), RepoError> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,20 @@ pub enum Step {
     Close,
 }
 
+/// A message of a group, answered but not encoded yet.
+enum Answer {
+    /// Its reply; `planning`: a planning request's (undone when the group's commit fails).
+    Reply {
+        req_id: String,
+        reply: Reply,
+        planning: bool,
+    },
+    /// A reply from the client: nothing to send.
+    Silent,
+    /// `shutdown`.
+    Close,
+}
+
 /// A session: its Room, who it acts for (when the transport authenticated someone), its id,
 /// when it started and how many replies it has sent.
 #[derive(Debug, Clone)]
@@ -99,6 +113,74 @@ impl Session {
                 Step::Reply(self.encode(&req_id, &reply))
             }
         }
+    }
+
+    /// Answers a client's pipelined messages, in order, with their writes committed together
+    /// (issue 21, planning group commit): the repository opens a group, the messages are
+    /// answered — a `shutdown` ends them, and what follows it is not answered — and the group
+    /// commits before any reply is encoded, so a reply that says a write was done is sent only
+    /// once that write is durable, and one commit (one sync) serves them all. When the commit
+    /// fails nothing of the group is stored, and every planning reply of it becomes the A2E
+    /// `runtime_error` its message gets when the store fails. A store that cannot group
+    /// commits each write by itself; the answers are the same.
+    pub async fn steps(&self, messages: &[&[u8]]) -> Vec<Step> {
+        let grouped = match self.service.repository().begin_group().await {
+            Ok(grouped) => grouped,
+            Err(error) => {
+                tracing::error!(%error, "cannot open a group commit; each write commits alone");
+                false
+            }
+        };
+        let mut answers: Vec<Answer> = Vec::with_capacity(messages.len());
+        for bytes in messages {
+            match wire::decode(bytes) {
+                Err(error) => answers.push(Answer::Reply {
+                    req_id: String::new(),
+                    reply: Reply::Error(error),
+                    planning: false,
+                }),
+                Ok(Inbound {
+                    body: Body::Shutdown,
+                    ..
+                }) => {
+                    answers.push(Answer::Close);
+                    break;
+                }
+                Ok(Inbound {
+                    body: Body::Reply, ..
+                }) => answers.push(Answer::Silent),
+                Ok(Inbound { req_id, body }) => {
+                    let planning = matches!(body, Body::Planning(_));
+                    let reply = self.answer(&req_id, body).await;
+                    answers.push(Answer::Reply {
+                        req_id,
+                        reply,
+                        planning,
+                    });
+                }
+            }
+        }
+        if grouped && let Err(error) = self.service.repository().end_group().await {
+            tracing::error!(%error, messages = answers.len(), "a group commit failed");
+            for answer in &mut answers {
+                if let Answer::Reply {
+                    req_id,
+                    reply,
+                    planning: true,
+                } = answer
+                {
+                    *reply = Reply::Error(ProtocolError::runtime(req_id));
+                }
+            }
+        }
+        answers
+            .into_iter()
+            .map(|answer| match answer {
+                Answer::Reply { req_id, reply, .. } => Step::Reply(self.encode(&req_id, &reply)),
+                Answer::Silent => Step::Silent,
+                Answer::Close => Step::Close,
+            })
+            .collect()
     }
 
     /// Answers with an A2E `error` the transport decided on (e.g. `unauthorized`), in this

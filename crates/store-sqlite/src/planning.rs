@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentroom_domain::ids::{ObjectiveId, RoomId, Timestamp};
 use agentroom_planning::{
@@ -40,6 +41,11 @@ const PLAN_SQL: &str = "SELECT plan_key, plan_id, name, description, columns, ob
 /// The planning repository on one SQLite file.
 pub struct SqlitePlanning {
     pub(crate) connections: Arc<Connections>,
+    /// Whether it owns its connections ([`SqlitePlanning::open`]): only then may it hold the
+    /// writer's transaction open across calls for a group commit.
+    exclusive: bool,
+    /// A group commit is open on the writer: reads go to the writer, to see its writes.
+    grouping: AtomicBool,
 }
 
 impl std::fmt::Debug for SqlitePlanning {
@@ -64,13 +70,32 @@ impl SqlitePlanning {
         })?;
         Ok(Self {
             connections: Arc::new(connections),
+            exclusive: true,
+            grouping: AtomicBool::new(false),
         })
     }
 
     /// The planning repository over connections another store of the same file holds: one
     /// writer per file and process ([`crate::SqliteRooms::planning`]).
     pub(crate) fn sharing(connections: Arc<Connections>) -> Self {
-        Self { connections }
+        Self {
+            connections,
+            exclusive: false,
+            grouping: AtomicBool::new(false),
+        }
+    }
+
+    /// The writer, checked to still hold the open group's transaction if there is one: the
+    /// database rolls a transaction back by itself on some errors (disk full, I/O), and a
+    /// write after that must not commit alone while its group's earlier writes are gone.
+    fn writer(&self) -> Result<std::sync::MutexGuard<'_, Connection>, RepoError> {
+        let connection = self.connections.writer();
+        if self.grouping.load(Ordering::Acquire) && connection.is_autocommit() {
+            return Err(RepoError::inconsistent(
+                "the database rolled the group commit back; its writes are not stored",
+            ));
+        }
+        Ok(connection)
     }
 
     /// The durability its commits have.
@@ -78,8 +103,14 @@ impl SqlitePlanning {
         self.connections.durability()
     }
 
+    /// A connection to read with: a reader, or the writer while a group is open (its writes
+    /// are not committed yet, and the group's next messages must see them).
     fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.connections.reader()
+        if self.grouping.load(Ordering::Acquire) {
+            self.connections.writer()
+        } else {
+            self.connections.reader()
+        }
     }
 
     /// The query plan SQLite chooses for `sql` (for the tests that check boards read only
@@ -196,10 +227,69 @@ fn unknown_task(task_id: &str) -> Refusal {
     )
 }
 
+/// A task change on `tx` (a transaction or a savepoint the caller commits when it is done).
+fn update(
+    tx: &Connection,
+    room: &RoomId,
+    change: &TaskChange,
+    column: Option<i64>,
+    deps: Option<&str>,
+) -> Result<Result<(), Refusal>, RepoError> {
+    if let Some(new_deps) = &change.deps {
+        let mut graph: HashMap<String, Vec<String>> = HashMap::new();
+        {
+            let mut statement = tx
+                .prepare_cached("SELECT task_id, deps FROM planning_tasks WHERE plan_key = ?1")
+                .map_err(db("reading dependencies"))?;
+            let rows = statement
+                .query_map([change.plan], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(db("reading dependencies"))?;
+            for row in rows {
+                let (task, deps) = row.map_err(db("reading dependencies"))?;
+                let deps = parse_deps(&task, &deps)?;
+                graph.insert(task, deps);
+            }
+        }
+        if !graph.contains_key(&change.task_id) {
+            return Ok(Err(unknown_task(&change.task_id)));
+        }
+        if let Err(refusal) = rules::check_known(new_deps, |d| graph.contains_key(d))
+            .and_then(|()| rules::check_acyclic(&graph, &change.task_id, new_deps))
+        {
+            return Ok(Err(refusal));
+        }
+    }
+    let updated = tx
+        .prepare_cached(
+            "UPDATE planning_tasks SET column_ix = coalesce(?1, column_ix), \
+                 assignee = coalesce(?2, assignee), deps = coalesce(?3, deps), updated_ms = ?4 \
+                 WHERE task_id = ?5 AND plan_key = ?6 \
+                   AND EXISTS (SELECT 1 FROM planning_plans WHERE plan_key = ?6 AND room_id = ?7)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                column,
+                change.assignee,
+                deps,
+                change.updated.as_millis(),
+                change.task_id,
+                change.plan,
+                room.as_str()
+            ])
+        })
+        .map_err(db("updating a task"))?;
+    if updated == 0 {
+        return Ok(Err(unknown_task(&change.task_id)));
+    }
+    Ok(Ok(()))
+}
+
 #[async_trait]
 impl PlanningRepository for SqlitePlanning {
     async fn create_plan(&self, room: &RoomId, plan: &NewPlan) -> Result<PlanRecord, RepoError> {
-        let connection = self.connections.writer();
+        let connection = self.writer()?;
         let key: i64 = connection
             .prepare_cached(
                 "INSERT INTO planning_plans (plan_id, room_id, name, description, columns, \
@@ -263,7 +353,7 @@ impl PlanningRepository for SqlitePlanning {
         task: &NewTask,
     ) -> Result<Result<(), Refusal>, RepoError> {
         let column = i64::try_from(task.column).unwrap_or(i64::MAX);
-        let connection = self.connections.writer();
+        let connection = self.writer()?;
         if !task.deps.is_empty() {
             // Tasks are never deleted, so a dependency known now stays known: the check
             // needs no transaction around the insert.
@@ -323,62 +413,28 @@ impl PlanningRepository for SqlitePlanning {
     ) -> Result<Result<(), Refusal>, RepoError> {
         let column = change.column.map(|c| i64::try_from(c).unwrap_or(i64::MAX));
         let deps = change.deps.as_deref().map(deps_json);
-        let mut connection = self.connections.writer();
+        let mut connection = self.writer()?;
         // Dependency changes read the plan's graph and write in one IMMEDIATE transaction,
-        // which excludes every other writer, also in other processes.
-        let tx = connection
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(db("starting an update"))?;
-        if let Some(new_deps) = &change.deps {
-            let mut graph: HashMap<String, Vec<String>> = HashMap::new();
-            {
-                let mut statement = tx
-                    .prepare_cached("SELECT task_id, deps FROM planning_tasks WHERE plan_key = ?1")
-                    .map_err(db("reading dependencies"))?;
-                let rows = statement
-                    .query_map([change.plan], |row| {
-                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                    })
-                    .map_err(db("reading dependencies"))?;
-                for row in rows {
-                    let (task, deps) = row.map_err(db("reading dependencies"))?;
-                    let deps = parse_deps(&task, &deps)?;
-                    graph.insert(task, deps);
-                }
+        // which excludes every other writer, also in other processes; inside a group (whose
+        // BEGIN IMMEDIATE already excludes them) in a savepoint, so a refusal or a failure
+        // undoes this change only.
+        if connection.is_autocommit() {
+            let tx = connection
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(db("starting an update"))?;
+            let outcome = update(&tx, room, change, column, deps.as_deref())?;
+            if outcome.is_ok() {
+                tx.commit().map_err(db("committing an update"))?;
             }
-            if !graph.contains_key(&change.task_id) {
-                return Ok(Err(unknown_task(&change.task_id)));
+            Ok(outcome)
+        } else {
+            let savepoint = connection.savepoint().map_err(db("starting an update"))?;
+            let outcome = update(&savepoint, room, change, column, deps.as_deref())?;
+            if outcome.is_ok() {
+                savepoint.commit().map_err(db("releasing an update"))?;
             }
-            if let Err(refusal) = rules::check_known(new_deps, |d| graph.contains_key(d))
-                .and_then(|()| rules::check_acyclic(&graph, &change.task_id, new_deps))
-            {
-                return Ok(Err(refusal));
-            }
+            Ok(outcome)
         }
-        let updated = tx
-            .prepare_cached(
-                "UPDATE planning_tasks SET column_ix = coalesce(?1, column_ix), \
-                 assignee = coalesce(?2, assignee), deps = coalesce(?3, deps), updated_ms = ?4 \
-                 WHERE task_id = ?5 AND plan_key = ?6 \
-                   AND EXISTS (SELECT 1 FROM planning_plans WHERE plan_key = ?6 AND room_id = ?7)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    column,
-                    change.assignee,
-                    deps,
-                    change.updated.as_millis(),
-                    change.task_id,
-                    change.plan,
-                    room.as_str()
-                ])
-            })
-            .map_err(db("updating a task"))?;
-        if updated == 0 {
-            return Ok(Err(unknown_task(&change.task_id)));
-        }
-        tx.commit().map_err(db("committing an update"))?;
-        Ok(Ok(()))
     }
 
     async fn tasks(
@@ -440,5 +496,42 @@ impl PlanningRepository for SqlitePlanning {
             deps,
             metadata,
         }))
+    }
+
+    async fn begin_group(&self) -> Result<bool, RepoError> {
+        if !self.exclusive {
+            return Ok(false);
+        }
+        let connection = self.connections.writer();
+        if !connection.is_autocommit() {
+            return Err(RepoError::inconsistent(
+                "a group commit was opened while another is open",
+            ));
+        }
+        connection
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(db("opening a group commit"))?;
+        self.grouping.store(true, Ordering::Release);
+        Ok(true)
+    }
+
+    async fn end_group(&self) -> Result<(), RepoError> {
+        if !self.grouping.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let connection = self.connections.writer();
+        if connection.is_autocommit() {
+            return Err(RepoError::inconsistent(
+                "the database rolled the group commit back; its writes are not stored",
+            ));
+        }
+        if let Err(error) = connection.execute_batch("COMMIT") {
+            // Nothing of the group may stay, nor the transaction stay open.
+            if !connection.is_autocommit() {
+                let _ = connection.execute_batch("ROLLBACK");
+            }
+            return Err(RepoError::database("committing a group", error));
+        }
+        Ok(())
     }
 }
