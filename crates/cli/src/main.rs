@@ -174,6 +174,10 @@ enum Command {
         /// that died once their leases expire).
         #[arg(long, default_value_t = 10, hide = true)]
         recover_every: u32,
+        /// On PostgreSQL, which notifies Room changes (LISTEN/NOTIFY): time between two
+        /// passes over every Room anyway, in milliseconds.
+        #[arg(long, default_value_t = 5_000, hide = true)]
+        fallback_ms: u64,
         /// On SIGTERM or SIGINT, how long calls already running may take to finish and record
         /// their receipts (`10s`, `1500ms`, `2m`); the leases of those still running then are
         /// released, so the next recovery classifies them at once. At most an hour.
@@ -387,6 +391,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             lease_ms,
             poll_ms,
             recover_every,
+            fallback_ms,
             shutdown_grace,
             provider_wait,
             uncertain_hold,
@@ -415,6 +420,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 lease: std::time::Duration::from_millis(lease_ms.max(1)),
                 poll: std::time::Duration::from_millis(poll_ms.max(1)),
                 recover_every,
+                fallback: std::time::Duration::from_millis(fallback_ms.max(1)),
                 shutdown_grace,
                 provider_wait,
                 uncertain_hold,

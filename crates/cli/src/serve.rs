@@ -71,6 +71,8 @@ pub(crate) struct CoordinatorArgs {
     pub(crate) poll: Duration,
     /// Recovery runs again every this many passes.
     pub(crate) recover_every: u32,
+    /// With a Room change feed (PostgreSQL): time between two passes over every Room.
+    pub(crate) fallback: Duration,
     /// How long calls still running at a graceful stop may take to finish.
     pub(crate) shutdown_grace: Duration,
     /// How long a call that reaches nothing is retried before its objective stops.
@@ -458,7 +460,7 @@ async fn start_coordinator(
     } else {
         Coordinated::named(rooms)
     };
-    let config = BackgroundConfig::new(args.poll, args.recover_every);
+    let config = BackgroundConfig::new(args.poll, args.recover_every).with_fallback(args.fallback);
     let grace = args.shutdown_grace;
     let background = tokio::spawn(async move {
         // At the stop the coordinator closes at once (nothing new is decided, the calls

@@ -809,6 +809,31 @@ async fn b7_two_serve_processes_on_one_database_never_dispatch_a_task_twice() {
     no_task_twice_and_the_ledger_adds_up(&site, 4 * (2_100 + 3_400 + 2_800 + 1_200)).await;
 }
 
+/// Issue 21, item 4: on PostgreSQL an owner message posted by another process reaches `serve`
+/// by notification (LISTEN/NOTIFY), not by polling every Room: with the pass over every Room
+/// once an hour, the posted objective is accepted and completes all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_on_postgresql_accepts_an_event_posted_elsewhere_by_notification() {
+    let site = Site::new();
+    site.create_room(&[
+        "oscar=operator",
+        "sam=specialist",
+        "sue=specialist",
+        "rita=reviewer",
+    ]);
+    let mut serve = site.serve_with(
+        "scenarios/two-serves.toml",
+        None,
+        &["--fallback-ms", "3600000"],
+    );
+    assert!(serve.listening().is_some());
+    // Posted after serve's first pass over every Room: only a notice brings it in.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    site.post("Summarize how durable agent runtimes recover from crashes, with sources.");
+    site.wait_completed(1).await;
+    serve.stop();
+}
+
 // ---- graceful stop (SIGTERM) ---------------------------------------------------------------
 
 /// The lease of the graceful-stop tests: far longer than either test waits, so a restart that

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
 
+use agentroom_ports::RoomSignal;
 use agentroom_ports::domain::ids::RoomId;
 use agentroom_ports::domain::state::RoomState;
 
@@ -29,15 +30,26 @@ use crate::{Coordinator, CoordinatorError};
 pub struct BackgroundConfig {
     poll: Duration,
     recover_every: u32,
+    fallback: Duration,
 }
 
 impl BackgroundConfig {
-    /// A pass every `poll`; recovery on every `recover_every`-th pass (at least every pass).
+    /// A pass every `poll`; recovery every `recover_every` × `poll` (at least every `poll`).
+    /// On a store with a change feed, a pass over every Room every 25 × `poll` instead, and
+    /// over the Rooms the feed names as it names them.
     pub fn new(poll: Duration, recover_every: u32) -> Self {
         Self {
             poll,
             recover_every: recover_every.max(1),
+            fallback: poll.saturating_mul(25),
         }
+    }
+
+    /// On a store with a change feed: how often to pass over every Room anyway (a missed
+    /// notice, work waiting on a pool other Rooms freed, B8).
+    pub fn with_fallback(mut self, fallback: Duration) -> Self {
+        self.fallback = fallback.max(self.poll);
+        self
     }
 
     /// The time between two passes.
@@ -141,6 +153,16 @@ impl Coordinated {
     }
 }
 
+/// Why the loop passes next.
+enum Wake {
+    /// Over every Room: the first pass, the fallback period, or notices missed.
+    Full,
+    /// Over the Rooms a change feed named.
+    Rooms(Vec<RoomId>),
+    /// Only the outbox: this process committed (or recovery ran).
+    Committed,
+}
+
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Pass {
@@ -193,14 +215,18 @@ impl Coordinator {
         }
     }
 
-    /// Runs [`Coordinator::pass`] every `config.poll()` over `rooms` (refreshed from the store
-    /// before each pass when it coordinates every Room), with recovery every
-    /// `recover_every` passes, until `stop` resolves. Errors of a pass are logged and the next
-    /// pass tries again (a database that restarts comes back). When `stop` fires the loop
-    /// returns after its pass; the calls running in this process are left to
-    /// [`Coordinator::shutdown`], which gives them a grace and releases the leases of those
-    /// still running, so the next recovery finds them at once (D2, D3). Without it they keep
-    /// running while the runtime lives.
+    /// Runs [`Coordinator::pass`] over `rooms` (refreshed from the store before each full
+    /// pass when it coordinates every Room), with recovery every `recover_every` × `poll`,
+    /// until `stop` resolves. Without a change feed, a full pass every `poll`. With one (issue
+    /// 21: PostgreSQL's LISTEN/NOTIFY), a pass over the Rooms it names as soon as it names
+    /// them, a full pass every `fallback` (and at once when the feed says it missed notices),
+    /// and the outbox delivered after this process's own commits, at most every `poll`: idle
+    /// Rooms cost no reads. Errors of a pass are logged and the next pass tries again (a
+    /// database that restarts comes back). When `stop` fires the loop returns after its
+    /// pass; the calls running in this process are left to [`Coordinator::shutdown`], which
+    /// gives them a grace and releases the leases of those still running, so the next
+    /// recovery finds them at once (D2, D3). Without it they keep running while the runtime
+    /// lives.
     pub async fn run_background(
         &self,
         mut rooms: Coordinated,
@@ -208,12 +234,25 @@ impl Coordinator {
         stop: impl Future<Output = ()>,
     ) {
         let mut stop = std::pin::pin!(stop);
-        let mut tick: u32 = 0;
-        loop {
-            if let Err(err) = rooms.refresh(&*self.shared.store).await {
-                tracing::warn!(%err, "listing the rooms failed; trying again");
+        let mut feed = match self.shared.store.listen().await {
+            Ok(feed) => feed,
+            Err(err) => {
+                tracing::warn!(%err, "no room change feed; polling every room");
+                None
             }
-            if tick > 0 && tick.is_multiple_of(config.recover_every) {
+        };
+        if feed.is_some() {
+            tracing::info!(fallback = ?config.fallback, "listening for room changes");
+        }
+        let recovery_every = config.poll.saturating_mul(config.recover_every);
+        let started = tokio::time::Instant::now();
+        let mut last_recovery = started;
+        let mut last_full = started;
+        let mut next = Wake::Full;
+        loop {
+            let now = tokio::time::Instant::now();
+            if now > started && now.duration_since(last_recovery) >= recovery_every {
+                last_recovery = now;
                 match self.recover().await {
                     Ok(report) if report != Default::default() => {
                         tracing::info!(?report, "recovery pass");
@@ -222,16 +261,59 @@ impl Coordinator {
                     Err(err) => tracing::warn!(%err, "recovery pass failed"),
                 }
             }
-            match self.pass(&rooms.rooms()).await {
+            let passed = match next {
+                Wake::Full => {
+                    last_full = now;
+                    if let Err(err) = rooms.refresh(&*self.shared.store).await {
+                        tracing::warn!(%err, "listing the rooms failed; trying again");
+                    }
+                    self.pass(&rooms.rooms()).await
+                }
+                Wake::Rooms(changed) => {
+                    if changed.iter().any(|room| !rooms.rooms.contains(room))
+                        && let Err(err) = rooms.refresh(&*self.shared.store).await
+                    {
+                        tracing::warn!(%err, "listing the rooms failed; trying again");
+                    }
+                    let ours: Vec<RoomId> = changed
+                        .into_iter()
+                        .filter(|room| rooms.rooms.contains(room))
+                        .collect();
+                    self.pass(&ours).await
+                }
+                Wake::Committed => self.pass(&[]).await,
+            };
+            match passed {
                 Ok(pass) if pass != Pass::default() => tracing::debug!(?pass, "pass"),
                 Ok(_) => {}
                 Err(err) => tracing::warn!(%err, "pass failed; trying again"),
             }
-            tick = tick.wrapping_add(1);
-            tokio::select! {
+            let Some(live) = feed.as_mut() else {
+                tokio::select! {
+                    () = &mut stop => return,
+                    () = tokio::time::sleep(config.poll) => {}
+                }
+                next = Wake::Full;
+                continue;
+            };
+            let full_at = last_full + config.fallback;
+            let recovery_at = last_recovery + recovery_every;
+            let local_at = tokio::time::Instant::now() + config.poll;
+            next = tokio::select! {
                 () = &mut stop => return,
-                () = tokio::time::sleep(config.poll) => {}
-            }
+                () = tokio::time::sleep_until(full_at) => Wake::Full,
+                // Recovery is due: run it, then pass over nothing but the outbox.
+                () = tokio::time::sleep_until(recovery_at) => Wake::Committed,
+                signal = live.next() => match signal {
+                    RoomSignal::Changed(changed) => Wake::Rooms(changed),
+                    RoomSignal::Missed => Wake::Full,
+                },
+                () = async {
+                    self.shared.commits.notified().await;
+                    // At most one delivery pass per `poll` for this process's own commits.
+                    tokio::time::sleep_until(local_at).await;
+                } => Wake::Committed,
+            };
         }
     }
 }

@@ -213,6 +213,7 @@ impl CoordinatorBuilder {
                 rooms: Mutex::new(HashMap::new()),
                 in_flight,
                 watchers: Mutex::new(Vec::new()),
+                commits: tokio::sync::Notify::new(),
                 gate: shutdown::Gate::default(),
                 pool_scan: pools::PoolScan::default(),
                 running: shutdown::RunningCalls::default(),
@@ -288,6 +289,9 @@ pub(crate) struct Shared {
     rooms: Mutex<HashMap<RoomId, mpsc::Sender<Command>>>,
     pub(crate) in_flight: watch::Sender<usize>,
     watchers: Mutex<Vec<mpsc::UnboundedSender<Committed>>>,
+    /// Woken by every commit this process makes: the background loop delivers the outbox
+    /// without polling (issue 21).
+    pub(crate) commits: tokio::sync::Notify,
     /// Closed by a graceful stop: no input is decided after it.
     pub(crate) gate: shutdown::Gate,
     /// The calls running in this process, for a graceful stop to release.
@@ -1017,6 +1021,7 @@ impl Shared {
 
     /// Tells the watchers about a commit; watchers that went away are dropped.
     pub(crate) fn committed(&self, committed: &Committed) {
+        self.commits.notify_one();
         self.watchers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

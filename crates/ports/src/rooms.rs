@@ -384,9 +384,34 @@ pub enum OutboxPosition {
     Delivered(i64),
 }
 
+/// What a store's change feed said (issue 21: Room changes reach other processes by
+/// notification rather than per-Room polling).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoomSignal {
+    /// These Rooms had an event persisted, or were created, somewhere (this process or
+    /// another), in no particular order and without duplicates.
+    Changed(Vec<RoomId>),
+    /// The feed lost its connection: notices may have been missed, so look at every Room.
+    Missed,
+}
+
+/// A store's feed of Room changes (PostgreSQL: LISTEN/NOTIFY), which a host waits on instead
+/// of polling every Room. Advisory: a host still passes over every Room now and then.
+#[async_trait]
+pub trait RoomFeed: Send {
+    /// Waits for the next notice, and takes with it those already arrived.
+    async fn next(&mut self) -> RoomSignal;
+}
+
 /// Room state, history and events.
 #[async_trait]
 pub trait RoomStore: Send + Sync {
+    /// A feed of Room changes made through this store's database by any process, when the
+    /// store has one (the default: none, and a host polls).
+    async fn listen(&self) -> Result<Option<Box<dyn RoomFeed>>, StoreError> {
+        Ok(None)
+    }
+
     /// Stores a new Room at [`Revision::FIRST`], with its ledger's opening as the first
     /// ledger row ([`StoreError::NotFresh`] when its ledger was already used).
     async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError>;

@@ -16,6 +16,7 @@
 mod contents;
 mod feed;
 mod held;
+mod listen;
 pub mod migrate;
 mod pools;
 mod rooms;

@@ -216,6 +216,11 @@ impl Touched {
 
 #[async_trait]
 impl RoomStore for PgRooms {
+    async fn listen(&self) -> Result<Option<Box<dyn agentroom_ports::RoomFeed>>, StoreError> {
+        let feed = crate::listen::PgFeed::listen(&self.pool).await?;
+        Ok(Some(Box::new(feed)))
+    }
+
     #[tracing::instrument(level = "debug", skip_all, fields(room = %state.room()))]
     async fn create(&self, state: &RoomState, at: Timestamp) -> Result<Revision, StoreError> {
         let room = state.room();

@@ -844,3 +844,7 @@ pub const SCRUB_HISTORY: &str =
 /// A snapshot with a redacted memory text scrubbed.
 pub const SCRUB_SNAPSHOT: &str =
     "UPDATE room_snapshots SET state = $3::json WHERE room_id = $1 AND revision = $2";
+
+/// The channel migration 0010's triggers notify with a Room's id when an event is persisted
+/// for it or it is created; a host LISTENs on it (issue 21).
+pub const ROOM_CHANNEL: &str = "agentroom_rooms";
