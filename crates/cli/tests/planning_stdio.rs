@@ -23,8 +23,15 @@ struct Host {
 
 impl Host {
     fn start(root: &Path) -> Host {
+        Host::start_with(root, &[])
+    }
+
+    /// `agentroom planning --stdio` with `extra` arguments.
+    fn start_with(root: &Path, extra: &[&str]) -> Host {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentroom"))
-            .args(["planning", "--stdio", "--root"])
+            .args(["planning", "--stdio"])
+            .args(extra)
+            .arg("--root")
             .arg(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -51,30 +58,7 @@ impl Host {
 
     /// The host on `--fsync` (every commit survives power loss): the group commit's case.
     fn start_fsync(root: &Path) -> Host {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentroom"))
-            .args(["planning", "--stdio", "--fsync", "--root"])
-            .arg(root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        Host {
-            child,
-            stdin,
-            lines,
-        }
+        Host::start_with(root, &["--fsync"])
     }
 
     fn write(&mut self, line: &str) {

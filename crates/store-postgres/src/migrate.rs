@@ -221,10 +221,7 @@ async fn down_locked(conn: &mut PgConnection, target: i64) -> Result<Vec<i64>, M
             })?;
     }
     for version in &reverting {
-        let migration = MIGRATOR
-            .iter()
-            .find(|m| m.version == *version && m.migration_type.is_down_migration())
-            .ok_or(sqlx::migrate::MigrateError::VersionMissing(*version))?;
+        let migration = reversal(Ledger::Planner, *version)?;
         tx.revert(Ledger::Planner.table(), migration).await?;
     }
     if aside {
@@ -251,10 +248,7 @@ async fn down_workflows_locked(conn: &mut PgConnection) -> Result<Vec<i64>, Migr
     }
     let reverting = applied_newer(&mut tx, Ledger::Workflows, 0).await?;
     for version in &reverting {
-        let migration = WORKFLOW_MIGRATOR
-            .iter()
-            .find(|m| m.version == *version && m.migration_type.is_down_migration())
-            .ok_or(sqlx::migrate::MigrateError::VersionMissing(*version))?;
+        let migration = reversal(Ledger::Workflows, *version)?;
         tx.revert(Ledger::Workflows.table(), migration).await?;
     }
     tx.commit().await.map_err(commit)?;
@@ -389,6 +383,17 @@ async fn bring_back(conn: &mut PgConnection) -> Result<(), MigrateError> {
             source,
         })?;
     Ok(())
+}
+
+/// The down migration `version` of `ledger`; a version this binary does not carry cannot be
+/// reverted by it.
+fn reversal(ledger: Ledger, version: i64) -> Result<&'static Migration, MigrateError> {
+    migrator(ledger)
+        .iter()
+        .find(|m| m.version == version && m.migration_type.is_down_migration())
+        .ok_or(MigrateError::Migrate(
+            sqlx::migrate::MigrateError::VersionMissing(version),
+        ))
 }
 
 /// The workflow store's up migration `version`.
