@@ -153,6 +153,15 @@ impl Coordinated {
     }
 }
 
+/// Aborts a task when dropped: the feed's forwarder ends with the loop that reads it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Why the loop passes next.
 enum Wake {
     /// Over every Room: the first pass, the fallback period, or notices missed.
@@ -234,16 +243,29 @@ impl Coordinator {
         stop: impl Future<Output = ()>,
     ) {
         let mut stop = std::pin::pin!(stop);
-        let mut feed = match self.shared.store.listen().await {
+        let feed = match self.shared.store.listen().await {
             Ok(feed) => feed,
             Err(err) => {
                 tracing::warn!(%err, "no room change feed; polling every room");
                 None
             }
         };
-        if feed.is_some() {
+        // The feed runs in a task of its own and hands its signals over a channel, whose
+        // receive is cancel-safe: the loop's select never drops a notice half read. The task
+        // ends with the loop.
+        let (forward, mut signals) = tokio::sync::mpsc::channel::<RoomSignal>(64);
+        let forwarder = feed.map(|mut feed| {
             tracing::info!(fallback = ?config.fallback, "listening for room changes");
-        }
+            AbortOnDrop(tokio::spawn(async move {
+                loop {
+                    let signal = feed.next().await;
+                    if forward.send(signal).await.is_err() {
+                        return;
+                    }
+                }
+            }))
+        });
+        let mut listening = forwarder.is_some();
         let recovery_every = config.poll.saturating_mul(config.recover_every);
         let started = tokio::time::Instant::now();
         let mut last_recovery = started;
@@ -288,14 +310,14 @@ impl Coordinator {
                 Ok(_) => {}
                 Err(err) => tracing::warn!(%err, "pass failed; trying again"),
             }
-            let Some(live) = feed.as_mut() else {
+            if !listening {
                 tokio::select! {
                     () = &mut stop => return,
                     () = tokio::time::sleep(config.poll) => {}
                 }
                 next = Wake::Full;
                 continue;
-            };
+            }
             let full_at = last_full + config.fallback;
             let recovery_at = last_recovery + recovery_every;
             let local_at = tokio::time::Instant::now() + config.poll;
@@ -304,9 +326,15 @@ impl Coordinator {
                 () = tokio::time::sleep_until(full_at) => Wake::Full,
                 // Recovery is due: run it, then pass over nothing but the outbox.
                 () = tokio::time::sleep_until(recovery_at) => Wake::Committed,
-                signal = live.next() => match signal {
-                    RoomSignal::Changed(changed) => Wake::Rooms(changed),
-                    RoomSignal::Missed => Wake::Full,
+                signal = signals.recv() => match signal {
+                    Some(RoomSignal::Changed(changed)) => Wake::Rooms(changed),
+                    Some(RoomSignal::Missed) => Wake::Full,
+                    // The feed's task ended (it never does by itself): poll from now on.
+                    None => {
+                        tracing::warn!("the room change feed stopped; polling every room");
+                        listening = false;
+                        Wake::Full
+                    }
                 },
                 () = async {
                     self.shared.commits.notified().await;
