@@ -91,9 +91,19 @@ async fn postgres(command: Command, url: &str) -> anyhow::Result<String> {
         }
         Command::Down { .. } => {
             let reverted = migrate::down(&pool).await?;
+            let kept = migrate::status(&pool)
+                .await?
+                .iter()
+                .filter(|m| m.ledger == migrate::Ledger::Workflows)
+                .all(|m| m.applied());
             format!(
-                "{shown}: reverted planner {} (the workflow store's operations are kept)\n",
-                versions(&reverted)
+                "{shown}: reverted planner {}{}\n",
+                versions(&reverted),
+                if kept {
+                    " (the workflow store's operations are kept)"
+                } else {
+                    ""
+                }
             )
         }
     })

@@ -203,6 +203,9 @@ pub async fn down_to(pool: &PgPool, target: i64) -> Result<Vec<i64>, MigrateErro
 
 async fn down_locked(conn: &mut PgConnection, target: i64) -> Result<Vec<i64>, MigrateError> {
     let mut tx = conn.begin().await.map_err(begin)?;
+    // A dirty ledger is an operator's to look at first; and a migration this binary does not
+    // carry is one it cannot revert.
+    pending(&mut tx, Ledger::Planner).await?;
     let reverting = applied_newer(&mut tx, Ledger::Planner, target).await?;
     let shaping = reverting.iter().any(|v| *v <= LAST_SHAPING_OPERATIONS);
     let aside = shaping && kept_by_workflows(&mut tx).await?;
@@ -246,6 +249,7 @@ async fn down_workflows_locked(conn: &mut PgConnection) -> Result<Vec<i64>, Migr
     if !applied_newer(&mut tx, Ledger::Planner, 0).await?.is_empty() {
         return Err(MigrateError::PlannerApplied);
     }
+    pending(&mut tx, Ledger::Workflows).await?;
     let reverting = applied_newer(&mut tx, Ledger::Workflows, 0).await?;
     for version in &reverting {
         let migration = reversal(Ledger::Workflows, *version)?;

@@ -368,6 +368,24 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (9999, "from the future", MigrationState::Unknown)
         ]
     );
+    // A migration this binary does not carry is one it cannot revert: down is refused and
+    // reverts nothing.
+    match down(&pool).await {
+        Err(
+            error @ MigrateError::Dirty {
+                ledger: Ledger::Planner,
+                ..
+            },
+        ) => {
+            assert!(
+                error.to_string().contains("9999 (from the future) unknown"),
+                "{error}"
+            );
+        }
+        other => panic!("expected Dirty, got {other:?}"),
+    }
+    assert!(table_exists(&pool, "planning_plans").await);
+    assert_eq!(status(&pool).await.unwrap().len(), 12);
     pool.close().await;
     common::drop_schema(&schema).await;
 }
