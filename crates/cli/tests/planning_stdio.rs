@@ -79,6 +79,28 @@ impl Host {
         value
     }
 
+    /// Sends `messages` in one write, which the host reads as one group, and reads as many
+    /// replies.
+    fn ask_together(&mut self, messages: &[Value]) -> Vec<Value> {
+        let mut batch = String::new();
+        for message in messages {
+            batch.push_str(&message.to_string());
+            batch.push('\n');
+        }
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(batch.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        (0..messages.len()).map(|_| self.read()).collect()
+    }
+
+    /// A plan made by plan/create; its id.
+    fn create_plan(&mut self) -> String {
+        self.ask(&json!({"type": "planning/plan/create", "id": "c"}))["plan_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     fn ask(&mut self, message: &Value) -> Value {
         self.write(&message.to_string());
         self.read()
@@ -288,10 +310,7 @@ fn every_bad_input_is_answered_and_the_host_keeps_serving() {
 fn every_acknowledged_task_survives_sigkill() {
     let root = tempfile::tempdir().unwrap();
     let mut host = Host::start(root.path());
-    let plan = host.ask(&json!({"type": "planning/plan/create", "id": "c"}))["plan_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let plan = host.create_plan();
     let n = 300;
     // Pipelined: write every request, then read every acknowledgement.
     for i in 0..n {
@@ -329,10 +348,7 @@ fn every_acknowledged_task_survives_sigkill() {
 fn a_group_commit_acknowledges_only_what_it_stored_when_killed_mid_stream() {
     let root = tempfile::tempdir().unwrap();
     let mut host = Host::start_fsync(root.path());
-    let plan = host.ask(&json!({"type": "planning/plan/create", "id": "c"}))["plan_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let plan = host.create_plan();
     let n = 3000;
     let mut batch = String::new();
     for i in 0..n {
@@ -403,29 +419,14 @@ fn a_group_commit_acknowledges_only_what_it_stored_when_killed_mid_stream() {
 fn a_group_answers_each_message_as_alone_and_stores_what_it_acknowledged() {
     let root = tempfile::tempdir().unwrap();
     let mut host = Host::start_fsync(root.path());
-    let plan = host.ask(&json!({"type": "planning/plan/create", "id": "c"}))["plan_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let plan = host.create_plan();
     let lines = [
         json!({"type": "planning/task/add", "id": "a", "plan_id": plan, "title": "first"}),
         json!({"type": "planning/task/add", "id": "b", "plan_id": "no-such-plan", "title": "x"}),
         json!({"type": "planning/plan/board", "id": "c", "plan_id": plan}),
         json!({"type": "planning/task/add", "id": "d", "plan_id": plan, "title": "second"}),
     ];
-    let mut batch = String::new();
-    for line in &lines {
-        batch.push_str(&line.to_string());
-        batch.push('\n');
-    }
-    // One write: the host reads these lines as one group.
-    host.stdin
-        .as_mut()
-        .unwrap()
-        .write_all(batch.as_bytes())
-        .unwrap();
-    host.stdin.as_mut().unwrap().flush().unwrap();
-    let replies: Vec<Value> = (0..lines.len()).map(|_| host.read()).collect();
+    let replies = host.ask_together(&lines);
     let by = |id: &str| replies.iter().find(|r| r["req_id"] == id).unwrap().clone();
     assert_eq!(by("a")["success"], true, "{replies:?}");
     assert_eq!(by("b")["success"], false, "{replies:?}");
@@ -447,18 +448,7 @@ fn a_group_answers_each_message_as_alone_and_stores_what_it_acknowledged() {
         json!({"type": "planning/task/update", "id": "g", "plan_id": plan, "task_id": first,
                "status": "done"}),
     ];
-    let mut batch = String::new();
-    for line in &group {
-        batch.push_str(&line.to_string());
-        batch.push('\n');
-    }
-    host.stdin
-        .as_mut()
-        .unwrap()
-        .write_all(batch.as_bytes())
-        .unwrap();
-    host.stdin.as_mut().unwrap().flush().unwrap();
-    let replies: Vec<Value> = (0..group.len()).map(|_| host.read()).collect();
+    let replies = host.ask_together(&group);
     let by = |id: &str| replies.iter().find(|r| r["req_id"] == id).unwrap().clone();
     assert_eq!(by("e")["success"], true, "{replies:?}");
     assert_eq!(by("f")["success"], false, "{replies:?}");
