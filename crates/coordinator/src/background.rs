@@ -273,7 +273,7 @@ impl Coordinator {
         let mut next = Wake::Full;
         loop {
             let now = tokio::time::Instant::now();
-            if now > started && now.duration_since(last_recovery) >= recovery_every {
+            if now.duration_since(last_recovery) >= recovery_every {
                 last_recovery = now;
                 match self.recover().await {
                     Ok(report) if report != Default::default() => {

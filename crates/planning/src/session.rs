@@ -99,19 +99,43 @@ impl Session {
     /// Answers a message the transport already decoded with [`wire::decode`] (one that looks
     /// at a message before the session answers it, such as a handshake's `auth_token`).
     pub async fn step_decoded(&self, decoded: Result<Inbound, ProtocolError>) -> Step {
+        let answer = self.answer_decoded(decoded).await;
+        self.to_step(answer)
+    }
+
+    /// What a decoded message gets, not encoded yet.
+    async fn answer_decoded(&self, decoded: Result<Inbound, ProtocolError>) -> Answer {
         match decoded {
-            Err(error) => Step::Reply(self.encode("", &Reply::Error(error))),
+            Err(error) => Answer::Reply {
+                req_id: String::new(),
+                reply: Reply::Error(error),
+                planning: false,
+            },
             Ok(Inbound {
                 body: Body::Shutdown,
                 ..
-            }) => Step::Close,
+            }) => Answer::Close,
             Ok(Inbound {
                 body: Body::Reply, ..
-            }) => Step::Silent,
+            }) => Answer::Silent,
             Ok(Inbound { req_id, body }) => {
+                let planning = matches!(body, Body::Planning(_));
                 let reply = self.answer(&req_id, body).await;
-                Step::Reply(self.encode(&req_id, &reply))
+                Answer::Reply {
+                    req_id,
+                    reply,
+                    planning,
+                }
             }
+        }
+    }
+
+    /// An answer as the transport sends it.
+    fn to_step(&self, answer: Answer) -> Step {
+        match answer {
+            Answer::Reply { req_id, reply, .. } => Step::Reply(self.encode(&req_id, &reply)),
+            Answer::Silent => Step::Silent,
+            Answer::Close => Step::Close,
         }
     }
 
@@ -133,31 +157,11 @@ impl Session {
         };
         let mut answers: Vec<Answer> = Vec::with_capacity(messages.len());
         for bytes in messages {
-            match wire::decode(bytes) {
-                Err(error) => answers.push(Answer::Reply {
-                    req_id: String::new(),
-                    reply: Reply::Error(error),
-                    planning: false,
-                }),
-                Ok(Inbound {
-                    body: Body::Shutdown,
-                    ..
-                }) => {
-                    answers.push(Answer::Close);
-                    break;
-                }
-                Ok(Inbound {
-                    body: Body::Reply, ..
-                }) => answers.push(Answer::Silent),
-                Ok(Inbound { req_id, body }) => {
-                    let planning = matches!(body, Body::Planning(_));
-                    let reply = self.answer(&req_id, body).await;
-                    answers.push(Answer::Reply {
-                        req_id,
-                        reply,
-                        planning,
-                    });
-                }
+            let answer = self.answer_decoded(wire::decode(bytes)).await;
+            let close = matches!(answer, Answer::Close);
+            answers.push(answer);
+            if close {
+                break;
             }
         }
         if grouped && let Err(error) = self.service.repository().end_group().await {
@@ -175,11 +179,7 @@ impl Session {
         }
         answers
             .into_iter()
-            .map(|answer| match answer {
-                Answer::Reply { req_id, reply, .. } => Step::Reply(self.encode(&req_id, &reply)),
-                Answer::Silent => Step::Silent,
-                Answer::Close => Step::Close,
-            })
+            .map(|answer| self.to_step(answer))
             .collect()
     }
 
