@@ -258,8 +258,8 @@ impl Poster {
 /// Where a Room stands: what the checks after a figure compare.
 #[derive(Debug, Clone, Copy)]
 struct Mark {
-    /// Commits so far: its revisions (each commit moves it by one) and its persisted events
-    /// (each a commit of its own, T1).
+    /// Commits so far: its revisions (each commit moves it by one) and the events persisted
+    /// in a commit of their own (T1), not by the commit that accepted them.
     commits: i64,
     spent: i64,
     revision: i64,
@@ -267,11 +267,17 @@ struct Mark {
 
 async fn mark(store: &PgRooms, poster: &Poster) -> anyhow::Result<Mark> {
     let room = poster.room().await?;
-    let (events,): (i64,) = sqlx::query_as("SELECT count(*) FROM room_events WHERE room_id = $1")
-        .bind(poster.room.as_str())
-        .fetch_one(store.pool())
-        .await
-        .with_context(|| format!("counting the events of room {}", poster.room))?;
+    // Events persisted in a transaction of their own: not those the commit that accepted
+    // them persisted (issue 21; the same transaction id on both rows).
+    let (events,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM room_events e WHERE e.room_id = $1 AND NOT EXISTS ( \
+             SELECT 1 FROM room_history h \
+             WHERE h.room_id = e.room_id AND h.event_id = e.event_id AND h.xmin = e.xmin)",
+    )
+    .bind(poster.room.as_str())
+    .fetch_one(store.pool())
+    .await
+    .with_context(|| format!("counting the events of room {}", poster.room))?;
     Ok(Mark {
         commits: room.revision.0 + events,
         spent: room.state.ledger().balances().spent.micros(),

@@ -159,8 +159,13 @@ impl Admission for CatalogAdmission {
 /// Which agents execute calls.
 #[derive(Debug, Clone)]
 pub(crate) enum AgentsChoice {
-    /// Scripted agents playing a scenario file, journaling every execution to `journal`.
-    Scripted { scenario: PathBuf, journal: PathBuf },
+    /// Scripted agents playing a scenario file, journaling every execution to `journal`,
+    /// synced before each call returns unless `synced` is false (`--journal-unsynced`).
+    Scripted {
+        scenario: PathBuf,
+        journal: PathBuf,
+        synced: bool,
+    },
     /// OpenAI-compatible APIs, a model per role, configured by a providers file
     /// (`agentroom_agents::providers`; the single-model form too).
     OpenAi { config: PathBuf },
@@ -182,14 +187,19 @@ pub(crate) fn agents(
     prices: &PriceTable,
 ) -> anyhow::Result<(Agents, HostReconciler, Vec<Served>)> {
     match choice {
-        AgentsChoice::Scripted { scenario, journal } => {
+        AgentsChoice::Scripted {
+            scenario,
+            journal,
+            synced,
+        } => {
             let scenario = Scenario::from_file(scenario)
                 .with_context(|| format!("scenario {}", scenario.display()))?;
             if let Some(dir) = journal.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("creating {}", dir.display()))?;
             }
-            let journal = Arc::new(Journal::open(journal)?);
+            let journal = Journal::open(journal)?;
+            let journal = Arc::new(if *synced { journal } else { journal.unsynced() });
             let scripted = Arc::new(Scripted::new(scenario).with_journal(journal));
             let reconciler = scripted
                 .reconciler()

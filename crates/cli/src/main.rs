@@ -149,6 +149,11 @@ enum Command {
         /// returns; the reconciler reads it). Default: `scripted-journal.jsonl` under --root.
         #[arg(long, value_name = "FILE", requires = "agents")]
         journal: Option<std::path::PathBuf>,
+        /// The scripted agents' journal records are written but not synced before each call
+        /// returns: they survive a crash of this process, not of the machine (agents that
+        /// stand in for instant providers, as `agentroom-bench room` runs them).
+        #[arg(long, requires = "agents")]
+        journal_unsynced: bool,
         /// OpenAI-compatible APIs execute every call, configured by this TOML file: named
         /// `[endpoints]` and a model per role under `[models]` (see
         /// `policies/providers.example.toml`), or one `base_url` and `model` for every role.
@@ -385,6 +390,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             policies,
             agents,
             journal,
+            journal_unsynced,
             openai,
             hosted,
             hosted_journal,
@@ -406,6 +412,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 (Some(scenario), _) => host::AgentsChoice::Scripted {
                     scenario,
                     journal: journal.unwrap_or_else(|| serve::default_journal(&store.root)),
+                    synced: !journal_unsynced,
                 },
                 (None, Some(config)) => host::AgentsChoice::OpenAi { config },
                 (None, None) => host::AgentsChoice::None,

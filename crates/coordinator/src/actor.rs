@@ -29,6 +29,9 @@ use crate::{Committed, CoordinatorError, Outcome, Shared};
 pub(crate) enum Guard {
     /// Always decide.
     None,
+    /// Always decide an event not stored yet, and persist it in the commit that accepts it
+    /// (issue 21): the store refuses with `CommitError::EventStored` when its id is stored.
+    Persist,
     /// A call event for operation `op`: decided only while the Room holds the operation in a
     /// state the event fits (`CallEvent::fits`), and the operation row marked applied once
     /// the decision settled it. A `receipt` not recorded yet goes into the same commit as the
@@ -55,7 +58,7 @@ pub(crate) struct Command {
 /// process: tests, the bench, a command). The channel closes with the coordinator and the loop
 /// ends.
 pub(crate) async fn run(shared: Weak<Shared>, room: RoomId, mut commands: mpsc::Receiver<Command>) {
-    let mut cached: Option<StoredRoom> = None;
+    let mut cached: Option<Arc<StoredRoom>> = None;
     while let Some(command) = commands.recv().await {
         let Some(shared) = shared.upgrade() else {
             return;
@@ -70,6 +73,11 @@ pub(crate) async fn run(shared: Weak<Shared>, room: RoomId, mut commands: mpsc::
             command.guard,
         )
         .await;
+        // The Room as this process last stored or read it, for the call sink (T3, C1) to use
+        // while the store is still at its revision, without reading the state again.
+        if let Some(latest) = &cached {
+            shared.remember_latest(&room, latest);
+        }
         // The caller may have gone (a runner task cancelled at shutdown): nothing to tell.
         let _ = command.reply.send(result);
     }
@@ -127,7 +135,7 @@ async fn read_contents(
 async fn decide_and_commit(
     shared: &Arc<Shared>,
     room: &RoomId,
-    cached: &mut Option<StoredRoom>,
+    cached: &mut Option<Arc<StoredRoom>>,
     input: Input,
     seed: IdSeed,
     guard: Guard,
@@ -138,11 +146,13 @@ async fn decide_and_commit(
     for attempt in 0..=retries {
         let current = match cached.take() {
             Some(current) => current,
-            None => shared
-                .store
-                .load(room)
-                .await?
-                .ok_or_else(|| CoordinatorError::UnknownRoom(room.clone()))?,
+            None => Arc::new(
+                shared
+                    .store
+                    .load(room)
+                    .await?
+                    .ok_or_else(|| CoordinatorError::UnknownRoom(room.clone()))?,
+            ),
         };
         let now = shared.clock.now();
         let kept = content_of(&current.state, &input);
@@ -176,7 +186,7 @@ async fn decide_and_commit(
             Ok(decision)
         };
         let (decision, applied, receipt) = match &guard {
-            Guard::None => (Some(decide_now()?), None, None),
+            Guard::None | Guard::Persist => (Some(decide_now()?), None, None),
             Guard::Outcome { op, event, receipt } => {
                 let op = *op;
                 let settles = event.settles();
@@ -222,6 +232,10 @@ async fn decide_and_commit(
             }
             None => Commit::state(&current.state, &current.state, now, kind),
         };
+        if let (Guard::Persist, Input::EventAccepted(event)) = (&guard, &input) {
+            commit.new_event = Some(event);
+        }
+        let persisting = commit.new_event.is_some();
         commit.applied.extend(applied);
         commit.contents = kept;
         let commit_had_receipt = receipt.is_some();
@@ -231,10 +245,10 @@ async fn decide_and_commit(
         match shared.store.commit(room, current.revision, commit).await {
             Ok(revision) => {
                 let Some(decision) = decision else {
-                    *cached = Some(StoredRoom {
-                        state: current.state,
+                    *cached = Some(Arc::new(StoredRoom {
+                        state: Arc::unwrap_or_clone(current).state,
                         revision,
-                    });
+                    }));
                     return Ok(Outcome::AlreadyDone);
                 };
                 if commit_had_receipt {
@@ -253,10 +267,10 @@ async fn decide_and_commit(
                     log: decision.log.clone(),
                     effects: decision.effects.clone(),
                 });
-                *cached = Some(StoredRoom {
+                *cached = Some(Arc::new(StoredRoom {
                     state: decision.state,
                     revision,
-                });
+                }));
                 for call in calls {
                     dispatch(shared, call);
                 }
@@ -278,6 +292,14 @@ async fn decide_and_commit(
                 *cached = Some(current);
                 let salt = u128::from(now.as_millis().unsigned_abs()) ^ seed.namespace().as_u128();
                 tokio::time::sleep(backoff(shared.config.backoff, attempt, salt)).await;
+            }
+            // An event this commit was to persist was accepted before, so it is stored: the
+            // caller persists it the checked way, which refuses other content under its id.
+            Err(CommitError::AlreadyAccepted { event, .. }) if persisting => {
+                return Err(CoordinatorError::Commit(CommitError::EventStored {
+                    room: room.clone(),
+                    event,
+                }));
             }
             Err(CommitError::AlreadyAccepted { event, .. }) => {
                 tracing::info!(%event, "accepted before (T1): nothing to do");

@@ -303,7 +303,19 @@ impl Coordinator {
                         .collect();
                     self.pass(&ours).await
                 }
-                Wake::Committed => self.pass(&[]).await,
+                // B8: a commit of this process may have freed a pool: the work of the Rooms
+                // drawing on one that waits for it goes ahead now, not at the next notice for
+                // its Room or the fallback (a decision's commit notifies no other process).
+                Wake::Committed => {
+                    let pooled: Vec<RoomId> = self
+                        .shared
+                        .pool_scan
+                        .rooms()
+                        .into_iter()
+                        .filter(|room| rooms.rooms.contains(room))
+                        .collect();
+                    self.pass(&pooled).await
+                }
             };
             match passed {
                 Ok(pass) if pass != Pass::default() => tracing::debug!(?pass, "pass"),

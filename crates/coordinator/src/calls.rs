@@ -80,7 +80,7 @@ impl Shared {
         let request = &call.request;
         let loaded = self
             .runner
-            .retrying("load", || self.store.load(&call.room))
+            .retrying("load", || self.stored_now(&call.room))
             .await;
         // Nothing was sent: the call is settled at zero and its work open again.
         let room = match loaded {

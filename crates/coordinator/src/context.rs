@@ -134,7 +134,7 @@ impl Reader<'_> {
         let ids =
             std::iter::once(objective.origin()).chain(objective.corrections().iter().copied());
         for id in ids {
-            let Some(event) = self.shared.store.event(self.room, id).await? else {
+            let Some(event) = self.shared.persisted_event(self.room, id).await? else {
                 continue;
             };
             let (kind, text) = match &event.body {

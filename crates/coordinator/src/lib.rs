@@ -211,6 +211,8 @@ impl CoordinatorBuilder {
                 served: self.served,
                 config: self.config,
                 rooms: Mutex::new(HashMap::new()),
+                latest: Mutex::new(HashMap::new()),
+                events: Mutex::new(HashMap::new()),
                 in_flight,
                 watchers: Mutex::new(Vec::new()),
                 commits: tokio::sync::Notify::new(),
@@ -273,6 +275,9 @@ pub struct Committed {
     pub effects: Vec<Effect>,
 }
 
+/// Events a process keeps for calls' contexts before it starts again from none.
+const EVENTS_KEPT: usize = 4096;
+
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     /// Runs the calls decisions reserve, and recovery (over the provider and reconciler).
@@ -287,6 +292,12 @@ pub(crate) struct Shared {
     pub(crate) served: Option<Served>,
     pub(crate) config: CoordinatorConfig,
     rooms: Mutex<HashMap<RoomId, mpsc::Sender<Command>>>,
+    /// Each Room's state as its actor last committed or loaded it (issue 21: the call sink
+    /// reads the Room's revision, not its whole state, while this is still the stored one).
+    latest: Mutex<HashMap<RoomId, Arc<StoredRoom>>>,
+    /// Events read for calls' contexts (C1): a persisted event never changes (T1) and is
+    /// never redacted, so an owner's message is read once, not once per call.
+    events: Mutex<HashMap<EventId, Arc<Event>>>,
     pub(crate) in_flight: watch::Sender<usize>,
     watchers: Mutex<Vec<mpsc::UnboundedSender<Committed>>>,
     /// Woken by every commit this process makes: the background loop delivers the outbox
@@ -396,8 +407,28 @@ impl Coordinator {
     /// accepts it by id; posting it again is accepted once.
     #[tracing::instrument(skip_all, fields(room = %event.room, event = %event.id))]
     pub async fn post(&self, event: &Event) -> Result<Outcome, CoordinatorError> {
-        self.store_checked(event).await?;
-        self.accept_stored(event.clone()).await
+        self.checked(event).await?;
+        // Issue 21: persisted by the commit that accepts it, one commit instead of two. An
+        // event stored already (a client's retry, or another process) is not written again:
+        // it is persisted the checked way, which refuses other content under its id, and
+        // accepted (answered with its first decision when it was).
+        let (room, id) = (event.room.clone(), event.id);
+        let persisted = self
+            .shared
+            .submit(
+                &room,
+                Input::EventAccepted(event.clone()),
+                IdSeed::Event(id),
+                Guard::Persist,
+            )
+            .await;
+        match persisted {
+            Err(CoordinatorError::Commit(CommitError::EventStored { .. })) => {
+                self.append(event).await?;
+                self.accept_stored(event.clone()).await
+            }
+            other => other,
+        }
     }
 
     /// Persists `event` (T1: its author comes from the caller's authenticated session) after
@@ -412,6 +443,24 @@ impl Coordinator {
 
     /// What [`Coordinator::post`] and [`Coordinator::record`] check and store.
     async fn store_checked(&self, event: &Event) -> Result<(), CoordinatorError> {
+        self.checked(event).await?;
+        self.append(event).await
+    }
+
+    /// Persists `event`: stored now, or found stored with the same content (a different one
+    /// under the same id is refused). The stored event is `event`, so it is accepted without
+    /// reading it back.
+    async fn append(&self, event: &Event) -> Result<(), CoordinatorError> {
+        self.shared
+            .store
+            .append_event(event, self.shared.clock.now())
+            .await?;
+        Ok(())
+    }
+
+    /// What [`Coordinator::post`] and [`Coordinator::record`] check before an event is
+    /// stored.
+    async fn checked(&self, event: &Event) -> Result<(), CoordinatorError> {
         // A stopping host persists nothing new (a client's retry goes to a live one).
         if self.shared.gate.closed() {
             return Err(CoordinatorError::ActorStopped(event.room.clone()));
@@ -457,13 +506,6 @@ impl Coordinator {
                 .admits_event_with(&event.author, &event.body, &records)
                 .map_err(CoordinatorError::EventRefused)?;
         }
-        // Stored now, or found stored with the same content (a different one under the same
-        // id is refused): the stored event is `event`, so it is accepted without reading it
-        // back.
-        self.shared
-            .store
-            .append_event(event, self.shared.clock.now())
-            .await?;
         Ok(())
     }
 
@@ -1026,6 +1068,65 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|w| w.send(committed.clone()).is_ok());
+    }
+
+    /// The event `id` of `room`, read once per process (see `Shared::events`).
+    pub(crate) async fn persisted_event(
+        &self,
+        room: &RoomId,
+        id: EventId,
+    ) -> Result<Option<Arc<Event>>, StoreError> {
+        let known = self
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned();
+        if let Some(event) = known {
+            return Ok((&event.room == room).then_some(event));
+        }
+        let Some(event) = self.store.event(room, id).await? else {
+            return Ok(None);
+        };
+        let event = Arc::new(event);
+        let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        if events.len() >= EVENTS_KEPT {
+            events.clear();
+        }
+        events.insert(id, Arc::clone(&event));
+        Ok(Some(event))
+    }
+
+    /// Keeps `latest` as `room`'s state as its actor last committed or loaded it.
+    pub(crate) fn remember_latest(&self, room: &RoomId, latest: &Arc<StoredRoom>) {
+        let mut kept = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        match kept.get_mut(room) {
+            Some(slot) if Arc::ptr_eq(slot, latest) => {}
+            Some(slot) => *slot = Arc::clone(latest),
+            None => {
+                kept.insert(room.clone(), Arc::clone(latest));
+            }
+        }
+    }
+
+    /// `room` as stored now: the state its actor last committed or loaded while the store
+    /// is still at that revision (a read of the revision alone), else loaded (issue 21).
+    pub(crate) async fn stored_now(
+        &self,
+        room: &RoomId,
+    ) -> Result<Option<Arc<StoredRoom>>, StoreError> {
+        let latest = self
+            .latest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(room)
+            .cloned();
+        if let Some(latest) = latest
+            && self.store.revision(room).await? == Some(latest.revision)
+        {
+            return Ok(Some(latest));
+        }
+        Ok(self.store.load(room).await?.map(Arc::new))
     }
 
     fn actor(self: &Arc<Self>, room: &RoomId) -> mpsc::Sender<Command> {

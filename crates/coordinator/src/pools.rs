@@ -45,6 +45,16 @@ impl PoolScan {
             .contains(room)
     }
 
+    /// The Rooms that drew on a pool when last read.
+    pub(crate) fn rooms(&self) -> Vec<RoomId> {
+        self.pooled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
     fn note(&self, room: &RoomId, pooled: bool) {
         let mut known = self.pooled.lock().unwrap_or_else(PoisonError::into_inner);
         if pooled {

@@ -15,9 +15,9 @@ mod support;
 use std::sync::Arc;
 
 use agentroom_coordinator::{CoordinatorError, Outcome, Store};
-use agentroom_ports::StoreError;
 use agentroom_ports::domain::event::EventBody;
 use agentroom_ports::memory::MemoryStore;
+use agentroom_ports::{Revision, StoreError};
 use agentroom_store_sqlite::{Durability, SqliteRooms};
 use support::*;
 
@@ -66,6 +66,19 @@ async fn posted_twice<S: Store>(store: Arc<S>) {
     set_up(&coordinator, &scenario).await;
     let event = owner_event(&scenario, 0);
     let first = coordinator.post(&event).await.unwrap();
+    // Issue 21: persisted by the commit that accepted it.
+    let Outcome::Decided { revision, .. } = &first else {
+        panic!("{first:?}")
+    };
+    let accepted = store
+        .history(&room_id(), Revision(revision.0 - 1), 1)
+        .await
+        .unwrap();
+    assert_eq!(accepted[0].event, Some(event.id));
+    assert_eq!(
+        store.event(&room_id(), event.id).await.unwrap(),
+        Some(event.clone())
+    );
     let second = coordinator.post(&event).await.unwrap();
     assert!(decided(&first));
     assert_eq!(second, Outcome::AlreadyDone);

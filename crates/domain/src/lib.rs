@@ -10,6 +10,7 @@ pub mod archive;
 pub mod artifact;
 pub mod authority;
 pub mod catalog;
+pub mod delta;
 pub mod engine;
 pub mod event;
 pub mod ids;

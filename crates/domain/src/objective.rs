@@ -225,6 +225,75 @@ pub struct Objective {
 }
 
 impl Objective {
+    /// The change from `old` to `new` against `stored`, the stored document's value of `old`
+    /// (issue 21): field by field, its plan versions item by item.
+    pub(crate) fn delta(
+        old: &Self,
+        new: &Self,
+        stored: Option<&serde_json::Value>,
+    ) -> crate::delta::DiffResult {
+        use crate::delta::{Fields, indexed, whole};
+        let Some(serde_json::Value::Object(stored)) = stored else {
+            return whole(old, new, stored);
+        };
+        // Destructured so that a new field cannot be forgotten here.
+        let Objective {
+            id,
+            title,
+            owner,
+            origin,
+            revision,
+            control_revision,
+            status,
+            resume_to,
+            criteria,
+            plans,
+            counters,
+            interpretation,
+            corrections,
+            receipts,
+            contributions,
+            reports,
+            reviews,
+            awaiting_review,
+            intake_calls,
+        } = new;
+        let mut f = Fields::of(stored);
+        f.field("id", &old.id, id, false, whole)?;
+        f.field("title", &old.title, title, false, whole)?;
+        f.field("owner", &old.owner, owner, false, whole)?;
+        f.field("origin", &old.origin, origin, false, whole)?;
+        f.field("revision", &old.revision, revision, false, whole)?;
+        let control = &old.control_revision;
+        f.field("control_revision", control, control_revision, false, whole)?;
+        f.field("status", &old.status, status, false, whole)?;
+        f.field("resume_to", &old.resume_to, resume_to, false, whole)?;
+        f.field("criteria", &old.criteria, criteria, false, whole)?;
+        f.field("plans", &old.plans, plans, false, |o, n, s| {
+            indexed(o, n, s, PlanVersion::delta)
+        })?;
+        f.field("counters", &old.counters, counters, false, whole)?;
+        let interpreted = &old.interpretation;
+        f.field("interpretation", interpreted, interpretation, false, whole)?;
+        f.field("corrections", &old.corrections, corrections, false, whole)?;
+        f.field("receipts", &old.receipts, receipts, false, whole)?;
+        let made = &old.contributions;
+        f.field("contributions", made, contributions, false, whole)?;
+        f.field("reports", &old.reports, reports, false, whole)?;
+        f.field("reviews", &old.reviews, reviews, false, whole)?;
+        let awaiting = &old.awaiting_review;
+        f.field("awaiting_review", awaiting, awaiting_review, false, whole)?;
+        let intake = &old.intake_calls;
+        f.field(
+            "intake_calls",
+            intake,
+            intake_calls,
+            intake_calls.is_empty(),
+            whole,
+        )?;
+        Ok(f.delta())
+    }
+
     /// Its id.
     pub fn id(&self) -> ObjectiveId {
         self.id

@@ -249,6 +249,40 @@ pub struct PlanVersion {
 }
 
 impl PlanVersion {
+    /// The change from `old` to `new` against `stored`, the stored document's value of `old`
+    /// (issue 21): field by field, its tasks item by item.
+    pub(crate) fn delta(
+        old: &Self,
+        new: &Self,
+        stored: Option<&Value>,
+    ) -> crate::delta::DiffResult {
+        use crate::delta::{Fields, indexed, whole};
+        let Some(Value::Object(stored)) = stored else {
+            return whole(old, new, stored);
+        };
+        // Destructured so that a new field cannot be forgotten here.
+        let PlanVersion {
+            id,
+            number,
+            predecessor,
+            trigger,
+            observed,
+            explanation,
+            tasks,
+        } = new;
+        let mut f = Fields::of(stored);
+        f.field("id", &old.id, id, false, whole)?;
+        f.field("number", &old.number, number, false, whole)?;
+        f.field("predecessor", &old.predecessor, predecessor, false, whole)?;
+        f.field("trigger", &old.trigger, trigger, false, whole)?;
+        f.field("observed", &old.observed, observed, false, whole)?;
+        f.field("explanation", &old.explanation, explanation, false, whole)?;
+        f.field("tasks", &old.tasks, tasks, false, |o, n, s| {
+            indexed(o, n, s, whole)
+        })?;
+        Ok(f.delta())
+    }
+
     /// The version's id.
     pub fn id(&self) -> PlanVersionId {
         self.id

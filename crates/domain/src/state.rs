@@ -366,14 +366,18 @@ pub const STATE_SECTIONS: [&str; 14] = [
 ];
 
 impl RoomState {
-    /// The top-level sections of this state's JSON document that differ from `previous`'s,
-    /// each serialized, in [`STATE_SECTIONS`] order. Sections are compared as values, so a
-    /// store that keeps `previous`'s document writes what a decision changed without
-    /// serializing what it did not (D1).
-    pub fn changed_sections(
+    /// The change from `previous` to this state, written against the stored document of
+    /// `previous`, whose top-level members `stored` gives (D1; issue 21): the sections that
+    /// differ, each down to what changed in it (an objective's plan versions and tasks, a map
+    /// section's entries), serialized alone. It is the change [`crate::delta::Delta::between`]
+    /// gives from that document to this state's sections; a section the document lacks (written
+    /// before the section existed) is set whole. Sections are never removed.
+    pub fn delta_from<'d>(
         &self,
         previous: &RoomState,
-    ) -> Result<Vec<(&'static str, serde_json::Value)>, serde_json::Error> {
+        stored: impl Fn(&str) -> Option<&'d serde_json::Value>,
+    ) -> crate::delta::DiffResult {
+        use crate::delta::{Delta, indexed, keyed, to_value, whole};
         // Destructured so that a new field cannot be forgotten here.
         let RoomState {
             room,
@@ -391,29 +395,47 @@ impl RoomState {
             pool,
             redactions,
         } = self;
-        let mut changed = Vec::new();
-        macro_rules! section {
-            ($field:ident) => {
-                if *$field != previous.$field {
-                    changed.push((stringify!($field), serde_json::to_value($field)?));
+        let mut set = serde_json::Map::new();
+        let mut section =
+            |name: &str,
+             change: &dyn Fn(Option<&serde_json::Value>) -> crate::delta::DiffResult|
+             -> Result<(), serde_json::Error> {
+                let change = change(stored(name))?;
+                if change != Delta::Same {
+                    set.insert(name.to_owned(), to_value(&change));
                 }
+                Ok(())
             };
-        }
-        section!(room);
-        section!(policy);
-        section!(access);
-        section!(quotes);
-        section!(members);
-        section!(ledger);
-        section!(objectives);
-        section!(intake);
-        section!(operations);
-        section!(contributions);
-        section!(held);
-        section!(memory);
-        section!(pool);
-        section!(redactions);
-        Ok(changed)
+        section("room", &|s| whole(&previous.room, room, s))?;
+        section("policy", &|s| whole(&previous.policy, policy, s))?;
+        section("access", &|s| whole(&previous.access, access, s))?;
+        section("quotes", &|s| whole(&previous.quotes, quotes, s))?;
+        section("members", &|s| whole(&previous.members, members, s))?;
+        section("ledger", &|s| whole(&previous.ledger, ledger, s))?;
+        section("objectives", &|s| {
+            indexed(&previous.objectives, objectives, s, Objective::delta)
+        })?;
+        section("intake", &|s| keyed(&previous.intake, intake, s, whole))?;
+        section("operations", &|s| {
+            keyed(&previous.operations, operations, s, whole)
+        })?;
+        section("contributions", &|s| {
+            keyed(&previous.contributions, contributions, s, whole)
+        })?;
+        section("held", &|s| keyed(&previous.held, held, s, whole))?;
+        section("memory", &|s| whole(&previous.memory, memory, s))?;
+        section("pool", &|s| whole(&previous.pool, pool, s))?;
+        section("redactions", &|s| {
+            whole(&previous.redactions, redactions, s)
+        })?;
+        Ok(if set.is_empty() {
+            Delta::Same
+        } else {
+            Delta::Object {
+                set,
+                remove: Vec::new(),
+            }
+        })
     }
 
     /// A new Room with its owner as the only member.

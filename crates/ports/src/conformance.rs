@@ -62,6 +62,7 @@ macro_rules! store_conformance {
             d2_recovery_attempts_on_uncertain_operations_are_counted,
             t1_events_are_stored_once_by_id,
             t1_an_event_is_accepted_once_per_room,
+            t1_a_commit_persists_the_event_it_accepts_and_refuses_a_stored_one,
             t1_persisted_events_never_accepted_are_listed_in_order,
             t5_notifications_are_stored_once_and_delivered,
             ledger_rows_replay_to_the_stored_balances,
@@ -1107,6 +1108,105 @@ pub async fn t1_an_event_is_accepted_once_per_room<S: Store>(store: Arc<S>) {
         .commit(&*store, &theirs, "event_accepted")
         .await
         .unwrap();
+}
+
+/// T1 and issue 21 (an owner message persisted by the process that decides it is accepted in
+/// the same commit): the commit stores the event with its acceptance, all or nothing; an
+/// event whose id is stored already (by a retry or another process) is refused with
+/// `EventStored` and the commit writes nothing, so the caller persists it the checked way.
+pub async fn t1_a_commit_persists_the_event_it_accepts_and_refuses_a_stored_one<S: Store>(
+    store: Arc<S>,
+) {
+    let mut d = Driver::create(&*store, "persist-and-accept", 1_000_000).await;
+    let event = |room: RoomId, n: u128, text: &str| Event {
+        id: EventId::from_uuid(Uuid::from_u128(0x7200_0000 + n)),
+        room,
+        author: p("olive"),
+        body: EventBody::OwnerMessage {
+            text: text.to_owned(),
+        },
+    };
+    let first = event(d.room(), 1, "persisted by its decision");
+    let decision = d.decide(Input::EventAccepted(first.clone()));
+    let lease = lease("runner", 60_000);
+    let mut commit = Commit::decided(
+        &d.room(),
+        &d.state,
+        &decision,
+        AT,
+        "event_accepted",
+        Some(&lease),
+    );
+    commit.new_event = Some(&first);
+    let revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
+    d.state = decision.state.clone();
+    d.revision = revision;
+    assert_eq!(
+        store.event(&d.room(), first.id).await.unwrap(),
+        Some(first.clone())
+    );
+    assert!(
+        store
+            .unaccepted_events(&d.room(), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "persisted and accepted in one commit"
+    );
+    let decided = store.history(&d.room(), Revision(2), 10).await.unwrap();
+    assert_eq!(decided.len(), 1);
+    assert_eq!(decided[0].event, Some(first.id));
+
+    // Stored before (the checked way): the persisting commit is refused and writes nothing.
+    let second = event(d.room(), 2, "stored before");
+    assert_eq!(
+        store.append_event(&second, AT).await.unwrap(),
+        EventAppend::Inserted
+    );
+    let decision = d.decide(Input::EventAccepted(second.clone()));
+    let mut commit = Commit::decided(
+        &d.room(),
+        &d.state,
+        &decision,
+        AT,
+        "event_accepted",
+        Some(&lease),
+    );
+    commit.new_event = Some(&second);
+    match store.commit(&d.room(), d.revision, commit).await {
+        Err(CommitError::EventStored { room, event }) => {
+            assert_eq!((room, event), (d.room(), second.id));
+        }
+        other => panic!("expected the event stored already, got {other:?}"),
+    }
+    let stored = store.load(&d.room()).await.unwrap().unwrap();
+    assert_eq!(stored.revision, d.revision, "nothing written");
+    assert_eq!(stored.state, d.state);
+    for op in decision.effects.iter().filter_map(|e| match e {
+        Effect::ReserveAndCall(request) => Some(request.op),
+        _ => None,
+    }) {
+        assert!(
+            store.operation(op).await.unwrap().is_none(),
+            "no operation created"
+        );
+    }
+    assert_eq!(
+        store.unaccepted_events(&d.room(), 10).await.unwrap(),
+        vec![second.clone()],
+        "the stored event waits to be accepted"
+    );
+    // Accepted the usual way, once.
+    d.commit(&*store, &decision, "event_accepted")
+        .await
+        .unwrap();
+    assert!(
+        store
+            .unaccepted_events(&d.room(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// T1: the events a Room persisted but never accepted are listed in the order they were

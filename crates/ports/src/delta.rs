@@ -1,139 +1,15 @@
 //! What changed between two JSON documents, and applying it (D1: history stores what
-//! changed, not a copy per revision). Objects change key by key, arrays index by index (an
-//! appended ledger entry is stored as that entry alone), everything else is replaced.
+//! changed, not a copy per revision). The change itself ([`Delta`]) is the domain's, which
+//! writes a decision's change from the typed states; here is the document a store keeps of a
+//! Room's latest revision, which changes are applied to.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// The change from one JSON value to another.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "op")]
-pub enum Delta {
-    /// Nothing changed.
-    Same,
-    /// The value is replaced whole.
-    Replace {
-        /// The new value.
-        value: Value,
-    },
-    /// An object: keys set (with their own deltas) and keys removed.
-    Object {
-        /// Changed or added keys.
-        #[serde(default, skip_serializing_if = "Map::is_empty")]
-        set: Map<String, Value>,
-        /// Removed keys.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        remove: Vec<String>,
-    },
-    /// An array: its new length and the changed or added items (index, delta).
-    Array {
-        /// The new length.
-        len: usize,
-        /// Changed or added items.
-        items: Vec<(usize, Value)>,
-    },
-}
-
-/// Why a delta does not apply.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the stored change does not apply to the state it follows: {0}")]
-pub struct DeltaError(String);
-
-impl Delta {
-    /// What changed from `old` to `new`.
-    pub fn between(old: &Value, new: &Value) -> Delta {
-        if old == new {
-            return Delta::Same;
-        }
-        match (old, new) {
-            (Value::Object(a), Value::Object(b)) => {
-                let mut set = Map::new();
-                for (key, value) in b {
-                    match a.get(key) {
-                        Some(before) if before == value => {}
-                        Some(before) => {
-                            set.insert(key.clone(), to_value(&Delta::between(before, value)));
-                        }
-                        None => {
-                            set.insert(
-                                key.clone(),
-                                to_value(&Delta::Replace {
-                                    value: value.clone(),
-                                }),
-                            );
-                        }
-                    }
-                }
-                let remove = a.keys().filter(|k| !b.contains_key(*k)).cloned().collect();
-                Delta::Object { set, remove }
-            }
-            (Value::Array(a), Value::Array(b)) => {
-                let mut items = Vec::new();
-                for (index, value) in b.iter().enumerate() {
-                    match a.get(index) {
-                        Some(before) if before == value => {}
-                        Some(before) => {
-                            items.push((index, to_value(&Delta::between(before, value))))
-                        }
-                        None => items.push((
-                            index,
-                            to_value(&Delta::Replace {
-                                value: value.clone(),
-                            }),
-                        )),
-                    }
-                }
-                Delta::Array {
-                    len: b.len(),
-                    items,
-                }
-            }
-            _ => Delta::Replace { value: new.clone() },
-        }
-    }
-
-    /// Applies this delta to `value`.
-    pub fn apply(&self, value: &mut Value) -> Result<(), DeltaError> {
-        match self {
-            Delta::Same => Ok(()),
-            Delta::Replace { value: new } => {
-                *value = new.clone();
-                Ok(())
-            }
-            Delta::Object { set, remove } => {
-                let Value::Object(map) = value else {
-                    return Err(DeltaError("an object change on a non-object".into()));
-                };
-                for key in remove {
-                    map.remove(key);
-                }
-                for (key, change) in set {
-                    let change = from_value(change)?;
-                    let slot = map.entry(key.clone()).or_insert(Value::Null);
-                    change.apply(slot)?;
-                }
-                Ok(())
-            }
-            Delta::Array { len, items } => {
-                let Value::Array(array) = value else {
-                    return Err(DeltaError("an array change on a non-array".into()));
-                };
-                array.resize(*len, Value::Null);
-                for (index, change) in items {
-                    let change = from_value(change)?;
-                    let Some(slot) = array.get_mut(*index) else {
-                        return Err(DeltaError(format!("index {index} past the length {len}")));
-                    };
-                    change.apply(slot)?;
-                }
-                Ok(())
-            }
-        }
-    }
-}
+use agentroom_domain::delta::from_value;
+pub use agentroom_domain::delta::{Delta, DeltaError};
 
 /// A JSON object document held as its top-level members, each shared: successive revisions
 /// of a Room share the members a decision did not change, so a store that keeps the last
@@ -149,7 +25,7 @@ impl Sections {
             Value::Object(map) => Ok(Self(
                 map.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
             )),
-            _ => Err(DeltaError("a document that is not an object".into())),
+            _ => Err(DeltaError::new("a document that is not an object")),
         }
     }
 
@@ -171,34 +47,6 @@ impl Sections {
                 .map(|(k, v)| (k.clone(), Value::clone(v)))
                 .collect(),
         )
-    }
-
-    /// The document with `changed` members set, and the change from this one to it: what
-    /// [`Delta::between`] gives for the whole documents, computed from those members only.
-    pub fn with(&self, changed: Vec<(&str, Value)>) -> (Sections, Delta) {
-        let mut next = self.clone();
-        let mut set = Map::new();
-        for (name, value) in changed {
-            let delta = match self.get(name) {
-                Some(before) => Delta::between(before, &value),
-                None => Delta::Replace {
-                    value: value.clone(),
-                },
-            };
-            if delta != Delta::Same {
-                set.insert(name.to_owned(), to_value(&delta));
-            }
-            next.0.insert(name.to_owned(), Arc::new(value));
-        }
-        let delta = if set.is_empty() {
-            Delta::Same
-        } else {
-            Delta::Object {
-                set,
-                remove: Vec::new(),
-            }
-        };
-        (next, delta)
     }
 
     /// Applies `delta`, copying only the members it changes.
@@ -223,18 +71,9 @@ impl Sections {
                 }
                 Ok(())
             }
-            Delta::Array { .. } => Err(DeltaError("an array change on an object".into())),
+            Delta::Array { .. } => Err(DeltaError::new("an array change on an object")),
         }
     }
-}
-
-fn to_value(delta: &Delta) -> Value {
-    // A Delta is plain data (maps with string keys): serializing it cannot fail.
-    serde_json::to_value(delta).unwrap_or(Value::Null)
-}
-
-fn from_value(value: &Value) -> Result<Delta, DeltaError> {
-    Delta::deserialize(value).map_err(|e| DeltaError(e.to_string()))
 }
 
 #[cfg(test)]
@@ -295,34 +134,16 @@ mod tests {
 
     proptest! {
         #[test]
-        fn d1_sections_give_the_whole_documents_change_and_apply_it(
+        fn d1_sections_apply_the_whole_documents_change(
             old in arb_object(),
             new in arb_object(),
         ) {
-            let sections = Sections::from_value(old.clone()).unwrap();
-            let Value::Object(members) = &new else { unreachable!() };
-            // Only members that differ are passed, as `RoomState::changed_sections` does; a
-            // member removed is not expressible that way, so keep the old ones here.
-            let mut expected = old.clone();
-            let changed: Vec<(&str, Value)> = members
-                .iter()
-                .filter(|(k, v)| old.get(k.as_str()) != Some(v))
-                .map(|(k, v)| (k.as_str(), v.clone()))
-                .collect();
-            for (k, v) in &changed {
-                expected[*k] = v.clone();
-            }
-            let (next, delta) = sections.with(changed);
-            prop_assert_eq!(next.to_value(), expected.clone());
-            prop_assert_eq!(&delta, &Delta::between(&old, &expected));
+            let mut sections = Sections::from_value(old.clone()).unwrap();
+            let delta = Delta::between(&old, &new);
             let stored = serde_json::to_string(&delta).unwrap();
             let back: Delta = serde_json::from_str(&stored).unwrap();
-            let mut rebuilt = sections.clone();
-            rebuilt.apply(&back).unwrap();
-            prop_assert_eq!(rebuilt, next);
-            let mut whole = old.clone();
-            back.apply(&mut whole).unwrap();
-            prop_assert_eq!(whole, expected);
+            sections.apply(&back).unwrap();
+            prop_assert_eq!(sections.to_value(), new);
         }
 
         #[test]

@@ -131,7 +131,11 @@ impl Creation {
 /// expected revision's state, and the whole state when a snapshot is due.
 #[derive(Debug)]
 pub struct Staged {
-    document: Arc<Sections>,
+    /// The change, applied to the kept document once the commit is made.
+    change: Delta,
+    /// The document of the expected revision when this store kept none: serialized from the
+    /// commit's previous state, so that the committed revision's document is known after it.
+    base: Option<Sections>,
     delta: String,
     snapshot: Option<String>,
     weight: Option<SnapshotWeight>,
@@ -316,10 +320,12 @@ impl RoomHistory {
         );
     }
 
-    /// What `commit` of `room` at `expected` stores: the delta of the sections the decision
-    /// changed (from the known document when it is `expected`'s, else from `commit.previous`)
-    /// and a snapshot of `commit.state` when the snapshot rule says so. A commit without a
-    /// known weight writes no snapshot; the next load learns the weight.
+    /// What `commit` of `room` at `expected` stores: the change from the expected revision's
+    /// document to the new state, written from the typed states so that only what the
+    /// decision changed is serialized ([`RoomState::delta_from`], issue 21), and a snapshot
+    /// of `commit.state` when the snapshot rule says so. The document is the kept one when it
+    /// is `expected`'s, else `commit.previous` serialized. A commit without a known weight
+    /// writes no snapshot; the next load learns the weight.
     pub fn stage(
         &self,
         room: &RoomId,
@@ -329,20 +335,27 @@ impl RoomHistory {
         let serializing = |e| StoreError::database("serializing a Room state", e);
         let known = self.known(room);
         let weight = known.as_ref().and_then(|k| k.weight);
-        let previous = match known {
-            Some(known) if known.revision == expected => known.document,
-            _ => Arc::new(
-                Sections::from_value(serde_json::to_value(commit.previous).map_err(serializing)?)
-                    .map_err(|e| StoreError::database("serializing a Room state", e))?,
-            ),
+        let (change, base) = match known.filter(|k| k.revision == expected) {
+            Some(known) => {
+                let change = commit
+                    .state
+                    .delta_from(commit.previous, |name| known.document.get(name))
+                    .map_err(serializing)?;
+                (change, None)
+            }
+            None => {
+                let document = Sections::from_value(
+                    serde_json::to_value(commit.previous).map_err(serializing)?,
+                )
+                .map_err(|e| StoreError::database("serializing a Room state", e))?;
+                let change = commit
+                    .state
+                    .delta_from(commit.previous, |name| document.get(name))
+                    .map_err(serializing)?;
+                (change, Some(document))
+            }
         };
-        let changed = commit
-            .state
-            .changed_sections(commit.previous)
-            .map_err(serializing)?;
-        let (next, delta) = previous.with(changed);
-        drop(previous);
-        let delta = serde_json::to_string(&delta).map_err(serializing)?;
+        let delta = serde_json::to_string(&change).map_err(serializing)?;
         let delta_bytes = bytes(delta.len());
         let snapshot = weight
             .is_some_and(|w| w.snapshot_due(delta_bytes))
@@ -352,7 +365,8 @@ impl RoomHistory {
         let weight =
             weight.map(|w| w.after(delta_bytes, snapshot.as_ref().map(|s| bytes(s.len()))));
         Ok(Staged {
-            document: Arc::new(next),
+            change,
+            base,
             delta,
             snapshot,
             weight,
@@ -360,7 +374,9 @@ impl RoomHistory {
     }
 
     /// Remembers `staged` as committed at `revision`, with the weight the store read back
-    /// when it keeps one (else the one the commit was staged with, moved past it).
+    /// when it keeps one (else the one the commit was staged with, moved past it): the kept
+    /// document of the revision before moves forward by the change, in place (only what the
+    /// decision changed is copied, when nobody else reads that document now).
     pub fn committed(
         &self,
         room: &RoomId,
@@ -368,14 +384,41 @@ impl RoomHistory {
         staged: Staged,
         stored: Option<SnapshotWeight>,
     ) {
-        self.remember(
-            room,
-            Known {
-                revision,
-                document: staged.document,
-                weight: stored.or(staged.weight),
-            },
-        );
+        let Staged {
+            change,
+            base,
+            weight,
+            ..
+        } = staged;
+        let weight = stored.or(weight);
+        {
+            let mut rooms = self.lock();
+            if let Some(kept) = rooms.get_mut(room)
+                && kept.revision.next() == revision
+            {
+                if Arc::make_mut(&mut kept.document).apply(&change).is_ok() {
+                    kept.revision = revision;
+                    kept.weight = weight;
+                } else {
+                    // Not the document the change was written against: the next load
+                    // rebuilds it from the stored rows.
+                    rooms.remove(room);
+                }
+                return;
+            }
+        }
+        if let Some(mut document) = base
+            && document.apply(&change).is_ok()
+        {
+            self.remember(
+                room,
+                Known {
+                    revision,
+                    document: Arc::new(document),
+                    weight,
+                },
+            );
+        }
     }
 
     /// The state of `room` at `current` from `known` and the deltas of the revisions after it

@@ -221,6 +221,14 @@ impl RoomStore for MemoryStore {
                 input,
             });
         }
+        if let Some(event) = commit.new_event
+            && inner.events.keys().any(|(_, id)| *id == event.id)
+        {
+            return Err(CommitError::EventStored {
+                room: room.clone(),
+                event: event.id,
+            });
+        }
         for (op, generation, _) in &commit.receipts {
             let writable = inner.operations.get(op).is_some_and(|o| {
                 o.record.room == *room
@@ -294,6 +302,11 @@ impl RoomStore for MemoryStore {
                 log: commit.log.to_vec(),
                 at: commit.at,
             });
+        }
+        if let Some(event) = commit.new_event {
+            let key = (event.room.clone(), event.id);
+            inner.events.insert(key.clone(), event.clone());
+            inner.event_order.push(key);
         }
         for content in &commit.contents {
             inner

@@ -189,6 +189,17 @@ pub enum CommitError {
         /// Why.
         reason: String,
     },
+    /// The event a commit was to persist and accept ([`Commit::new_event`]) is stored
+    /// already, under its id (persisted before, by a retry or another process): nothing was
+    /// written. The caller persists it the other way ([`RoomStore::append_event`], which
+    /// refuses other content under the id) and accepts it.
+    #[error("event {event} is stored already in room {room}")]
+    EventStored {
+        /// The Room.
+        room: RoomId,
+        /// The event.
+        event: EventId,
+    },
     /// A decision of this operator input was committed before (each input id is decided
     /// once per Room); nothing was written. [`RoomStore::input_decided`] finds its revision.
     #[error("input {input} was already decided in room {room}")]
@@ -213,6 +224,11 @@ pub struct Commit<'a> {
     pub input: &'a str,
     /// The persisted event it accepted, if any: committed once per Room (T1).
     pub event: Option<EventId>,
+    /// The event it accepts, when this commit also persists it (issue 21: an owner message
+    /// persisted by the process that decides it is accepted in the same commit). A store
+    /// writes it with the decision, all or nothing, and refuses with
+    /// [`CommitError::EventStored`] when its id is stored already. Its id is `event`'s.
+    pub new_event: Option<&'a Event>,
     /// The decision log (rules applied and rejections).
     pub log: &'a [LogEntry],
     /// Operations to create (B1: the reservation and the operation in one transaction),
@@ -290,6 +306,7 @@ impl<'a> Commit<'a> {
             at,
             input,
             event: None,
+            new_event: None,
             log: &[],
             operations: Vec::new(),
             receipts: Vec::new(),
@@ -418,6 +435,13 @@ pub trait RoomStore: Send + Sync {
 
     /// A Room's current state and revision.
     async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError>;
+
+    /// A Room's current revision, without its state: what a host that holds the state of a
+    /// revision asks to know that it is still the Room as stored now (T3 at the call sink).
+    /// The default loads the state.
+    async fn revision(&self, room: &RoomId) -> Result<Option<Revision>, StoreError> {
+        Ok(self.load(room).await?.map(|stored| stored.revision))
+    }
 
     /// Commits `commit` if the Room is still at `expected`; returns the new revision.
     async fn commit(

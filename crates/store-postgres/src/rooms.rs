@@ -247,6 +247,23 @@ impl RoomStore for PgRooms {
     }
 
     #[tracing::instrument(level = "debug", skip(self), fields(room = %room))]
+    #[tracing::instrument(level = "debug", skip(self), fields(room = %room))]
+    async fn revision(&self, room: &RoomId) -> Result<Option<Revision>, StoreError> {
+        // Reads only: safe to run again on a fresh connection (held::Held::rerunnable).
+        let revision: Option<i64> = self
+            .held
+            .rerunnable(|mut conn| async move {
+                let row = sqlx::query_scalar(sql::ROOM_REVISION)
+                    .bind(room.as_str())
+                    .fetch_optional(&mut conn)
+                    .await;
+                (conn, row)
+            })
+            .await
+            .map_err(failed("reading a Room's revision"))?;
+        Ok(revision.map(Revision))
+    }
+
     async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError> {
         if let Some(known) = self.history.known(room)
             && let Some(stored) = self.catch_up(room, known).await?
@@ -308,6 +325,7 @@ impl RoomStore for PgRooms {
         parts.notifications = !commit.notifications.is_empty();
         parts.records = !commit.archived.is_empty();
         parts.contents = !commit.contents.is_empty();
+        parts.event = commit.new_event.is_some();
         let statement = commit_statement(room, expected, &staged, &commit, touched, parts)?;
         if !commit.scrubs.is_empty() {
             // A redaction reserves, charges and releases nothing: its commit never moves a
@@ -720,6 +738,14 @@ fn commit_statement<'q>(
                     .iter()
                     .map(NewContent::bytes)
                     .collect::<Vec<_>>(),
+            )
+            .bind(commit.new_event.map(|e| e.author.as_str()))
+            .bind(commit.new_event.map(|e| e.body.kind().as_str()))
+            .bind(
+                commit
+                    .new_event
+                    .map(|e| json_text("an event body", &e.body))
+                    .transpose()?,
             ),
     )
 }
@@ -830,6 +856,14 @@ impl PgRooms {
                     Some(CommitError::AlreadyAccepted {
                         room: room.clone(),
                         event: commit.event?,
+                    })
+                }
+                sql::UNIQUE_VIOLATION_SQLSTATE
+                    if pg.constraint() == Some(sql::EVENTS_PRIMARY_KEY) =>
+                {
+                    Some(CommitError::EventStored {
+                        room: room.clone(),
+                        event: commit.new_event?.id,
                     })
                 }
                 sql::UNIQUE_VIOLATION_SQLSTATE

@@ -273,6 +273,8 @@ pub struct CommitParts {
     pub records: bool,
     /// Content the input carries (`$29`..`$31`, migration 0007).
     pub contents: bool,
+    /// The accepted event, persisted by this commit (`$6`, `$32`..`$34`; issue 21).
+    pub event: bool,
 }
 
 impl CommitParts {
@@ -328,7 +330,9 @@ impl CommitParts {
 /// slot past the last operation is NULL and matches nothing); `$21` ledger entries (JSON
 /// texts); notifications `$22` ids, `$23` bodies (JSON texts); `$24` the operator input id
 /// it decided or NULL (migration 0006); closed objectives' records `$25`..`$28` (migration
-/// 0009, [`COMMIT_ROOM_RECORDS`]); content `$29`..`$31` ([`COMMIT_ROOM_CONTENTS`]).
+/// 0009, [`COMMIT_ROOM_RECORDS`]); content `$29`..`$31` ([`COMMIT_ROOM_CONTENTS`]); the
+/// accepted event's author, kind and body `$32`..`$34` when the commit persists it
+/// ([`COMMIT_ROOM_EVENT`]).
 ///
 /// Plans: PostgreSQL keeps a prepared statement's generic plan, built once, when it is
 /// estimated no dearer than the plans for the first five executions' values plus a planning
@@ -387,6 +391,9 @@ fn assemble_commit_room(parts: CommitParts) -> String {
     }
     if parts.contents {
         text.push_str(COMMIT_ROOM_CONTENTS);
+    }
+    if parts.event {
+        text.push_str(COMMIT_ROOM_EVENT);
     }
     if parts.touched_slots == 0 {
         text.push_str(COMMIT_ROOM_RESULT);
@@ -531,6 +538,17 @@ contents AS ( \
     SELECT $1, c.digest, c.media_type, c.bytes, octet_length(c.bytes), $8 \
     FROM cas, unnest($29::text[], $30::text[], $31::bytea[]) AS c (digest, media_type, bytes) \
     ON CONFLICT (room_id, digest) DO NOTHING \
+)";
+
+/// The event the commit accepts, persisted with it (issue 21: an owner message persisted by
+/// the process that decides it): `$6` its id, `$32` author, `$33` kind, `$34` body (JSON
+/// text), at `$8`. An id stored already is a unique violation of [`EVENTS_PRIMARY_KEY`]
+/// that rolls everything back (the caller persists it the checked way). Migration 0011's
+/// trigger does not notify for it: the same statement's history row accepts it.
+const COMMIT_ROOM_EVENT: &str = ", \
+persisted AS ( \
+    INSERT INTO room_events (event_id, room_id, author, kind, body, at_ms) \
+    SELECT $6::uuid, $1, $32, $33, $34::jsonb, $8 FROM cas \
 )";
 
 /// The result of a commit that writes no receipt. Scanning `history` writes the history row
@@ -778,6 +796,10 @@ WHERE notification_id = $1::uuid AND delivered_at IS NULL";
 /// The unique index that lets a Room decide an operator input once: a commit deciding it
 /// again fails with a unique violation on it, and the whole commit is rolled back.
 pub const INPUT_ONCE_INDEX: &str = "room_history_input_once";
+
+/// The primary key of `room_events`: a commit that persists an event whose id is stored
+/// already violates it ([`COMMIT_ROOM_EVENT`]).
+pub const EVENTS_PRIMARY_KEY: &str = "room_events_pkey";
 
 /// The revision that decided an operator input of a Room. `$1` room, `$2` input id.
 pub const SELECT_INPUT_DECIDED: &str = "\

@@ -9,10 +9,11 @@ mod common;
 
 use std::time::Duration;
 
+use agentroom_domain::engine::Input;
 use agentroom_domain::event::{Event, EventBody};
 use agentroom_domain::ids::{EventId, PrincipalId, RoomId, Timestamp};
 use agentroom_ports::conformance::Driver;
-use agentroom_ports::{EventAppend, RoomFeed, RoomSignal, RoomStore};
+use agentroom_ports::{Commit, EventAppend, RoomFeed, RoomSignal, RoomStore};
 use agentroom_store_postgres::PgRooms;
 
 /// Long enough for a loaded CI machine; a notice that never comes fails the test.
@@ -82,6 +83,50 @@ async fn a_created_room_and_a_persisted_event_are_heard_by_a_listening_store() {
     })
     .await;
     assert!(quiet.is_err(), "a decision's commit notified");
+
+    // Nor does a decision's commit that persists the event it accepts (issue 21, migration
+    // 0011): the event needs no other process's attention.
+    let persisted = Event {
+        id: EventId::from_uuid(uuid::Uuid::from_u128(8)),
+        room: driver.room(),
+        author: PrincipalId::parse("olive").unwrap(),
+        body: EventBody::OwnerMessage {
+            text: "persisted by its decision".to_owned(),
+        },
+    };
+    let decision = driver.decide(Input::EventAccepted(persisted.clone()));
+    let lease = agentroom_ports::conformance::lease("runner", 60_000);
+    let mut commit = Commit::decided(
+        &driver.room(),
+        &driver.state,
+        &decision,
+        Timestamp::from_millis(2),
+        "event_accepted",
+        Some(&lease),
+    );
+    commit.new_event = Some(&persisted);
+    other
+        .commit(&driver.room(), driver.revision, commit)
+        .await
+        .unwrap();
+    assert_eq!(
+        other.event(&driver.room(), persisted.id).await.unwrap(),
+        Some(persisted)
+    );
+    let quiet = tokio::time::timeout(Duration::from_millis(300), async {
+        loop {
+            if let RoomSignal::Changed(rooms) = feed.next().await
+                && rooms.contains(&driver.room())
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        quiet.is_err(),
+        "a commit persisting its accepted event notified"
+    );
     drop(feed);
     store.close().await;
     common::drop_schema(&schema).await;

@@ -92,7 +92,8 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
             (7, "create contents", MigrationState::Pending),
             (8, "create budget pools", MigrationState::Pending),
             (9, "create objective records", MigrationState::Pending),
-            (10, "notify room changes", MigrationState::Pending)
+            (10, "notify room changes", MigrationState::Pending),
+            (11, "quiet accepted events", MigrationState::Pending)
         ]
     );
     assert!(matches!(
@@ -107,7 +108,7 @@ async fn d5_an_unmigrated_schema_is_refused_with_advice_and_left_untouched() {
 async fn d5_migrate_up_then_status_then_down() {
     let (schema, pool) = common::fresh_schema().await;
     let migrated = up(&pool).await.unwrap();
-    assert_eq!(migrated.planner, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert_eq!(migrated.planner, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     assert_eq!(migrated.workflows, [1]);
     let listed = status(&pool).await.unwrap();
     assert_eq!(
@@ -126,7 +127,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (7, "create contents", MigrationState::Applied),
             (8, "create budget pools", MigrationState::Applied),
             (9, "create objective records", MigrationState::Applied),
-            (10, "notify room changes", MigrationState::Applied)
+            (10, "notify room changes", MigrationState::Applied),
+            (11, "quiet accepted events", MigrationState::Applied)
         ]
     );
     assert!(listed.iter().all(MigrationStatus::applied));
@@ -149,7 +151,10 @@ async fn d5_migrate_up_then_status_then_down() {
 
     // Issue 19: reverting the planner's ledger removes planner state only; the workflow
     // store's calls stay, with their ledger.
-    assert_eq!(down(&pool).await.unwrap(), [10, 9, 8, 7, 6, 5, 4, 3, 2, 1]);
+    assert_eq!(
+        down(&pool).await.unwrap(),
+        [11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
+    );
     assert!(table_exists(&pool, "operations").await);
     assert_eq!(count(&pool, "SELECT count(*) FROM operations").await, 1);
     assert!(!table_exists(&pool, "_agentroom_workflows_aside.operations").await);
@@ -185,7 +190,8 @@ async fn d5_migrate_up_then_status_then_down() {
             (7, "create contents", MigrationState::Pending),
             (8, "create budget pools", MigrationState::Pending),
             (9, "create objective records", MigrationState::Pending),
-            (10, "notify room changes", MigrationState::Pending)
+            (10, "notify room changes", MigrationState::Pending),
+            (11, "quiet accepted events", MigrationState::Pending)
         ]
     );
     let detail = not_migrated(&pool).await;
@@ -215,7 +221,7 @@ async fn d5_migrate_up_then_status_then_down() {
     // Up again works on the reverted schema, over the kept calls: the planner's 0002 makes a
     // table of its own, which the kept one replaces.
     let migrated = up(&pool).await.unwrap();
-    assert_eq!(migrated.planner, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert_eq!(migrated.planner, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     assert!(migrated.workflows.is_empty());
     let store = PgPlanning::from_pool(pool.clone()).await.unwrap();
     assert!(store.plans(&room).await.unwrap().is_empty());
@@ -246,7 +252,10 @@ async fn d5_migrate_up_then_status_then_down() {
         other => panic!("expected PlannerApplied, got {other:?}"),
     }
     assert_eq!(count(&pool, "SELECT count(*) FROM operations").await, 2);
-    assert_eq!(down(&pool).await.unwrap(), [10, 9, 8, 7, 6, 5, 4, 3, 2, 1]);
+    assert_eq!(
+        down(&pool).await.unwrap(),
+        [11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
+    );
     assert_eq!(down_workflows(&pool).await.unwrap(), [1]);
     assert!(!table_exists(&pool, "operations").await);
     assert!(
@@ -257,7 +266,7 @@ async fn d5_migrate_up_then_status_then_down() {
             .all(|m| m.state == MigrationState::Pending)
     );
     let migrated = up(&pool).await.unwrap();
-    assert_eq!((migrated.planner.len(), migrated.workflows.len()), (10, 1));
+    assert_eq!((migrated.planner.len(), migrated.workflows.len()), (11, 1));
     pool.close().await;
     common::drop_schema(&schema).await;
 }
@@ -285,7 +294,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (7, "create contents", MigrationState::Applied),
             (8, "create budget pools", MigrationState::Applied),
             (9, "create objective records", MigrationState::Applied),
-            (10, "notify room changes", MigrationState::Applied)
+            (10, "notify room changes", MigrationState::Applied),
+            (11, "quiet accepted events", MigrationState::Applied)
         ]
     );
 
@@ -322,7 +332,8 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (7, "create contents", MigrationState::Applied),
             (8, "create budget pools", MigrationState::Applied),
             (9, "create objective records", MigrationState::Applied),
-            (10, "notify room changes", MigrationState::Applied)
+            (10, "notify room changes", MigrationState::Applied),
+            (11, "quiet accepted events", MigrationState::Applied)
         ]
     );
 
@@ -365,6 +376,7 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
             (8, "create budget pools", MigrationState::Applied),
             (9, "create objective records", MigrationState::Applied),
             (10, "notify room changes", MigrationState::Applied),
+            (11, "quiet accepted events", MigrationState::Applied),
             (9999, "from the future", MigrationState::Unknown)
         ]
     );
@@ -385,7 +397,7 @@ async fn d5_a_failed_changed_or_newer_migration_is_refused() {
         other => panic!("expected Dirty, got {other:?}"),
     }
     assert!(table_exists(&pool, "planning_plans").await);
-    assert_eq!(status(&pool).await.unwrap().len(), 12);
+    assert_eq!(status(&pool).await.unwrap().len(), 13);
     pool.close().await;
     common::drop_schema(&schema).await;
 }
@@ -424,7 +436,7 @@ async fn d1_history_written_before_0007_rebuilds_every_revision_after_it() {
             .iter()
             .all(|m| m.2 == MigrationState::Applied)
     );
-    assert_eq!(down_to(&pool, 6).await.unwrap(), [10, 9, 8, 7]);
+    assert_eq!(down_to(&pool, 6).await.unwrap(), [11, 10, 9, 8, 7]);
     assert!(!table_exists(&pool, "room_contents").await);
     match PgRooms::from_pool(pool.clone()).await {
         Err(error @ StoreError::NotMigrated { .. }) => {
@@ -438,7 +450,7 @@ async fn d1_history_written_before_0007_rebuilds_every_revision_after_it() {
         other => panic!("expected NotMigrated, got {other:?}"),
     }
 
-    assert_eq!(up(&pool).await.unwrap().planner, [7, 8, 9, 10]);
+    assert_eq!(up(&pool).await.unwrap().planner, [7, 8, 9, 10, 11]);
     // A store that committed nothing has nothing cached: it rebuilds every revision.
     let store = PgRooms::from_pool(pool.clone()).await.unwrap();
     for (revision, state) in &committed {

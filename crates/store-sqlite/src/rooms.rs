@@ -584,6 +584,10 @@ impl RoomStore for SqliteRooms {
         Ok(Revision::FIRST)
     }
 
+    async fn revision(&self, room: &RoomId) -> Result<Option<Revision>, StoreError> {
+        current_revision(&self.connections.reader(), room)
+    }
+
     async fn load(&self, room: &RoomId) -> Result<Option<StoredRoom>, StoreError> {
         let known = self.history.known(room);
         let mut connection = self.connections.reader();
@@ -673,6 +677,31 @@ impl RoomStore for SqliteRooms {
                 return Err(CommitError::AlreadyAccepted {
                     room: room.clone(),
                     event,
+                });
+            }
+        }
+        // Issue 21: an event persisted by the decision that accepts it, unless its id is
+        // stored already (the caller then persists it the checked way and accepts it).
+        if let Some(event) = commit.new_event {
+            let text = to_json(event, "an event")?;
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO room_events (event_id, room_id, event, at_ms) \
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (event_id) DO NOTHING",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        event.id.to_string(),
+                        event.room.as_str(),
+                        text,
+                        commit.at.as_millis()
+                    ])
+                })
+                .map_err(&err)?;
+            if inserted == 0 {
+                return Err(CommitError::EventStored {
+                    room: room.clone(),
+                    event: event.id,
                 });
             }
         }

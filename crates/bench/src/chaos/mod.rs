@@ -453,6 +453,7 @@ impl<'a> StoreRun<'a> {
             policies,
             scenario,
             journal: dir.path().join("scripted-journal.jsonl"),
+            journal_synced: true,
             log: dir.path().join("serve.log"),
             lease_ms: LEASE_MS,
             poll_ms: 50,

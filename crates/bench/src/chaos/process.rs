@@ -86,6 +86,10 @@ pub(crate) struct ServeSpec {
     pub(crate) policies: PathBuf,
     pub(crate) scenario: PathBuf,
     pub(crate) journal: PathBuf,
+    /// Whether the scripted agents sync their journal before each call returns (survives
+    /// power loss) or only write it (`--journal-unsynced`: survives SIGKILL). The path
+    /// figures leave the agents' own fsync out of the Room's path they measure.
+    pub(crate) journal_synced: bool,
     /// Every process's stderr, appended.
     pub(crate) log: PathBuf,
     pub(crate) lease_ms: u64,
@@ -127,6 +131,9 @@ impl ServeSpec {
             .stderr(log);
         if let Some(room) = &self.room {
             command.args(["--room", room]);
+        }
+        if !self.journal_synced {
+            command.arg("--journal-unsynced");
         }
         self.place.args(&mut command);
         let mut child = command.spawn().context("spawning agentroom serve")?;

@@ -216,7 +216,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "backend": "postgres",
         "objectives": n,
         "window": window,
-        "agents": "scripted, instant: a reasoner call, two tasks, one approving review per objective (crates/bench/scenarios/aging.toml)",
+        "agents": "scripted, instant: a reasoner call, two tasks, one approving review per objective (crates/bench/scenarios/aging.toml); their journal written, not synced (--journal-unsynced)",
         "points": series,
         "last_over_first": {
             "objective": [first["objective"].clone(), last["objective"].clone()],

@@ -164,6 +164,9 @@ impl Host {
                 policies,
                 scenario: scenario_path,
                 journal: dir.path().join("scripted-journal.jsonl"),
+                // Instant agents: their journal survives SIGKILL, not power loss, so the
+                // figures are the Room's path, not the agents' own fsync.
+                journal_synced: false,
                 log: dir.path().join("serve.log"),
                 lease_ms: LEASE_MS,
                 poll_ms: POLL_MS,

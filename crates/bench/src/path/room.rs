@@ -251,7 +251,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "tasks": tasks,
         "rounds": rounds.len(),
         "room_per_round": if args.one_room { "one Room for the warm-up and every round" } else { "a fresh Room per round" },
-        "agents": "scripted, instant: one plan of sequential tasks (the last the report), one approving review",
+        "agents": "scripted, instant: one plan of sequential tasks (the last the report), one approving review; their journal written, not synced (--journal-unsynced: survives SIGKILL, not power loss)",
         "us_per_task_median": round(of(|r| r.us_per_task), 1),
         "floor_us_per_commit_median": round(of(|r| r.floor_us), 1),
         "x_floor_median_of_rounds": round(median(&ratios), 2),
