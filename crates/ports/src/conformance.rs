@@ -195,6 +195,30 @@ impl Driver {
         Ok(revision)
     }
 
+    /// Commits `decision`, which accepts `event`, persisting the event in the same commit
+    /// ([`Commit::new_event`]), and keeps its state when it is committed.
+    pub async fn commit_persisting<S: Store + ?Sized>(
+        &mut self,
+        store: &S,
+        decision: &Decision,
+        event: &Event,
+    ) -> Result<Revision, CommitError> {
+        let lease = lease("runner", 60_000);
+        let mut commit = Commit::decided(
+            &self.room(),
+            &self.state,
+            decision,
+            AT,
+            "event_accepted",
+            Some(&lease),
+        );
+        commit.new_event = Some(event);
+        let revision = store.commit(&self.room(), self.revision, commit).await?;
+        self.state = decision.state.clone();
+        self.revision = revision;
+        Ok(revision)
+    }
+
     /// The owner posts a message: one reasoner call is reserved. Returns the decision.
     pub fn owner_message(&mut self, text: &str) -> Decision {
         self.owner_message_drawing(text, None)
@@ -1128,19 +1152,9 @@ pub async fn t1_a_commit_persists_the_event_it_accepts_and_refuses_a_stored_one<
     };
     let first = event(d.room(), 1, "persisted by its decision");
     let decision = d.decide(Input::EventAccepted(first.clone()));
-    let lease = lease("runner", 60_000);
-    let mut commit = Commit::decided(
-        &d.room(),
-        &d.state,
-        &decision,
-        AT,
-        "event_accepted",
-        Some(&lease),
-    );
-    commit.new_event = Some(&first);
-    let revision = store.commit(&d.room(), d.revision, commit).await.unwrap();
-    d.state = decision.state.clone();
-    d.revision = revision;
+    d.commit_persisting(&*store, &decision, &first)
+        .await
+        .unwrap();
     assert_eq!(
         store.event(&d.room(), first.id).await.unwrap(),
         Some(first.clone())
@@ -1164,16 +1178,7 @@ pub async fn t1_a_commit_persists_the_event_it_accepts_and_refuses_a_stored_one<
         EventAppend::Inserted
     );
     let decision = d.decide(Input::EventAccepted(second.clone()));
-    let mut commit = Commit::decided(
-        &d.room(),
-        &d.state,
-        &decision,
-        AT,
-        "event_accepted",
-        Some(&lease),
-    );
-    commit.new_event = Some(&second);
-    match store.commit(&d.room(), d.revision, commit).await {
+    match d.commit_persisting(&*store, &decision, &second).await {
         Err(CommitError::EventStored { room, event }) => {
             assert_eq!((room, event), (d.room(), second.id));
         }

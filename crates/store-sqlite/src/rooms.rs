@@ -321,6 +321,28 @@ impl OperationRow {
 }
 
 /// A Room's current revision.
+/// Persists `event` at `at` unless its id is stored: whether it was inserted.
+fn insert_event(
+    connection: &Connection,
+    event: &Event,
+    at: Timestamp,
+) -> Result<bool, rusqlite::Error> {
+    let text = serde_json::to_string(event)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    let inserted = connection
+        .prepare_cached(
+            "INSERT INTO room_events (event_id, room_id, event, at_ms) \
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (event_id) DO NOTHING",
+        )?
+        .execute(params![
+            event.id.to_string(),
+            event.room.as_str(),
+            text,
+            at.as_millis()
+        ])?;
+    Ok(inserted == 1)
+}
+
 fn current_revision(
     connection: &Connection,
     room: &RoomId,
@@ -682,28 +704,13 @@ impl RoomStore for SqliteRooms {
         }
         // Issue 21: an event persisted by the decision that accepts it, unless its id is
         // stored already (the caller then persists it the checked way and accepts it).
-        if let Some(event) = commit.new_event {
-            let text = to_json(event, "an event")?;
-            let inserted = tx
-                .prepare_cached(
-                    "INSERT INTO room_events (event_id, room_id, event, at_ms) \
-                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (event_id) DO NOTHING",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        event.id.to_string(),
-                        event.room.as_str(),
-                        text,
-                        commit.at.as_millis()
-                    ])
-                })
-                .map_err(&err)?;
-            if inserted == 0 {
-                return Err(CommitError::EventStored {
-                    room: room.clone(),
-                    event: event.id,
-                });
-            }
+        if let Some(event) = commit.new_event
+            && !insert_event(&tx, event, commit.at).map_err(&err)?
+        {
+            return Err(CommitError::EventStored {
+                room: room.clone(),
+                event: event.id,
+            });
         }
         // An operator input is decided once per Room, checked the same way.
         if let Some(input) = commit.input_id {
@@ -886,25 +893,10 @@ impl RoomStore for SqliteRooms {
 
     #[tracing::instrument(skip_all, fields(room = %event.room, event = %event.id))]
     async fn append_event(&self, event: &Event, at: Timestamp) -> Result<EventAppend, StoreError> {
-        let text = to_json(event, "an event")?;
         let mut connection = self.connections.writer();
         let tx = immediate(&mut connection)?;
         let err = db("appending an event");
-        let inserted = tx
-            .prepare_cached(
-                "INSERT INTO room_events (event_id, room_id, event, at_ms) \
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (event_id) DO NOTHING",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    event.id.to_string(),
-                    event.room.as_str(),
-                    text,
-                    at.as_millis()
-                ])
-            })
-            .map_err(&err)?;
-        if inserted == 1 {
+        if insert_event(&tx, event, at).map_err(&err)? {
             tx.commit().map_err(&err)?;
             return Ok(EventAppend::Inserted);
         }
