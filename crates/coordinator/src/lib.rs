@@ -423,7 +423,13 @@ impl Coordinator {
             )
             .await;
         match persisted {
-            Err(CoordinatorError::Commit(CommitError::EventStored { .. })) => {
+            // Stored already; or the Room kept moving under this process's decisions (other
+            // processes): persisted now, so that it is not lost, and accepted the checked way
+            // (whatever that last attempt answers, a pass accepts a stored event later).
+            Err(
+                CoordinatorError::Commit(CommitError::EventStored { .. })
+                | CoordinatorError::Conflicted { .. },
+            ) => {
                 self.append(event).await?;
                 self.accept_stored(event.clone()).await
             }
