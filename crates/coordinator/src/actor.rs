@@ -232,7 +232,11 @@ async fn decide_and_commit(
             }
             None => Commit::state(&current.state, &current.state, now, kind),
         };
-        if let (Guard::Persist, Input::EventAccepted(event)) = (&guard, &input) {
+        // The event is persisted only with the history row that accepts it (`commit.event`,
+        // which every decision of an accepted event carries): never stored unaccepted here.
+        if let (Guard::Persist, Input::EventAccepted(event)) = (&guard, &input)
+            && commit.event == Some(event.id)
+        {
             commit.new_event = Some(event);
         }
         let persisting = commit.new_event.is_some();
