@@ -278,8 +278,16 @@ async fn mark(store: &PgRooms, poster: &Poster) -> anyhow::Result<Mark> {
     .fetch_one(store.pool())
     .await
     .with_context(|| format!("counting the events of room {}", poster.room))?;
+    // Issue 21 (group decisions): the transactions that wrote the Room's history rows, not
+    // its revisions (a group commits several in one).
+    let (transactions,): (i64,) =
+        sqlx::query_as("SELECT count(DISTINCT xmin::text) FROM room_history WHERE room_id = $1")
+            .bind(poster.room.as_str())
+            .fetch_one(store.pool())
+            .await
+            .with_context(|| format!("counting the commits of room {}", poster.room))?;
     Ok(Mark {
-        commits: room.revision.0 + events,
+        commits: transactions + events,
         spent: room.state.ledger().balances().spent.micros(),
         revision: room.revision.0,
     })

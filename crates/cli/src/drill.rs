@@ -132,6 +132,11 @@ pub(crate) struct CallsArgs {
     /// alone and left for the next run's recovery to apply.
     #[arg(long)]
     stop_during_call: bool,
+    /// Post this many owner messages at once each time (issue 21): the Room decides those
+    /// that wait together and commits them in one transaction (a group), whose crash points
+    /// the crash tests kill at.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    together: u32,
 }
 
 pub(crate) async fn run(command: Command) -> anyhow::Result<String> {
@@ -198,6 +203,10 @@ impl Tally {
 async fn drive(store: Arc<dyn Store>, args: CallsArgs) -> anyhow::Result<String> {
     let log = args.root.join(EXECUTION_LOG);
     let room_id = RoomId::parse(ROOM)?;
+    // Issue 21: a crash test may kill this process inside a group's transaction.
+    agentroom_ports::rooms::on_inside_group(|| {
+        agentroom_workflows::crash::crash_point(agentroom_workflows::crash::INSIDE_GROUP);
+    });
     let lease = Duration::from_millis(args.lease_ms.max(30));
     let runner = RunnerConfig::new(format!("drill-{}", std::process::id()), lease)
         .with_abort_grace(Duration::from_millis(200))
@@ -224,7 +233,12 @@ async fn drive(store: Arc<dyn Store>, args: CallsArgs) -> anyhow::Result<String>
     for n in 0..args.calls {
         let mut attempt = 0_u32;
         loop {
-            match one_message(&coordinator, &room_id).await {
+            let posted = if args.together > 1 {
+                messages_together(&coordinator, &room_id, args.together).await
+            } else {
+                one_message(&coordinator, &room_id).await.map(|_| ())
+            };
+            match posted {
                 Ok(_) => break,
                 Err(err) if attempt < args.retries => {
                     attempt += 1;
@@ -322,6 +336,39 @@ async fn one_message(coordinator: &Coordinator, room_id: &RoomId) -> anyhow::Res
         }
     }
     bail!("room {room_id} kept moving: every message was accepted by another writer first")
+}
+
+/// Posts `n` owner messages at once, each through its own task, as `n` clients of one host
+/// would: those waiting for the Room together are decided as a group. Their ids derive from
+/// the Room's revision, like [`next_message`]'s.
+async fn messages_together(
+    coordinator: &Coordinator,
+    room_id: &RoomId,
+    n: u32,
+) -> anyhow::Result<()> {
+    let room = coordinator
+        .room(room_id)
+        .await
+        .with_context(|| format!("loading room {room_id}"))?;
+    let mut posts = tokio::task::JoinSet::new();
+    for k in 0..n {
+        let mut event = next_message(&room)?;
+        event.id = EventId::from_uuid(Uuid::new_v5(
+            &NAMESPACE,
+            format!("owner-message-{}-{k}", room.revision.0).as_bytes(),
+        ));
+        let coordinator = coordinator.clone();
+        posts.spawn(async move {
+            coordinator
+                .post(&event)
+                .await
+                .with_context(|| format!("posting owner message {}", event.id))
+        });
+    }
+    while let Some(posted) = posts.join_next().await {
+        posted.context("a posting task ended")??;
+    }
+    Ok(())
 }
 
 /// The next owner message: its id derives from the Room's revision, so a run after a crash

@@ -142,6 +142,58 @@ macro_rules! crash_matrix {
             assert_eq!(facts.charged(op), Some(UsdMicros::new(400)));
         }
 
+        /// Issue 21 (group decisions): messages posted together are decided as a group and
+        /// committed in one transaction; killed before it, or inside it (its first member
+        /// written, the transaction open), nothing of the group is durable: every message
+        /// accepted has its one reservation (T1, B1), no call ran twice, and the next run
+        /// recovers and goes on.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn issue21_killed_before_or_inside_a_group_commit_nothing_of_it_is_written() {
+            for point in ["before_group", "inside_group"] {
+                let site = site();
+                site.crash_at(point, &["--calls", "2", "--together", "8"]);
+                // As the crash left it: each accepted message with its one reservation, made
+                // in the commit that accepted it, and not the group that was killed.
+                let accepted = site.accepted_messages().await;
+                let store = site.open().await;
+                let reserved = crate::support::all_operations(&*store).await.len();
+                assert_eq!(reserved, accepted, "{point}: a commit was split");
+                assert!(accepted < 16, "{point}: the killed group was written");
+                let summary = site.restart(&["--calls", "1", "--together", "8"]);
+                let facts = site.invariants().await;
+                assert_eq!(
+                    site.accepted_messages().await,
+                    accepted + 8,
+                    "{point}: the restart's messages, each once: {summary}"
+                );
+                assert!(facts.records.len() >= accepted + 8, "{summary}");
+            }
+        }
+
+        /// Issue 21, B1: killed right after a group's commit, before any call it reserved was
+        /// sent: the reservations are durable and the calls never ran; recovery releases them
+        /// uncharged and sends none of them again.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn issue21_b1_killed_after_a_group_commit_its_calls_were_never_sent() {
+            let site = site();
+            site.crash_at("after_group", &["--calls", "2", "--together", "8"]);
+            let summary = site.restart(&["--calls", "0"]);
+            let facts = site.invariants().await;
+            let never_ran: Vec<_> = facts
+                .records
+                .keys()
+                .filter(|op| !facts.executed.contains(op))
+                .collect();
+            assert!(
+                !never_ran.is_empty(),
+                "the group's reservations, never sent: {summary}"
+            );
+            for op in never_ran {
+                assert_eq!(facts.charged(*op), Some(UsdMicros::ZERO), "{op}");
+            }
+            assert!(facts.records.len() >= site.accepted_messages().await);
+        }
+
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn d6_killed_after_settle_recovery_finds_nothing_and_repeats_nothing() {
             let site = site();

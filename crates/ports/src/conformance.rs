@@ -74,6 +74,7 @@ macro_rules! store_conformance {
             rooms_are_listed_by_id_in_pages,
             closed_objectives_records_are_kept_by_their_commit_and_found_by_key,
             content_is_kept_by_the_commit_that_carries_it,
+            d1_a_group_commits_each_decision_as_its_own_revision_all_or_nothing,
         );
     };
     (@cases $factory:path; $($case:ident),* $(,)?) => {
@@ -1770,4 +1771,158 @@ pub async fn content_is_kept_by_the_commit_that_carries_it<S: Store>(store: Arc<
 /// A fresh in-memory store (the suite's own check).
 pub async fn memory() -> Arc<MemoryStore> {
     Arc::new(MemoryStore::new())
+}
+
+/// Issue 21 (group decisions), D1, T1, B1: decisions taken in sequence, each on the state the
+/// one before leaves, commit together as consecutive revisions, each its own history row,
+/// event and operations; every revision rebuilds from the rows written. A group with one
+/// member refused (an event stored before, T1), at a stale revision (D1), or with none, writes
+/// nothing.
+pub async fn d1_a_group_commits_each_decision_as_its_own_revision_all_or_nothing<S: Store>(
+    store: Arc<S>,
+) {
+    let mut d = Driver::create(&*store, "group-commit", 1_000_000).await;
+    let room = d.room();
+    let event = |n: u128, text: &str| Event {
+        id: EventId::from_uuid(Uuid::from_u128(0x6700_0000 + n)),
+        room: room.clone(),
+        author: p("olive"),
+        body: EventBody::OwnerMessage {
+            text: text.to_owned(),
+        },
+    };
+    let lease = lease("runner", 60_000);
+    // Three owner messages, each decided on the state the one before leaves.
+    let before = d.state.clone();
+    let start = d.revision;
+    let events: Vec<Event> = (1..=3).map(|n| event(n, &format!("message {n}"))).collect();
+    let mut decisions = Vec::new();
+    for e in &events {
+        let decision = d.decide(Input::EventAccepted(e.clone()));
+        d.state = decision.state.clone();
+        decisions.push(decision);
+    }
+    let mut commits = Vec::new();
+    let mut previous = &before;
+    for (decision, e) in decisions.iter().zip(&events) {
+        let mut commit = Commit::decided(
+            &room,
+            previous,
+            decision,
+            AT,
+            "event_accepted",
+            Some(&lease),
+        );
+        commit.new_event = Some(e);
+        commits.push(commit);
+        previous = &decision.state;
+    }
+    let revisions = store.commit_group(&room, start, commits).await.unwrap();
+    assert_eq!(
+        revisions,
+        vec![
+            start.next(),
+            start.next().next(),
+            start.next().next().next()
+        ]
+    );
+    d.revision = revisions[2];
+    let stored = store.load(&room).await.unwrap().unwrap();
+    assert_eq!((stored.revision, &stored.state), (d.revision, &d.state));
+    let decided = store.history(&room, start, 10).await.unwrap();
+    assert_eq!(
+        decided
+            .iter()
+            .map(|h| (h.revision, h.event))
+            .collect::<Vec<_>>(),
+        revisions
+            .iter()
+            .zip(&events)
+            .map(|(r, e)| (*r, Some(e.id)))
+            .collect::<Vec<_>>(),
+        "one history row per decision, each accepting its event (T1)"
+    );
+    for (decision, e) in decisions.iter().zip(&events) {
+        assert_eq!(store.event(&room, e.id).await.unwrap().as_ref(), Some(e));
+        for effect in &decision.effects {
+            if let Effect::ReserveAndCall(request) = effect {
+                let record = store.operation(request.op).await.unwrap().unwrap();
+                assert_eq!(record.lease_owner.as_deref(), Some("runner"), "B1");
+            }
+        }
+    }
+    assert!(store.unaccepted_events(&room, 10).await.unwrap().is_empty());
+    // One more commit, so that even the group's last revision is rebuilt from rows (D1).
+    let raise = d.raise(1_000);
+    d.commit(&*store, &raise, "raise_limit").await.unwrap();
+    for (revision, decision) in revisions.iter().zip(&decisions) {
+        assert_eq!(
+            store.state_at(&room, *revision).await.unwrap().as_ref(),
+            Some(&decision.state),
+            "revision {revision} rebuilds from history"
+        );
+    }
+
+    // All or nothing: the second member persists an event stored before (T1).
+    let at = d.revision;
+    let kept = d.state.clone();
+    let fourth = event(4, "message 4");
+    let first = d.decide(Input::EventAccepted(fourth.clone()));
+    d.state = first.state.clone();
+    let stored_before = event(5, "stored before");
+    store.append_event(&stored_before, AT).await.unwrap();
+    let second = d.decide(Input::EventAccepted(stored_before.clone()));
+    d.state = kept.clone();
+    let mut one = Commit::decided(&room, &kept, &first, AT, "event_accepted", Some(&lease));
+    one.new_event = Some(&fourth);
+    let mut two = Commit::decided(
+        &room,
+        &first.state,
+        &second,
+        AT,
+        "event_accepted",
+        Some(&lease),
+    );
+    two.new_event = Some(&stored_before);
+    match store.commit_group(&room, at, vec![one, two]).await {
+        Err(CommitError::EventStored { event, .. }) => assert_eq!(event, stored_before.id),
+        other => panic!("expected the second member refused, got {other:?}"),
+    }
+    let stored = store.load(&room).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.revision, &stored.state),
+        (at, &kept),
+        "nothing written"
+    );
+    assert_eq!(store.event(&room, fourth.id).await.unwrap(), None);
+    for effect in &first.effects {
+        if let Effect::ReserveAndCall(request) = effect {
+            assert!(store.operation(request.op).await.unwrap().is_none());
+        }
+    }
+    assert_eq!(
+        store.history(&room, at, 10).await.unwrap(),
+        Vec::new(),
+        "no history row"
+    );
+
+    // A stale group is a conflict (D1); an empty one is refused. Neither writes anything.
+    let mut stale = Commit::decided(&room, &kept, &first, AT, "event_accepted", Some(&lease));
+    stale.new_event = Some(&fourth);
+    match store.commit_group(&room, start, vec![stale]).await {
+        Err(CommitError::Conflict {
+            expected, actual, ..
+        }) => assert_eq!((expected, actual), (start, at)),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(matches!(
+        store.commit_group(&room, at, Vec::new()).await,
+        Err(CommitError::Store(_))
+    ));
+    let stored = store.load(&room).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.revision, &stored.state),
+        (at, &kept),
+        "nothing written"
+    );
 }

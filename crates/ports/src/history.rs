@@ -373,6 +373,63 @@ impl RoomHistory {
         })
     }
 
+    /// What each commit of a group stores ([`crate::RoomStore::commit_group`]): the first
+    /// staged at `expected` as [`RoomHistory::stage`] does, each next one against the
+    /// document the one before leaves, with the snapshot rule applied along the group. Each
+    /// is remembered, in order, with [`RoomHistory::committed`].
+    pub fn stage_group(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commits: &[Commit<'_>],
+    ) -> Result<Vec<Staged>, StoreError> {
+        let serializing = |e| StoreError::database("serializing a Room state", e);
+        let Some((first, rest)) = commits.split_first() else {
+            return Ok(Vec::new());
+        };
+        let known = self.known(room).filter(|k| k.revision == expected);
+        let staged = self.stage(room, expected, first)?;
+        // The document the next member is written against: the kept one (or the first's
+        // base) moved by each change, sharing every section no change touched.
+        let mut document = match (&staged.base, known) {
+            (Some(base), _) => base.clone(),
+            (None, Some(known)) => Sections::clone(&known.document),
+            (None, None) => return Err(StoreError::inconsistent("a staged commit without a base")),
+        };
+        let mut weight = staged.weight;
+        let mut group = Vec::with_capacity(commits.len());
+        document
+            .apply(&staged.change)
+            .map_err(|e| StoreError::database("staging a group of commits", e))?;
+        group.push(staged);
+        for commit in rest {
+            let change = commit
+                .state
+                .delta_from(commit.previous, |name| document.get(name))
+                .map_err(serializing)?;
+            let delta = serde_json::to_string(&change).map_err(serializing)?;
+            let delta_bytes = bytes(delta.len());
+            let snapshot = weight
+                .is_some_and(|w| w.snapshot_due(delta_bytes))
+                .then(|| serde_json::to_string(commit.state))
+                .transpose()
+                .map_err(serializing)?;
+            weight =
+                weight.map(|w| w.after(delta_bytes, snapshot.as_ref().map(|s| bytes(s.len()))));
+            document
+                .apply(&change)
+                .map_err(|e| StoreError::database("staging a group of commits", e))?;
+            group.push(Staged {
+                change,
+                base: None,
+                delta,
+                snapshot,
+                weight,
+            });
+        }
+        Ok(group)
+    }
+
     /// Remembers `staged` as committed at `revision`, with the weight the store read back
     /// when it keeps one (else the one the commit was staged with, moved past it): the kept
     /// document of the revision before moves forward by the change, in place (only what the

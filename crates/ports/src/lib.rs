@@ -65,7 +65,7 @@ pub use random::{NoRandomness, Random, SystemRandom};
 pub use reconcile::{ReconcileError, Reconciler};
 pub use rooms::{
     Commit, CommitError, Delivered, EventAppend, HistoryEntry, NewContent, OutboxPosition,
-    Revision, RoomFeed, RoomSignal, RoomStore, StoreError, StoredRoom,
+    Revision, RoomFeed, RoomSignal, RoomStore, StoreError, StoredRoom, refuse_in_group,
 };
 pub use tokens::{
     AuthError, Authenticated, IssuedToken, NewToken, TokenError, TokenId, TokenMaterial,

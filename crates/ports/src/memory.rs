@@ -24,7 +24,7 @@ use crate::notify::{Outbox, OutboxItem};
 use crate::pools::{PoolChange, PoolChangeError, PoolLogEntry, PoolStore, StoredPool};
 use crate::rooms::{
     Commit, CommitError, Delivered, EventAppend, HistoryEntry, OutboxPosition, Revision, RoomStore,
-    StoreError, StoredRoom,
+    StoreError, StoredRoom, refuse_in_group,
 };
 use crate::workflows::{
     ClaimedOperation, Heartbeat, LeaseGrant, OperationFilter, OperationRecord, OperationStatus,
@@ -39,7 +39,7 @@ pub struct MemoryStore {
     pub(crate) tokens: crate::memory_tokens::MemoryTokens,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Inner {
     rooms: BTreeMap<RoomId, RoomRow>,
     events: BTreeMap<(RoomId, EventId), Event>,
@@ -57,14 +57,14 @@ struct Inner {
     pools: BTreeMap<PoolId, PoolRow>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct PoolRow {
     revision: i64,
     ledger: BudgetLedger,
     log: Vec<PoolLogEntry>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct RoomRow {
     revision: Revision,
     first: Value,
@@ -116,6 +116,222 @@ impl MemoryStore {
             })
             .collect()
     }
+}
+
+/// One commit on the store's rows (the lock held): every check first, then every write.
+fn commit_in(
+    inner: &mut Inner,
+    room: &RoomId,
+    expected: Revision,
+    commit: Commit<'_>,
+) -> Result<Revision, CommitError> {
+    let now = Instant::now();
+    let Some(row) = inner.rooms.get(room) else {
+        return Err(CommitError::UnknownRoom(room.clone()));
+    };
+    if row.revision != expected {
+        return Err(CommitError::Conflict {
+            room: room.clone(),
+            expected,
+            actual: row.revision,
+        });
+    }
+    if let Some(event) = commit.event
+        && row.accepted.contains(&event)
+    {
+        return Err(CommitError::AlreadyAccepted {
+            room: room.clone(),
+            event,
+        });
+    }
+    if let Some(input) = commit.input_id
+        && row.inputs.contains_key(&input)
+    {
+        return Err(CommitError::AlreadyDecided {
+            room: room.clone(),
+            input,
+        });
+    }
+    if let Some(event) = commit.new_event
+        && inner.events.keys().any(|(_, id)| *id == event.id)
+    {
+        return Err(CommitError::EventStored {
+            room: room.clone(),
+            event: event.id,
+        });
+    }
+    for (op, generation, _) in &commit.receipts {
+        let writable = inner.operations.get(op).is_some_and(|o| {
+            o.record.room == *room
+                && o.record.generation == *generation
+                && o.record.receipt.is_none()
+                && o.record.status == OperationStatus::InFlight
+        });
+        if !writable {
+            return Err(CommitError::Fenced {
+                op: *op,
+                generation: *generation,
+            });
+        }
+    }
+    // B8: the pool the Room draws on follows its ledger entries, or nothing is written
+    // (decided here, written after every fallible step below).
+    let pooled = commit
+        .state
+        .pool()
+        .filter(|_| agentroom_domain::pool::moves_pool(&commit.ledger));
+    let mut moved_pool = None;
+    if let Some(pool) = pooled {
+        let refused = |reason: String| CommitError::PoolRefused {
+            room: room.clone(),
+            pool: pool.clone(),
+            reason,
+        };
+        match inner.pools.get(pool) {
+            Some(row) => {
+                let mut ledger = row.ledger.clone();
+                agentroom_domain::pool::follow(&mut ledger, &commit.ledger)
+                    .map_err(|e| refused(e.to_string()))?;
+                moved_pool = Some((pool.clone(), ledger));
+            }
+            // A pool that is gone holds nothing: only a reservation needs it.
+            None if agentroom_domain::pool::reserves(&commit.ledger) => {
+                return Err(refused(format!("there is no pool {pool}")));
+            }
+            None => {}
+        }
+    }
+    let delta = Delta::between(&to_json(commit.previous)?, &to_json(commit.state)?);
+    let revision = expected.next();
+    let scrubs = commit.scrubs.clone();
+    if let Some(row) = inner.rooms.get_mut(room) {
+        row.history.push(delta);
+        if !scrubs.texts.is_empty() {
+            crate::scrub::scrub_memory_texts(&mut row.first, &scrubs.texts);
+            for delta in &mut row.history {
+                let mut value = serde_json::to_value(&*delta)
+                    .map_err(|e| StoreError::database("scrubbing a redacted memory text", e))?;
+                if crate::scrub::scrub_memory_texts(&mut value, &scrubs.texts) {
+                    *delta = serde_json::from_value(value)
+                        .map_err(|e| StoreError::database("scrubbing a redacted memory text", e))?;
+                }
+            }
+        }
+        row.revision = revision;
+        row.state = commit.state.clone();
+        row.records.extend(commit.archived.iter().cloned());
+        row.accepted.extend(commit.event);
+        if let Some(input) = commit.input_id {
+            row.inputs.insert(input, revision);
+        }
+        row.decided.push(HistoryEntry {
+            revision,
+            input: commit.input.to_owned(),
+            event: commit.event,
+            input_id: commit.input_id,
+            log: commit.log.to_vec(),
+            at: commit.at,
+        });
+    }
+    if let Some(event) = commit.new_event {
+        let key = (event.room.clone(), event.id);
+        inner.events.insert(key.clone(), event.clone());
+        inner.event_order.push(key);
+    }
+    for content in &commit.contents {
+        inner
+            .contents
+            .entry((room.clone(), content.digest().clone()))
+            .or_insert_with(|| StoredContent {
+                digest: content.digest().clone(),
+                media_type: content.media_type().to_owned(),
+                bytes: content.bytes().to_vec(),
+            });
+    }
+    for digest in &scrubs.contents {
+        inner.contents.remove(&(room.clone(), digest.clone()));
+    }
+    if let Some((pool, mut ledger)) = moved_pool
+        && let Some(row) = inner.pools.get_mut(&pool)
+    {
+        let appended = ledger.take_journal();
+        if !appended.is_empty() {
+            row.revision += 1;
+            row.ledger = ledger;
+            for entry in appended {
+                let seq = i64::try_from(row.log.len()).unwrap_or(i64::MAX) + 1;
+                row.log.push(PoolLogEntry {
+                    seq,
+                    room: Some(room.clone()),
+                    entry,
+                    at: commit.at,
+                });
+            }
+        }
+    }
+    for new in commit.operations {
+        let op = new.request.op;
+        if inner.operations.contains_key(&op) {
+            continue;
+        }
+        inner.order += 1;
+        let order = inner.order;
+        let (owner, expires, generation) = match new.lease {
+            Some(lease) => (Some(lease.owner), Some(now + lease.duration), 1),
+            None => (None, None, 0),
+        };
+        inner.operations.insert(
+            op,
+            OpRow {
+                order,
+                expires,
+                record: OperationRecord {
+                    room: new.room,
+                    request: new.request,
+                    status: OperationStatus::InFlight,
+                    generation,
+                    lease_owner: owner,
+                    lease_expired: expires.is_none(),
+                    cancel_requested: false,
+                    receipt: None,
+                    recovery_attempts: 0,
+                    dead_letter_reason: None,
+                    resolution: None,
+                },
+            },
+        );
+    }
+    for (op, _, receipt) in commit.receipts {
+        if let Some(row) = inner.operations.get_mut(&op) {
+            row.record.receipt = Some(receipt);
+            row.record.status = OperationStatus::Receipted;
+        }
+    }
+    for op in commit.applied {
+        if let Some(row) = inner.operations.get_mut(&op) {
+            row.record.status = OperationStatus::Applied;
+        }
+    }
+    for op in commit.cancellations {
+        if let Some(row) = inner.operations.get_mut(&op) {
+            row.record.cancel_requested = true;
+        }
+    }
+    inner
+        .ledger
+        .entry(room.clone())
+        .or_default()
+        .extend(commit.ledger);
+    for notification in commit.notifications {
+        if !inner
+            .outbox
+            .iter()
+            .any(|(_, n, _, _)| n.id == notification.id)
+        {
+            inner.outbox.push((room.clone(), notification, 0, false));
+        }
+    }
+    Ok(revision)
 }
 
 fn to_json(state: &RoomState) -> Result<Value, StoreError> {
@@ -193,215 +409,34 @@ impl RoomStore for MemoryStore {
         expected: Revision,
         commit: Commit<'_>,
     ) -> Result<Revision, CommitError> {
+        commit_in(&mut self.lock(), room, expected, commit)
+    }
+
+    async fn commit_group(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commits: Vec<Commit<'_>>,
+    ) -> Result<Vec<Revision>, CommitError> {
+        refuse_in_group(&commits)?;
         let mut inner = self.lock();
-        let now = Instant::now();
-        let Some(row) = inner.rooms.get(room) else {
-            return Err(CommitError::UnknownRoom(room.clone()));
-        };
-        if row.revision != expected {
-            return Err(CommitError::Conflict {
-                room: room.clone(),
-                expected,
-                actual: row.revision,
-            });
-        }
-        if let Some(event) = commit.event
-            && row.accepted.contains(&event)
-        {
-            return Err(CommitError::AlreadyAccepted {
-                room: room.clone(),
-                event,
-            });
-        }
-        if let Some(input) = commit.input_id
-            && row.inputs.contains_key(&input)
-        {
-            return Err(CommitError::AlreadyDecided {
-                room: room.clone(),
-                input,
-            });
-        }
-        if let Some(event) = commit.new_event
-            && inner.events.keys().any(|(_, id)| *id == event.id)
-        {
-            return Err(CommitError::EventStored {
-                room: room.clone(),
-                event: event.id,
-            });
-        }
-        for (op, generation, _) in &commit.receipts {
-            let writable = inner.operations.get(op).is_some_and(|o| {
-                o.record.room == *room
-                    && o.record.generation == *generation
-                    && o.record.receipt.is_none()
-                    && o.record.status == OperationStatus::InFlight
-            });
-            if !writable {
-                return Err(CommitError::Fenced {
-                    op: *op,
-                    generation: *generation,
-                });
-            }
-        }
-        // B8: the pool the Room draws on follows its ledger entries, or nothing is written
-        // (decided here, written after every fallible step below).
-        let pooled = commit
-            .state
-            .pool()
-            .filter(|_| agentroom_domain::pool::moves_pool(&commit.ledger));
-        let mut moved_pool = None;
-        if let Some(pool) = pooled {
-            let refused = |reason: String| CommitError::PoolRefused {
-                room: room.clone(),
-                pool: pool.clone(),
-                reason,
-            };
-            match inner.pools.get(pool) {
-                Some(row) => {
-                    let mut ledger = row.ledger.clone();
-                    agentroom_domain::pool::follow(&mut ledger, &commit.ledger)
-                        .map_err(|e| refused(e.to_string()))?;
-                    moved_pool = Some((pool.clone(), ledger));
+        // All or nothing: the store as it was comes back when one of them is refused.
+        let before = inner.clone();
+        let mut revisions = Vec::with_capacity(commits.len());
+        let mut at = expected;
+        for commit in commits {
+            match commit_in(&mut inner, room, at, commit) {
+                Ok(revision) => {
+                    revisions.push(revision);
+                    at = revision;
                 }
-                // A pool that is gone holds nothing: only a reservation needs it.
-                None if agentroom_domain::pool::reserves(&commit.ledger) => {
-                    return Err(refused(format!("there is no pool {pool}")));
-                }
-                None => {}
-            }
-        }
-        let delta = Delta::between(&to_json(commit.previous)?, &to_json(commit.state)?);
-        let revision = expected.next();
-        let scrubs = commit.scrubs.clone();
-        if let Some(row) = inner.rooms.get_mut(room) {
-            row.history.push(delta);
-            if !scrubs.texts.is_empty() {
-                crate::scrub::scrub_memory_texts(&mut row.first, &scrubs.texts);
-                for delta in &mut row.history {
-                    let mut value = serde_json::to_value(&*delta)
-                        .map_err(|e| StoreError::database("scrubbing a redacted memory text", e))?;
-                    if crate::scrub::scrub_memory_texts(&mut value, &scrubs.texts) {
-                        *delta = serde_json::from_value(value).map_err(|e| {
-                            StoreError::database("scrubbing a redacted memory text", e)
-                        })?;
-                    }
-                }
-            }
-            row.revision = revision;
-            row.state = commit.state.clone();
-            row.records.extend(commit.archived.iter().cloned());
-            row.accepted.extend(commit.event);
-            if let Some(input) = commit.input_id {
-                row.inputs.insert(input, revision);
-            }
-            row.decided.push(HistoryEntry {
-                revision,
-                input: commit.input.to_owned(),
-                event: commit.event,
-                input_id: commit.input_id,
-                log: commit.log.to_vec(),
-                at: commit.at,
-            });
-        }
-        if let Some(event) = commit.new_event {
-            let key = (event.room.clone(), event.id);
-            inner.events.insert(key.clone(), event.clone());
-            inner.event_order.push(key);
-        }
-        for content in &commit.contents {
-            inner
-                .contents
-                .entry((room.clone(), content.digest().clone()))
-                .or_insert_with(|| StoredContent {
-                    digest: content.digest().clone(),
-                    media_type: content.media_type().to_owned(),
-                    bytes: content.bytes().to_vec(),
-                });
-        }
-        for digest in &scrubs.contents {
-            inner.contents.remove(&(room.clone(), digest.clone()));
-        }
-        if let Some((pool, mut ledger)) = moved_pool
-            && let Some(row) = inner.pools.get_mut(&pool)
-        {
-            let appended = ledger.take_journal();
-            if !appended.is_empty() {
-                row.revision += 1;
-                row.ledger = ledger;
-                for entry in appended {
-                    let seq = i64::try_from(row.log.len()).unwrap_or(i64::MAX) + 1;
-                    row.log.push(PoolLogEntry {
-                        seq,
-                        room: Some(room.clone()),
-                        entry,
-                        at: commit.at,
-                    });
+                Err(refused) => {
+                    *inner = before;
+                    return Err(refused);
                 }
             }
         }
-        for new in commit.operations {
-            let op = new.request.op;
-            if inner.operations.contains_key(&op) {
-                continue;
-            }
-            inner.order += 1;
-            let order = inner.order;
-            let (owner, expires, generation) = match new.lease {
-                Some(lease) => (Some(lease.owner), Some(now + lease.duration), 1),
-                None => (None, None, 0),
-            };
-            inner.operations.insert(
-                op,
-                OpRow {
-                    order,
-                    expires,
-                    record: OperationRecord {
-                        room: new.room,
-                        request: new.request,
-                        status: OperationStatus::InFlight,
-                        generation,
-                        lease_owner: owner,
-                        lease_expired: expires.is_none(),
-                        cancel_requested: false,
-                        receipt: None,
-                        recovery_attempts: 0,
-                        dead_letter_reason: None,
-                        resolution: None,
-                    },
-                },
-            );
-        }
-        for (op, _, receipt) in commit.receipts {
-            if let Some(row) = inner.operations.get_mut(&op) {
-                row.record.receipt = Some(receipt);
-                row.record.status = OperationStatus::Receipted;
-            }
-        }
-        for op in commit.applied {
-            if let Some(row) = inner.operations.get_mut(&op) {
-                row.record.status = OperationStatus::Applied;
-            }
-        }
-        for op in commit.cancellations {
-            if let Some(row) = inner.operations.get_mut(&op) {
-                row.record.cancel_requested = true;
-            }
-        }
-        inner
-            .ledger
-            .entry(room.clone())
-            .or_default()
-            .extend(commit.ledger);
-        for notification in commit.notifications {
-            if !inner
-                .outbox
-                .iter()
-                .any(|(_, n, _, _)| n.id == notification.id)
-            {
-                inner.outbox.push((room.clone(), notification, 0, false));
-            }
-        }
-        Ok(revision)
+        Ok(revisions)
     }
 
     async fn state_at(

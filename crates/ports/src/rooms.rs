@@ -356,6 +356,46 @@ impl<'a> Commit<'a> {
     }
 }
 
+/// Refuses a group ([`RoomStore::commit_group`]) that holds a commit that must be committed
+/// alone: one that redacts (its removals follow the rows it scrubs) or moves a budget pool
+/// (B8: the pool's row follows each decision that read it), or an empty group.
+pub fn refuse_in_group(commits: &[Commit<'_>]) -> Result<(), CommitError> {
+    if commits.is_empty() {
+        return Err(CommitError::Store(StoreError::inconsistent(
+            "a group of commits must hold at least one",
+        )));
+    }
+    let alone = commits.iter().any(|commit| {
+        !commit.scrubs.is_empty()
+            || (commit.state.pool().is_some() && agentroom_domain::pool::moves_pool(&commit.ledger))
+    });
+    if alone {
+        return Err(CommitError::Store(StoreError::inconsistent(
+            "a commit that redacts or moves a budget pool is committed alone, not in a group",
+        )));
+    }
+    Ok(())
+}
+
+/// What a store runs inside a group's transaction once its first member is written
+/// ([`inside_group`]): none unless a process sets one ([`on_inside_group`]).
+static INSIDE_GROUP: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets what every store of this process runs inside a group's transaction once its first
+/// member is written and before the next: the crash tests' SIGKILL there (issue 21, a process
+/// killed inside a merged commit). The first call sets it; later ones change nothing.
+pub fn on_inside_group(hook: fn()) {
+    let _ = INSIDE_GROUP.set(hook);
+}
+
+/// Runs what [`on_inside_group`] set, if anything: a store calls it inside a group's
+/// transaction, after its first member's rows.
+pub fn inside_group() {
+    if let Some(hook) = INSIDE_GROUP.get() {
+        hook();
+    }
+}
+
 /// Whether appending an event stored it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventAppend {
@@ -450,6 +490,18 @@ pub trait RoomStore: Send + Sync {
         expected: Revision,
         commit: Commit<'_>,
     ) -> Result<Revision, CommitError>;
+
+    /// Commits `commits` as one transaction (issue 21, group decisions): the first at
+    /// `expected`, each next at the revision the one before made, each its own history row;
+    /// all of them or none. Returns their revisions in order. Every rule of a single commit
+    /// holds for each member (T1, D2, D3, T5, B1). A commit that redacts or moves a budget
+    /// pool is committed alone ([`refuse_in_group`]).
+    async fn commit_group(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commits: Vec<Commit<'_>>,
+    ) -> Result<Vec<Revision>, CommitError>;
 
     /// The state the Room had at `revision`, rebuilt from history (D1).
     async fn state_at(

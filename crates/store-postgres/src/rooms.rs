@@ -315,18 +315,7 @@ impl RoomStore for PgRooms {
         // The delta of the sections the decision changed, from this process's document of
         // `expected` when it has one, and the state when a snapshot is due (ports::history).
         let staged = self.history.stage(room, expected, &commit)?;
-        let operations = &commit.operations;
-        let touched = Touched::of(&commit)?;
-        let mut parts = sql::CommitParts::default()
-            .touching(touched.ops.len())
-            .creating(operations.len())
-            .appending(commit.ledger.len());
-        parts.snapshot = staged.snapshot().is_some();
-        parts.notifications = !commit.notifications.is_empty();
-        parts.records = !commit.archived.is_empty();
-        parts.contents = !commit.contents.is_empty();
-        parts.event = commit.new_event.is_some();
-        let statement = commit_statement(room, expected, &staged, &commit, touched, parts)?;
+        let statement = commit_statement(room, expected, &staged, &commit)?;
         if !commit.scrubs.is_empty() {
             // A redaction reserves, charges and releases nothing: its commit never moves a
             // pool. Refused rather than committed without the pool if that ever changes (B8).
@@ -405,6 +394,71 @@ impl RoomStore for PgRooms {
             return Ok(Revision(revision));
         }
         Err(self.not_committed(room, expected).await)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(room = %room, expected = %expected, commits = commits.len()))]
+    async fn commit_group(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commits: Vec<Commit<'_>>,
+    ) -> Result<Vec<Revision>, CommitError> {
+        agentroom_ports::refuse_in_group(&commits)?;
+        let staged = self.history.stage_group(room, expected, &commits)?;
+        let mut statements = Vec::with_capacity(commits.len());
+        let mut at = expected;
+        for (commit, staged) in commits.iter().zip(&staged) {
+            statements.push(commit_statement(room, at, staged, commit)?);
+            at = at.next();
+        }
+        // Not rerunnable, like a single commit: the caller's reload finds out (D1).
+        let mut lent = self
+            .held
+            .lend()
+            .await
+            .map_err(|e| CommitError::Store(failed("committing a group of decisions")(e)))?;
+        // The member whose statement answered last: the one refused, when one is.
+        let mut member = 0;
+        let rows: Result<Option<Vec<CommitRow>>, sqlx::Error> = async {
+            let mut tx = sqlx::Connection::begin(lent.conn()).await?;
+            let mut rows = Vec::with_capacity(statements.len());
+            for (i, statement) in statements.into_iter().enumerate() {
+                member = i;
+                match statement.fetch_optional(&mut *tx).await? {
+                    Some(row) => {
+                        rows.push(row);
+                        if i == 0 {
+                            agentroom_ports::rooms::inside_group();
+                        }
+                    }
+                    None => {
+                        tx.rollback().await?;
+                        return Ok(None);
+                    }
+                }
+            }
+            tx.commit().await?;
+            Ok(Some(rows))
+        }
+        .await;
+        let rows = match lent.finish(rows) {
+            Ok(Some(rows)) => rows,
+            // A member after the first cannot lose the compare-and-swap to another writer
+            // (the Room's row is locked by the first); the first can.
+            Ok(None) => return Err(self.not_committed(room, expected).await),
+            Err(error) => return Err(self.refusal(room, &commits[member], error)),
+        };
+        let mut revisions = Vec::with_capacity(rows.len());
+        for (staged, (revision, since, snapshot_bytes, _)) in staged.into_iter().zip(rows) {
+            let weight = SnapshotWeight {
+                since,
+                snapshot_bytes,
+            };
+            self.history
+                .committed(room, Revision(revision), staged, Some(weight));
+            revisions.push(Revision(revision));
+        }
+        Ok(revisions)
     }
 
     #[tracing::instrument(level = "debug", skip(self), fields(room = %room, revision = %revision))]
@@ -637,13 +691,21 @@ fn commit_statement<'q>(
     expected: Revision,
     staged: &'q Staged,
     commit: &'q Commit<'_>,
-    touched: Touched,
-    parts: sql::CommitParts,
 ) -> Result<
     sqlx::query::QueryAs<'q, sqlx::Postgres, CommitRow, sqlx::postgres::PgArguments>,
     CommitError,
 > {
     let operations = &commit.operations;
+    let touched = Touched::of(commit)?;
+    let mut parts = sql::CommitParts::default()
+        .touching(touched.ops.len())
+        .creating(operations.len())
+        .appending(commit.ledger.len());
+    parts.snapshot = staged.snapshot().is_some();
+    parts.notifications = !commit.notifications.is_empty();
+    parts.records = !commit.archived.is_empty();
+    parts.contents = !commit.contents.is_empty();
+    parts.event = commit.new_event.is_some();
     let keys: Vec<(RecordKey, ObjectiveId)> = commit
         .archived
         .iter()

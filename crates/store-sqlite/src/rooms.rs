@@ -515,6 +515,198 @@ struct Prepared {
     notifications: Vec<(String, String)>,
 }
 
+/// Everything one commit writes, in `tx`, once its compare-and-swap at `expected` matched;
+/// an error leaves `tx` to be dropped, which writes nothing.
+fn write_commit(
+    tx: &Transaction<'_>,
+    room: &RoomId,
+    expected: Revision,
+    commit: &Commit<'_>,
+    staged: &history::Staged,
+    prepared: &Prepared,
+) -> Result<(), CommitError> {
+    let next = expected.next();
+    let err = db("committing");
+    let swapped = tx
+        .prepare_cached(CAS_SQL)
+        .and_then(|mut s| s.execute(params![room.as_str(), expected.0, commit.at.as_millis()]))
+        .map_err(&err)?;
+    if swapped == 0 {
+        let actual: Option<i64> = tx
+            .prepare_cached("SELECT revision FROM rooms WHERE room_id = ?1")
+            .and_then(|mut s| s.query_row([room.as_str()], |row| row.get(0)).optional())
+            .map_err(&err)?;
+        return Err(match actual {
+            None => CommitError::UnknownRoom(room.clone()),
+            Some(actual) => CommitError::Conflict {
+                room: room.clone(),
+                expected,
+                actual: Revision(actual),
+            },
+        });
+    }
+    // T1: an event is accepted once per Room (the writer lock orders every commit; the
+    // unique index is the backstop). Returning drops the transaction: nothing is written.
+    if let Some(event) = commit.event {
+        let accepted: Option<i64> = tx
+            .prepare_cached(
+                "SELECT 1 FROM room_history WHERE room_id = ?1 AND event_id = ?2 LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![room.as_str(), event.to_string()], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(&err)?;
+        if accepted.is_some() {
+            return Err(CommitError::AlreadyAccepted {
+                room: room.clone(),
+                event,
+            });
+        }
+    }
+    // Issue 21: an event persisted by the decision that accepts it, unless its id is
+    // stored already (the caller then persists it the checked way and accepts it).
+    if let Some(event) = commit.new_event
+        && !insert_event(tx, event, commit.at).map_err(&err)?
+    {
+        return Err(CommitError::EventStored {
+            room: room.clone(),
+            event: event.id,
+        });
+    }
+    // An operator input is decided once per Room, checked the same way.
+    if let Some(input) = commit.input_id {
+        let decided: Option<i64> = tx
+            .prepare_cached(INPUT_DECIDED_SQL)
+            .and_then(|mut s| {
+                s.query_row(params![room.as_str(), input.to_string()], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(&err)?;
+        if decided.is_some() {
+            return Err(CommitError::AlreadyDecided {
+                room: room.clone(),
+                input,
+            });
+        }
+    }
+    tx.prepare_cached(HISTORY_SQL)
+        .and_then(|mut s| {
+            s.execute(params![
+                room.as_str(),
+                next.0,
+                commit.input,
+                commit.event.map(|e| e.to_string()),
+                staged.delta(),
+                prepared.log,
+                commit.at.as_millis(),
+                commit.input_id.map(|i| i.to_string())
+            ])
+        })
+        .map_err(&err)?;
+    if let Some(snapshot) = staged.snapshot() {
+        tx.prepare_cached(SNAPSHOT_SQL)
+            .and_then(|mut s| s.execute(params![room.as_str(), next.0, snapshot]))
+            .map_err(&err)?;
+    }
+    if !prepared.operations.is_empty() {
+        let mut statement = tx.prepare_cached(NEW_OPERATION_SQL).map_err(&err)?;
+        for op in &prepared.operations {
+            statement
+                .execute(params![
+                    op.op,
+                    room.as_str(),
+                    op.request,
+                    op.generation,
+                    op.owner,
+                    op.lease_ms
+                ])
+                .map_err(&err)?;
+        }
+    }
+    if !prepared.receipts.is_empty() {
+        let mut statement = tx.prepare_cached(COMMIT_RECEIPT_SQL).map_err(&err)?;
+        for (op, generation, receipt) in &prepared.receipts {
+            let written = statement
+                .execute(params![op.to_string(), generation, receipt, room.as_str()])
+                .map_err(&err)?;
+            if written == 0 {
+                // Dropping the transaction rolls back everything this commit wrote.
+                return Err(CommitError::Fenced {
+                    op: *op,
+                    generation: *generation,
+                });
+            }
+        }
+    }
+    for (sql, ops) in [
+        (APPLIED_SQL, &commit.applied),
+        (CANCEL_SQL, &commit.cancellations),
+    ] {
+        if ops.is_empty() {
+            continue;
+        }
+        let mut statement = tx.prepare_cached(sql).map_err(&err)?;
+        for op in ops {
+            statement
+                .execute(params![op.to_string(), room.as_str()])
+                .map_err(&err)?;
+        }
+    }
+    if !prepared.ledger.is_empty() {
+        let mut statement = tx.prepare_cached(LEDGER_SQL).map_err(&err)?;
+        for entry in &prepared.ledger {
+            statement
+                .execute(params![room.as_str(), entry, next.0])
+                .map_err(&err)?;
+        }
+    }
+    if !prepared.notifications.is_empty() {
+        let mut statement = tx.prepare_cached(OUTBOX_SQL).map_err(&err)?;
+        for (id, body) in &prepared.notifications {
+            statement
+                .execute(params![id, room.as_str(), body])
+                .map_err(&err)?;
+        }
+    }
+    // B8: a decision that moves the pool the Room draws on moves it in this transaction;
+    // a pool that refuses drops it, and nothing is written.
+    if let Some(pool) = commit
+        .state
+        .pool()
+        .filter(|_| agentroom_domain::pool::moves_pool(&commit.ledger))
+        && let Err(reason) = crate::pools::follow_in(tx, room, pool, &commit.ledger, commit.at)?
+    {
+        return Err(CommitError::PoolRefused {
+            room: room.clone(),
+            pool: pool.clone(),
+            reason,
+        });
+    }
+    if !commit.scrubs.is_empty() {
+        scrub(tx, room, &commit.scrubs)?;
+    }
+    if !commit.archived.is_empty() {
+        crate::records::keep(tx, room, next, commit.archived)?;
+    }
+    if !commit.contents.is_empty() {
+        let mut statement = tx.prepare_cached(CONTENT_SQL).map_err(&err)?;
+        for content in &commit.contents {
+            statement
+                .execute(params![
+                    room.as_str(),
+                    content.digest().as_str(),
+                    content.media_type(),
+                    content.bytes(),
+                    limit(content.bytes().len()),
+                    commit.at.as_millis()
+                ])
+                .map_err(&err)?;
+        }
+    }
+    Ok(())
+}
+
 /// Serializes what `commit` writes besides its history.
 fn prepare(commit: &Commit<'_>) -> Result<Prepared, StoreError> {
     let operations = commit
@@ -664,185 +856,7 @@ impl RoomStore for SqliteRooms {
         let prepared = prepare(&commit)?;
         let mut connection = self.connections.writer();
         let tx = immediate(&mut connection)?;
-        let err = db("committing");
-        let swapped = tx
-            .prepare_cached(CAS_SQL)
-            .and_then(|mut s| s.execute(params![room.as_str(), expected.0, commit.at.as_millis()]))
-            .map_err(&err)?;
-        if swapped == 0 {
-            let actual: Option<i64> = tx
-                .prepare_cached("SELECT revision FROM rooms WHERE room_id = ?1")
-                .and_then(|mut s| s.query_row([room.as_str()], |row| row.get(0)).optional())
-                .map_err(&err)?;
-            return Err(match actual {
-                None => CommitError::UnknownRoom(room.clone()),
-                Some(actual) => CommitError::Conflict {
-                    room: room.clone(),
-                    expected,
-                    actual: Revision(actual),
-                },
-            });
-        }
-        // T1: an event is accepted once per Room (the writer lock orders every commit; the
-        // unique index is the backstop). Returning drops the transaction: nothing is written.
-        if let Some(event) = commit.event {
-            let accepted: Option<i64> = tx
-                .prepare_cached(
-                    "SELECT 1 FROM room_history WHERE room_id = ?1 AND event_id = ?2 LIMIT 1",
-                )
-                .and_then(|mut s| {
-                    s.query_row(params![room.as_str(), event.to_string()], |row| row.get(0))
-                        .optional()
-                })
-                .map_err(&err)?;
-            if accepted.is_some() {
-                return Err(CommitError::AlreadyAccepted {
-                    room: room.clone(),
-                    event,
-                });
-            }
-        }
-        // Issue 21: an event persisted by the decision that accepts it, unless its id is
-        // stored already (the caller then persists it the checked way and accepts it).
-        if let Some(event) = commit.new_event
-            && !insert_event(&tx, event, commit.at).map_err(&err)?
-        {
-            return Err(CommitError::EventStored {
-                room: room.clone(),
-                event: event.id,
-            });
-        }
-        // An operator input is decided once per Room, checked the same way.
-        if let Some(input) = commit.input_id {
-            let decided: Option<i64> = tx
-                .prepare_cached(INPUT_DECIDED_SQL)
-                .and_then(|mut s| {
-                    s.query_row(params![room.as_str(), input.to_string()], |row| row.get(0))
-                        .optional()
-                })
-                .map_err(&err)?;
-            if decided.is_some() {
-                return Err(CommitError::AlreadyDecided {
-                    room: room.clone(),
-                    input,
-                });
-            }
-        }
-        tx.prepare_cached(HISTORY_SQL)
-            .and_then(|mut s| {
-                s.execute(params![
-                    room.as_str(),
-                    next.0,
-                    commit.input,
-                    commit.event.map(|e| e.to_string()),
-                    staged.delta(),
-                    prepared.log,
-                    commit.at.as_millis(),
-                    commit.input_id.map(|i| i.to_string())
-                ])
-            })
-            .map_err(&err)?;
-        if let Some(snapshot) = staged.snapshot() {
-            tx.prepare_cached(SNAPSHOT_SQL)
-                .and_then(|mut s| s.execute(params![room.as_str(), next.0, snapshot]))
-                .map_err(&err)?;
-        }
-        if !prepared.operations.is_empty() {
-            let mut statement = tx.prepare_cached(NEW_OPERATION_SQL).map_err(&err)?;
-            for op in &prepared.operations {
-                statement
-                    .execute(params![
-                        op.op,
-                        room.as_str(),
-                        op.request,
-                        op.generation,
-                        op.owner,
-                        op.lease_ms
-                    ])
-                    .map_err(&err)?;
-            }
-        }
-        if !prepared.receipts.is_empty() {
-            let mut statement = tx.prepare_cached(COMMIT_RECEIPT_SQL).map_err(&err)?;
-            for (op, generation, receipt) in &prepared.receipts {
-                let written = statement
-                    .execute(params![op.to_string(), generation, receipt, room.as_str()])
-                    .map_err(&err)?;
-                if written == 0 {
-                    // Dropping the transaction rolls back everything this commit wrote.
-                    return Err(CommitError::Fenced {
-                        op: *op,
-                        generation: *generation,
-                    });
-                }
-            }
-        }
-        for (sql, ops) in [
-            (APPLIED_SQL, &commit.applied),
-            (CANCEL_SQL, &commit.cancellations),
-        ] {
-            if ops.is_empty() {
-                continue;
-            }
-            let mut statement = tx.prepare_cached(sql).map_err(&err)?;
-            for op in ops {
-                statement
-                    .execute(params![op.to_string(), room.as_str()])
-                    .map_err(&err)?;
-            }
-        }
-        if !prepared.ledger.is_empty() {
-            let mut statement = tx.prepare_cached(LEDGER_SQL).map_err(&err)?;
-            for entry in &prepared.ledger {
-                statement
-                    .execute(params![room.as_str(), entry, next.0])
-                    .map_err(&err)?;
-            }
-        }
-        if !prepared.notifications.is_empty() {
-            let mut statement = tx.prepare_cached(OUTBOX_SQL).map_err(&err)?;
-            for (id, body) in &prepared.notifications {
-                statement
-                    .execute(params![id, room.as_str(), body])
-                    .map_err(&err)?;
-            }
-        }
-        // B8: a decision that moves the pool the Room draws on moves it in this transaction;
-        // a pool that refuses drops it, and nothing is written.
-        if let Some(pool) = commit
-            .state
-            .pool()
-            .filter(|_| agentroom_domain::pool::moves_pool(&commit.ledger))
-            && let Err(reason) =
-                crate::pools::follow_in(&tx, room, pool, &commit.ledger, commit.at)?
-        {
-            return Err(CommitError::PoolRefused {
-                room: room.clone(),
-                pool: pool.clone(),
-                reason,
-            });
-        }
-        if !commit.scrubs.is_empty() {
-            scrub(&tx, room, &commit.scrubs)?;
-        }
-        if !commit.archived.is_empty() {
-            crate::records::keep(&tx, room, next, commit.archived)?;
-        }
-        if !commit.contents.is_empty() {
-            let mut statement = tx.prepare_cached(CONTENT_SQL).map_err(&err)?;
-            for content in &commit.contents {
-                statement
-                    .execute(params![
-                        room.as_str(),
-                        content.digest().as_str(),
-                        content.media_type(),
-                        content.bytes(),
-                        limit(content.bytes().len()),
-                        commit.at.as_millis()
-                    ])
-                    .map_err(&err)?;
-            }
-        }
+        write_commit(&tx, room, expected, &commit, &staged, &prepared)?;
         tx.commit().map_err(db("committing"))?;
         drop(connection);
         self.history.committed(room, next, staged, None);
@@ -852,6 +866,37 @@ impl RoomStore for SqliteRooms {
             self.history.forget(room);
         }
         Ok(next)
+    }
+
+    #[tracing::instrument(skip_all, fields(room = %room, expected = %expected, commits = commits.len()))]
+    async fn commit_group(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commits: Vec<Commit<'_>>,
+    ) -> Result<Vec<Revision>, CommitError> {
+        agentroom_ports::refuse_in_group(&commits)?;
+        let staged = self.history.stage_group(room, expected, &commits)?;
+        let prepared = commits.iter().map(prepare).collect::<Result<Vec<_>, _>>()?;
+        let mut connection = self.connections.writer();
+        // One transaction: a member refused drops it, and nothing of the group is written.
+        let tx = immediate(&mut connection)?;
+        let mut at = expected;
+        let mut revisions = Vec::with_capacity(commits.len());
+        for ((commit, staged), prepared) in commits.iter().zip(&staged).zip(&prepared) {
+            write_commit(&tx, room, at, commit, staged, prepared)?;
+            if at == expected {
+                agentroom_ports::rooms::inside_group();
+            }
+            at = at.next();
+            revisions.push(at);
+        }
+        tx.commit().map_err(db("committing a group"))?;
+        drop(connection);
+        for (staged, revision) in staged.into_iter().zip(&revisions) {
+            self.history.committed(room, *revision, staged, None);
+        }
+        Ok(revisions)
     }
 
     async fn state_at(

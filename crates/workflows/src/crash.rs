@@ -12,6 +12,12 @@ pub const ENV: &str = "AGENTROOM_CRASH_AT";
 
 /// After transaction 1: operation, reservation and lease committed; nothing called.
 pub const AFTER_RESERVE: &str = "after_reserve";
+/// Before a group of decisions is committed (issue 21): nothing of it is written.
+pub const BEFORE_GROUP: &str = "before_group";
+/// Inside a group's transaction, its first member written (issue 21): rolled back.
+pub const INSIDE_GROUP: &str = "inside_group";
+/// After a group of decisions is committed, before any call it reserved is sent (issue 21).
+pub const AFTER_GROUP: &str = "after_group";
 /// After the provider returned; nothing recorded.
 pub const AFTER_CALL: &str = "after_call";
 /// After the receipt is recorded alone; the owner has not applied it.
@@ -26,6 +32,9 @@ pub const AFTER_CLAIM: &str = "after_claim";
 
 /// Every named point, in the order a call passes them.
 pub const POINTS: &[&str] = &[
+    BEFORE_GROUP,
+    INSIDE_GROUP,
+    AFTER_GROUP,
     AFTER_RESERVE,
     AFTER_CALL,
     AFTER_RECEIPT,

@@ -377,6 +377,24 @@ impl Host {
         Ok(xmax)
     }
 
+    /// The CPU time every backend of the bench's database but the probe's spent so far, in
+    /// nanoseconds (`/proc/<pid>/task/*/schedstat`: the server runs on this machine): what
+    /// PostgreSQL itself spends on serve's statements. A backend that exited takes its time
+    /// with it (serve keeps its connections); `None` where `/proc` does not show them.
+    pub(crate) fn backends_ns(&mut self) -> anyhow::Result<Option<u64>> {
+        let pids: Vec<(i32,)> = self.runtime.block_on(
+            sqlx::query_as(
+                "SELECT pid FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_all(&mut self.probe),
+        )?;
+        Ok(pids
+            .iter()
+            .map(|(pid,)| crate::procfs::cpu_ns(&pid.to_string()))
+            .sum())
+    }
+
     /// The server's WAL position in bytes (the whole server's, as [`Host::xmax`]).
     pub(crate) fn wal_lsn(&mut self) -> anyhow::Result<i64> {
         let (lsn,): (i64,) = self.runtime.block_on(

@@ -136,6 +136,10 @@ struct Round {
     wal_bytes_per_task: f64,
     serve_cpu_us_per_task: Option<f64>,
     serve_cpu_us_per_task_schedstat: Option<f64>,
+    /// PostgreSQL's own CPU per task: every backend of the database (serve's connections).
+    postgres_cpu_us_per_task: Option<f64>,
+    /// PostgreSQL's own CPU per floor commit (the floor connection's backend).
+    floor_postgres_cpu_us: Option<f64>,
 }
 
 /// Runs the figure and prints its JSON line.
@@ -167,6 +171,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .runtime
         .block_on(PgConnection::connect(&host.url))
         .context("the floor's connection")?;
+    let (floor_backend,): (i32,) = host
+        .runtime
+        .block_on(sqlx::query_as("SELECT pg_backend_pid()").fetch_one(&mut floor_conn))?;
+    let floor_backend = floor_backend.to_string();
 
     // Warm-up: one objective, unmeasured; then what an idle serve writes.
     objective(&mut host, 1, patience)?;
@@ -180,11 +188,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
     let mut rounds = Vec::with_capacity(args.rounds);
     for r in 0..args.rounds.max(1) {
+        let floor_ns0 = cpu_ns(&floor_backend);
         let floor = host.runtime.block_on(floor::commits(
             &mut floor_conn,
             FLOOR_WARMUP,
             args.floor_commits.max(1),
         ))?;
+        let floor_postgres_cpu_us = floor_ns0.zip(cpu_ns(&floor_backend)).map(|(a, b)| {
+            b.saturating_sub(a) as f64 / 1e3 / (FLOOR_WARMUP + args.floor_commits.max(1)) as f64
+        });
         let floor_us = median(&floor.one_connection_us);
         if args.one_room {
             objectives += 1;
@@ -202,9 +214,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             cpu_ticks(&pid),
             cpu_ns(&pid),
         );
+        let pg_ns0 = host.backends_ns()?;
         let wall = objective(&mut host, objectives, patience)?;
         let (ticks1, ns1) = (cpu_ticks(&pid), cpu_ns(&pid));
         host.wait_quiet(patience)?;
+        let pg_ns1 = host.backends_ns()?;
         let (xmax1, lsn1, revision1) = (host.xmax()?, host.wal_lsn()?, host.state_size()?.revision);
         let per_task = |x: f64| x / tasks as f64;
         let round = Round {
@@ -219,11 +233,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             serve_cpu_us_per_task_schedstat: ns0
                 .zip(ns1)
                 .map(|(a, b)| per_task(b.saturating_sub(a) as f64 / 1e3)),
+            postgres_cpu_us_per_task: pg_ns0
+                .zip(pg_ns1)
+                .map(|(a, b)| per_task(b.saturating_sub(a) as f64 / 1e3)),
+            floor_postgres_cpu_us,
         };
         eprintln!(
             "room: round {}: {:.0} µs per task ({:.1}x the floor's {:.0} µs), {:.2} write \
              commits per task ({:.2} Room revisions), serve cpu {:.0} µs per task \
-             ({:.0} by schedstat)",
+             ({:.0} by schedstat), postgres cpu {:.0} µs per task ({:.0} per floor commit)",
             r + 1,
             round.us_per_task,
             round.us_per_task / round.floor_us,
@@ -232,6 +250,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             round.revisions_per_task,
             round.serve_cpu_us_per_task.unwrap_or(f64::NAN),
             round.serve_cpu_us_per_task_schedstat.unwrap_or(f64::NAN),
+            round.postgres_cpu_us_per_task.unwrap_or(f64::NAN),
+            round.floor_postgres_cpu_us.unwrap_or(f64::NAN),
         );
         rounds.push(round);
     }
@@ -244,6 +264,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let values: Vec<f64> = rounds.iter().filter_map(f).collect();
         (!values.is_empty()).then(|| round(median(&values), 0))
     };
+    // What PostgreSQL alone spends per task, against the floor's whole commit.
+    let postgres_x_floor: Vec<f64> = rounds
+        .iter()
+        .filter_map(|r| r.postgres_cpu_us_per_task.map(|pg| pg / r.floor_us))
+        .collect();
+    let postgres_x_floor =
+        (!postgres_x_floor.is_empty()).then(|| round(median(&postgres_x_floor), 2));
     let line = json!({
         "bench": "room_path",
         "figure": "room",
@@ -263,6 +290,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "wal_bytes_per_task_median": round(of(|r| r.wal_bytes_per_task), 0),
         "serve_cpu_us_per_task_median": medians(|r| r.serve_cpu_us_per_task),
         "serve_cpu_us_per_task_schedstat_median": medians(|r| r.serve_cpu_us_per_task_schedstat),
+        "postgres_cpu_us_per_task_median": medians(|r| r.postgres_cpu_us_per_task),
+        "floor_postgres_cpu_us_per_commit_median": medians(|r| r.floor_postgres_cpu_us),
+        "postgres_cpu_per_task_x_floor_median": postgres_x_floor,
         "write_commits_x_target": ratio(median(&xids), 1.3),
         "idle_write_commits_per_s": idle_xids,
         "other_databases_xacts_during_rounds": others,

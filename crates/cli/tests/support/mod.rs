@@ -182,6 +182,15 @@ impl Site {
         }
     }
 
+    /// How many owner messages the drill's Room accepted (history rows that accepted an
+    /// event).
+    pub async fn accepted_messages(&self) -> usize {
+        let store = self.open().await;
+        let room = RoomId::parse("local").unwrap();
+        let rows = store.history(&room, Revision(0), 100_000).await.unwrap();
+        rows.iter().filter(|row| row.event.is_some()).count()
+    }
+
     /// Reads the database and the execution log and checks every invariant that holds after
     /// any crash and a recovery.
     pub async fn invariants(&self) -> Facts {

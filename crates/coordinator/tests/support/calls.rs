@@ -90,6 +90,9 @@ pub struct SeenCommit {
     pub receipts: Vec<OperationId>,
     /// Operations it marked applied.
     pub applied: Vec<OperationId>,
+    /// How many commits the transaction it was part of made (1: committed alone; more: a
+    /// group, issue 21).
+    pub group: usize,
 }
 
 impl SeenCommit {
@@ -150,6 +153,53 @@ impl Interposed {
     pub fn fail_token_revocations(&self, n: u32) {
         self.failing_token_revocations.store(n, Ordering::SeqCst);
     }
+
+    /// What a test sees of `commit` at `expected` (its result still to come), and the calls
+    /// it creates.
+    fn seeing(expected: Revision, commit: &Commit<'_>) -> (SeenCommit, Vec<CallRequest>) {
+        let created: Vec<CallRequest> = commit
+            .operations
+            .iter()
+            .map(|o| o.request.clone())
+            .collect();
+        let seen = SeenCommit {
+            input: commit.input.to_owned(),
+            expected,
+            result: Err(String::new()),
+            created: created.iter().map(|r| r.op).collect(),
+            receipts: commit.receipts.iter().map(|(op, _, _)| *op).collect(),
+            applied: commit.applied.clone(),
+            group: 1,
+        };
+        (seen, created)
+    }
+
+    fn shown(error: &CommitError) -> String {
+        match error {
+            CommitError::Conflict { .. } => format!("conflict: {error}"),
+            other => other.to_string(),
+        }
+    }
+
+    /// Runs the hook once a commit that created a call of its role went through.
+    async fn after_commit(&self, committed: bool, created: &[CallRequest]) {
+        if !committed {
+            return;
+        }
+        let hook = {
+            let mut hook = self.hook.lock().unwrap();
+            let due = hook
+                .as_ref()
+                .and_then(|(role, _)| created.iter().find(|r| r.role == *role).cloned());
+            due.and_then(|request| {
+                *self.hooked.lock().unwrap() = Some(request);
+                hook.take()
+            })
+        };
+        if let Some((_, then)) = hook {
+            then.await;
+        }
+    }
 }
 
 #[async_trait]
@@ -168,41 +218,42 @@ impl RoomStore for Interposed {
         expected: Revision,
         commit: Commit<'_>,
     ) -> Result<Revision, CommitError> {
-        let input = commit.input.to_owned();
-        let created: Vec<CallRequest> = commit
-            .operations
-            .iter()
-            .map(|o| o.request.clone())
-            .collect();
-        let receipts = commit.receipts.iter().map(|(op, _, _)| *op).collect();
-        let applied = commit.applied.clone();
+        let (mut seen, created) = Self::seeing(expected, &commit);
         let result = self.inner.commit(room, expected, commit).await;
-        self.commits.lock().unwrap().push(SeenCommit {
-            input,
-            expected,
-            result: result.as_ref().map(|r| *r).map_err(|e| match e {
-                CommitError::Conflict { .. } => format!("conflict: {e}"),
-                other => other.to_string(),
-            }),
-            created: created.iter().map(|r| r.op).collect(),
-            receipts,
-            applied,
-        });
-        if result.is_ok() {
-            let hook = {
-                let mut hook = self.hook.lock().unwrap();
-                let due = hook
-                    .as_ref()
-                    .and_then(|(role, _)| created.iter().find(|r| r.role == *role).cloned());
-                due.and_then(|request| {
-                    *self.hooked.lock().unwrap() = Some(request);
-                    hook.take()
-                })
-            };
-            if let Some((_, then)) = hook {
-                then.await;
+        seen.result = result.as_ref().map(|r| *r).map_err(Self::shown);
+        self.commits.lock().unwrap().push(seen);
+        self.after_commit(result.is_ok(), &created).await;
+        result
+    }
+
+    async fn commit_group(
+        &self,
+        room: &RoomId,
+        expected: Revision,
+        commits: Vec<Commit<'_>>,
+    ) -> Result<Vec<Revision>, CommitError> {
+        let mut members = Vec::new();
+        let mut created = Vec::new();
+        let mut at = expected;
+        for commit in &commits {
+            let (mut seen, made) = Self::seeing(at, commit);
+            seen.group = commits.len();
+            members.push(seen);
+            created.extend(made);
+            at = at.next();
+        }
+        let result = self.inner.commit_group(room, expected, commits).await;
+        {
+            let mut seen = self.commits.lock().unwrap();
+            for (i, mut member) in members.into_iter().enumerate() {
+                member.result = match &result {
+                    Ok(revisions) => Ok(revisions[i]),
+                    Err(e) => Err(Self::shown(e)),
+                };
+                seen.push(member);
             }
         }
+        self.after_commit(result.is_ok(), &created).await;
         result
     }
 
