@@ -21,7 +21,7 @@ use agentroom_ports::domain::event::{Event, EventBody};
 use agentroom_ports::domain::ids::{EventId, PrincipalId};
 use agentroom_ports::domain::money::UsdMicros;
 use agentroom_ports::domain::state::CallRole;
-use agentroom_ports::{RoomStore, WorkflowStore};
+use agentroom_ports::{Revision, RoomStore, WorkflowStore};
 use support::calls::{Behaviour, Room, TestProvider, ms, runner, within};
 use tokio::task::JoinSet;
 
@@ -53,6 +53,14 @@ async fn held_room(name: &str) -> (Room, Arc<TestProvider>) {
         tokio::time::sleep(ms(300)).await;
     });
     (room, provider)
+}
+
+/// How many history rows after `after` accepted an event, and how many distinct events.
+async fn accepted(room: &Room, after: Revision) -> (usize, usize) {
+    let history = room.store.history(&room.id(), after, 1_000).await.unwrap();
+    let events: Vec<_> = history.iter().filter_map(|h| h.event).collect();
+    let distinct: BTreeSet<_> = events.iter().copied().collect();
+    (events.len(), distinct.len())
 }
 
 /// Posts `events` at once, each from its own task (as clients of one host do).
@@ -110,14 +118,7 @@ async fn issue21_b1_inputs_waiting_for_a_room_are_decided_in_sequence_and_commit
 
         // One history row per message, each accepting its event once (T1), and every call
         // sent once after its reservation was durable (B1), answered and settled.
-        let history = room
-            .store
-            .history(&room.id(), before.revision, 1_000)
-            .await
-            .unwrap();
-        let events: Vec<_> = history.iter().filter_map(|h| h.event).collect();
-        let distinct: BTreeSet<_> = events.iter().copied().collect();
-        assert_eq!((events.len(), distinct.len()), (8, 8));
+        assert_eq!(accepted(&room, before.revision).await, (8, 8));
         assert_eq!(provider.calls(), 8);
         for op in &ops {
             let record = room.store.operation(*op).await.unwrap().unwrap();
@@ -162,14 +163,11 @@ async fn issue21_t1_a_group_the_store_refuses_is_decided_again_input_by_input() 
             commits.iter().any(|c| c.group > 1 && c.result.is_err()),
             "no group was refused: {commits:#?}"
         );
-        let history = room
-            .store
-            .history(&room.id(), before.revision, 1_000)
-            .await
-            .unwrap();
-        let events: Vec<_> = history.iter().filter_map(|h| h.event).collect();
-        let distinct: BTreeSet<_> = events.iter().copied().collect();
-        assert_eq!((events.len(), distinct.len()), (5, 5), "accepted once each");
+        assert_eq!(
+            accepted(&room, before.revision).await,
+            (5, 5),
+            "accepted once each"
+        );
         assert_eq!(provider.calls(), 5);
         let balances = room.assert_ledger_replays().await;
         assert_eq!(balances.spent, UsdMicros::new(5 * 400));

@@ -142,6 +142,33 @@ pub struct Staged {
 }
 
 impl Staged {
+    /// `change` written out, with a snapshot of `state` when the snapshot rule says so after
+    /// a Room of `weight` (none: no snapshot), and the weight it leaves.
+    fn written(
+        change: Delta,
+        base: Option<Sections>,
+        state: &RoomState,
+        weight: Option<SnapshotWeight>,
+    ) -> Result<Self, StoreError> {
+        let serializing = |e| StoreError::database("serializing a Room state", e);
+        let delta = serde_json::to_string(&change).map_err(serializing)?;
+        let delta_bytes = bytes(delta.len());
+        let snapshot = weight
+            .is_some_and(|w| w.snapshot_due(delta_bytes))
+            .then(|| serde_json::to_string(state))
+            .transpose()
+            .map_err(serializing)?;
+        let weight =
+            weight.map(|w| w.after(delta_bytes, snapshot.as_ref().map(|s| bytes(s.len()))));
+        Ok(Staged {
+            change,
+            base,
+            delta,
+            snapshot,
+            weight,
+        })
+    }
+
     /// The delta's JSON text.
     pub fn delta(&self) -> &str {
         &self.delta
@@ -355,22 +382,7 @@ impl RoomHistory {
                 (change, Some(document))
             }
         };
-        let delta = serde_json::to_string(&change).map_err(serializing)?;
-        let delta_bytes = bytes(delta.len());
-        let snapshot = weight
-            .is_some_and(|w| w.snapshot_due(delta_bytes))
-            .then(|| serde_json::to_string(commit.state))
-            .transpose()
-            .map_err(serializing)?;
-        let weight =
-            weight.map(|w| w.after(delta_bytes, snapshot.as_ref().map(|s| bytes(s.len()))));
-        Ok(Staged {
-            change,
-            base,
-            delta,
-            snapshot,
-            weight,
-        })
+        Staged::written(change, base, commit.state, weight)
     }
 
     /// What each commit of a group stores ([`crate::RoomStore::commit_group`]): the first
@@ -407,25 +419,12 @@ impl RoomHistory {
                 .state
                 .delta_from(commit.previous, |name| document.get(name))
                 .map_err(serializing)?;
-            let delta = serde_json::to_string(&change).map_err(serializing)?;
-            let delta_bytes = bytes(delta.len());
-            let snapshot = weight
-                .is_some_and(|w| w.snapshot_due(delta_bytes))
-                .then(|| serde_json::to_string(commit.state))
-                .transpose()
-                .map_err(serializing)?;
-            weight =
-                weight.map(|w| w.after(delta_bytes, snapshot.as_ref().map(|s| bytes(s.len()))));
             document
                 .apply(&change)
                 .map_err(|e| StoreError::database("staging a group of commits", e))?;
-            group.push(Staged {
-                change,
-                base: None,
-                delta,
-                snapshot,
-                weight,
-            });
+            let staged = Staged::written(change, None, commit.state, weight)?;
+            weight = staged.weight;
+            group.push(staged);
         }
         Ok(group)
     }
