@@ -539,6 +539,19 @@ async fn decide_group(
         } else if agentroom_ports::refuse_in_group(&commits).is_err() {
             // A redaction (or a pool move) is committed alone.
             Err(None)
+        } else if commits.len() == 1 {
+            // One write among inputs answered without one: its commit alone, in one
+            // statement, without a transaction around it.
+            let mut commits = commits;
+            match commits.pop() {
+                Some(commit) => shared
+                    .store
+                    .commit(room, current.revision, commit)
+                    .await
+                    .map(|revision| vec![revision])
+                    .map_err(Some),
+                None => Ok(Vec::new()),
+            }
         } else {
             crash_point(crash::BEFORE_GROUP);
             shared
