@@ -1,13 +1,14 @@
 //! Durable call overhead on PostgreSQL (DESIGN.md "A durable call, step by step"), measured
 //! through the product's one application service: every durable-call figure posts owner
 //! messages to a [`Coordinator`] over the PostgreSQL store and waits until the Room is quiet
-//! (`post` + `wait_idle`), the path `agentroom serve` runs. A message is three commits: the
-//! event persisted (T1); transaction 1, the event accepted with its reasoner call's
-//! reservation, operation row and lease; and, once the no-op provider answered, transaction 2,
-//! the fenced receipt with the settled state. Each figure is printed next to the raw commit
-//! floor this binary measures against the same server in the same run, with the commits per
-//! call it measured (the Room's revisions and persisted events). The one-connection figure
-//! also prints the CPU one call costs this process and the store's server backends (from
+//! (`post` + `wait_idle`), the path `agentroom serve` runs. A message is two commits:
+//! transaction 1, the event persisted and accepted (T1) with its reasoner call's reservation,
+//! operation row and lease; and, once the no-op provider answered, transaction 2, the fenced
+//! receipt with the settled state. Each figure is printed next to the raw commit floor this
+//! binary measures against the same server in the same run, with the commits per call it
+//! measured (the transactions that wrote the Room's history rows, and the events persisted in
+//! a transaction of their own; a group commits several revisions in one). The one-connection
+//! figure also prints the CPU one call costs this process and the store's server backends (from
 //! `/proc`, when the server runs on this machine), the figures `../shared/anchors` reports
 //! for DBOS and LangGraph steps.
 
