@@ -359,8 +359,16 @@ impl RoomHistory {
         expected: Revision,
         commit: &Commit<'_>,
     ) -> Result<Staged, StoreError> {
+        Self::stage_on(self.known(room), expected, commit)
+    }
+
+    /// [`RoomHistory::stage`] against `known`, the document this store kept when it looked.
+    fn stage_on(
+        known: Option<Known>,
+        expected: Revision,
+        commit: &Commit<'_>,
+    ) -> Result<Staged, StoreError> {
         let serializing = |e| StoreError::database("serializing a Room state", e);
-        let known = self.known(room);
         let weight = known.as_ref().and_then(|k| k.weight);
         let (change, base) = match known.filter(|k| k.revision == expected) {
             Some(known) => {
@@ -399,10 +407,13 @@ impl RoomHistory {
         let Some((first, rest)) = commits.split_first() else {
             return Ok(Vec::new());
         };
-        let known = self.known(room).filter(|k| k.revision == expected);
-        let staged = self.stage(room, expected, first)?;
+        // One look at the kept document: the first member is staged against it, and the
+        // next ones against what it becomes.
+        let known = self.known(room);
+        let staged = Self::stage_on(known.clone(), expected, first)?;
         // The document the next member is written against: the kept one (or the first's
         // base) moved by each change, sharing every section no change touched.
+        let known = known.filter(|k| k.revision == expected);
         let mut document = match (&staged.base, known) {
             (Some(base), _) => base.clone(),
             (None, Some(known)) => Sections::clone(&known.document),
